@@ -1,0 +1,67 @@
+"""Catalog-level errors, in the one hierarchy rooted at :class:`CdkdsError`."""
+
+from __future__ import annotations
+
+from cdkds.formats.errors import CdkdsError, DataFileError, InvalidSchemaError, SchemaMismatchError
+
+__all__ = [
+    "CdkdsError",
+    "CommitConflictError",
+    "CorruptLogError",
+    "DataFileError",
+    "DatasetExistsError",
+    "DatasetNotFoundError",
+    "ExpressionError",
+    "IncompatibleDescriptorError",
+    "InvalidDescriptorError",
+    "InvalidNameError",
+    "InvalidPartitionStrategyError",
+    "InvalidRecordError",
+    "InvalidSchemaError",
+    "SchemaMismatchError",
+    "StorageError",
+]
+
+
+class InvalidNameError(CdkdsError, ValueError):
+    """A dataset or namespace name that is not ``[A-Za-z0-9_]+`` per part."""
+
+
+class DatasetNotFoundError(CdkdsError, LookupError):
+    """No dataset of that name in the repository."""
+
+
+class DatasetExistsError(CdkdsError):
+    """A dataset of that name already exists."""
+
+
+class InvalidDescriptorError(CdkdsError, ValueError):
+    """A descriptor whose parts do not fit together (schema, strategy, key, format...)."""
+
+
+class IncompatibleDescriptorError(InvalidDescriptorError):
+    """A descriptor update that breaks the rules (fixed format or strategy, unreadable old data)."""
+
+
+class InvalidPartitionStrategyError(InvalidDescriptorError):
+    """A partition strategy that is malformed or does not fit the schema."""
+
+
+class ExpressionError(CdkdsError, ValueError):
+    """A predicate that cannot be parsed, or does not fit the schema it is bound to."""
+
+
+class InvalidRecordError(SchemaMismatchError):
+    """A record or batch that does not match its dataset's schema or partition strategy."""
+
+
+class CommitConflictError(CdkdsError):
+    """A commit lost a race to a concurrent commit it cannot be rebased onto."""
+
+
+class CorruptLogError(CdkdsError):
+    """A transaction log object that is missing, truncated or breaks the commit chain."""
+
+
+class StorageError(CdkdsError):
+    """The object store refused or failed an operation cdkds relies on."""

@@ -1,0 +1,326 @@
+"""The one expression tree for predicates in cdkds.
+
+Immutable values: :class:`Predicate` on one named field (comparison, set membership,
+null checks, prefix), combined with :class:`And`, :class:`Or` and :class:`Not`, plus the
+constants :data:`ALWAYS_TRUE` and :data:`ALWAYS_FALSE`. Every consumer — filter
+pushdown, partition pruning, file statistics, tombstones, keyed-table filters —
+takes this tree; the visitors in :mod:`cdkds.catalog.expressions.visitors` do the work.
+
+Build with :func:`field`: ``field("userId") == 1234``, ``field("ts") >= "2026-01-01"``,
+``field("country").isin(["NZ", "AU"])``, combined with ``&``, ``|`` and ``~``.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import decimal
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from cdkds.catalog.errors import ExpressionError
+
+COMPARISONS = {"eq": "=", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+SET_OPS = {"in", "not_in"}
+UNARY_OPS = {"is_null", "not_null"}
+PREFIX_OPS = {"starts_with", "not_starts_with"}
+NEGATIONS = {
+    "eq": "ne", "ne": "eq", "lt": "ge", "ge": "lt", "gt": "le", "le": "gt", "in": "not_in",
+    "not_in": "in", "is_null": "not_null", "not_null": "is_null", "starts_with": "not_starts_with",
+    "not_starts_with": "starts_with",
+}
+FLIPPED = {"eq": "eq", "ne": "ne", "lt": "gt", "gt": "lt", "le": "ge", "ge": "le"}
+
+
+class Expression(ABC):
+    """A boolean expression over the fields of a record."""
+
+    def __and__(self, other: "Expression") -> "Expression":
+        return and_(self, other)
+
+    def __or__(self, other: "Expression") -> "Expression":
+        return or_(self, other)
+
+    def __invert__(self) -> "Expression":
+        return not_(self)
+
+    @abstractmethod
+    def negate(self) -> "Expression":
+        """The exact logical complement (for non-null inputs), without a :class:`Not` node."""
+
+    @abstractmethod
+    def to_json(self) -> Any:
+        """The JSON form that :func:`from_json` reads back."""
+
+
+@dataclass(frozen=True)
+class _Constant(Expression):
+    value: bool
+
+    def negate(self) -> Expression:
+        return ALWAYS_FALSE if self.value else ALWAYS_TRUE
+
+    def to_json(self) -> Any:
+        return self.value
+
+    def __str__(self) -> str:
+        return "true" if self.value else "false"
+
+
+ALWAYS_TRUE = _Constant(True)
+ALWAYS_FALSE = _Constant(False)
+
+
+@dataclass(frozen=True)
+class And(Expression):
+    left: Expression
+    right: Expression
+
+    def negate(self) -> Expression:
+        return or_(self.left.negate(), self.right.negate())
+
+    def to_json(self) -> Any:
+        return {"and": [self.left.to_json(), self.right.to_json()]}
+
+    def __str__(self) -> str:
+        return f"({self.left} and {self.right})"
+
+
+@dataclass(frozen=True)
+class Or(Expression):
+    left: Expression
+    right: Expression
+
+    def negate(self) -> Expression:
+        return and_(self.left.negate(), self.right.negate())
+
+    def to_json(self) -> Any:
+        return {"or": [self.left.to_json(), self.right.to_json()]}
+
+    def __str__(self) -> str:
+        return f"({self.left} or {self.right})"
+
+
+@dataclass(frozen=True)
+class Not(Expression):
+    child: Expression
+
+    def negate(self) -> Expression:
+        return self.child
+
+    def to_json(self) -> Any:
+        return {"not": self.child.to_json()}
+
+    def __str__(self) -> str:
+        return f"not {self.child}"
+
+
+@dataclass(frozen=True)
+class Predicate(Expression):
+    """``op`` applied to field ``name``: with ``value`` for comparisons and prefixes,
+    ``values`` (a tuple) for ``in``/``not_in``, neither for null checks."""
+
+    op: str
+    name: str
+    value: Any = None
+    values: tuple = ()
+
+    def __post_init__(self) -> None:
+        if self.op not in NEGATIONS:
+            raise ExpressionError(f"unknown predicate operator {self.op!r}")
+        if not isinstance(self.name, str) or not self.name:
+            raise ExpressionError(f"a predicate needs a field name, got {self.name!r}")
+        if self.op in SET_OPS:
+            object.__setattr__(self, "values", tuple(self.values))
+        elif self.op not in UNARY_OPS and self.value is None:
+            raise ExpressionError(f"field {self.name!r}: comparing with null is never true; use 'is null'")
+
+    def negate(self) -> Expression:
+        return Predicate(NEGATIONS[self.op], self.name, self.value, self.values)
+
+    def with_literals(self, value: Any = None, values: Iterable = ()) -> "Predicate":
+        return Predicate(self.op, self.name, value, tuple(values))
+
+    def to_json(self) -> Any:
+        out: dict[str, Any] = {"op": self.op, "field": self.name}
+        if self.op in SET_OPS:
+            out["values"] = [literal_to_json(v) for v in self.values]
+        elif self.op not in UNARY_OPS:
+            out["value"] = literal_to_json(self.value)
+        return out
+
+    def __str__(self) -> str:
+        name = self.name if self.name.isidentifier() else f"`{self.name}`"
+        if self.op in COMPARISONS:
+            return f"{name} {COMPARISONS[self.op]} {literal_to_text(self.value)}"
+        if self.op in SET_OPS:
+            inner = ", ".join(literal_to_text(v) for v in self.values)
+            return f"{name} {'in' if self.op == 'in' else 'not in'} ({inner})"
+        if self.op in UNARY_OPS:
+            return f"{name} is {'null' if self.op == 'is_null' else 'not null'}"
+        text = f"{name} starts with {literal_to_text(self.value)}"
+        return text if self.op == "starts_with" else f"not {text}"
+
+
+def and_(left: Expression, right: Expression) -> Expression:
+    if left is ALWAYS_FALSE or right is ALWAYS_FALSE:
+        return ALWAYS_FALSE
+    if left is ALWAYS_TRUE:
+        return right
+    if right is ALWAYS_TRUE:
+        return left
+    return And(left, right)
+
+
+def or_(left: Expression, right: Expression) -> Expression:
+    if left is ALWAYS_TRUE or right is ALWAYS_TRUE:
+        return ALWAYS_TRUE
+    if left is ALWAYS_FALSE:
+        return right
+    if right is ALWAYS_FALSE:
+        return left
+    return Or(left, right)
+
+
+def not_(child: Expression) -> Expression:
+    if isinstance(child, _Constant):
+        return child.negate()
+    if isinstance(child, Not):
+        return child.child
+    return Not(child)
+
+
+def all_of(expressions: Iterable[Expression]) -> Expression:
+    out: Expression = ALWAYS_TRUE
+    for e in expressions:
+        out = and_(out, e)
+    return out
+
+
+def any_of(expressions: Iterable[Expression]) -> Expression:
+    out: Expression = ALWAYS_FALSE
+    for e in expressions:
+        out = or_(out, e)
+    return out
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A field by name; its operators build predicates."""
+
+    name: str
+
+    def __eq__(self, value: Any) -> Predicate:  # type: ignore[override]
+        return Predicate("eq", self.name, value)
+
+    def __ne__(self, value: Any) -> Predicate:  # type: ignore[override]
+        return Predicate("ne", self.name, value)
+
+    def __lt__(self, value: Any) -> Predicate:
+        return Predicate("lt", self.name, value)
+
+    def __le__(self, value: Any) -> Predicate:
+        return Predicate("le", self.name, value)
+
+    def __gt__(self, value: Any) -> Predicate:
+        return Predicate("gt", self.name, value)
+
+    def __ge__(self, value: Any) -> Predicate:
+        return Predicate("ge", self.name, value)
+
+    __hash__ = object.__hash__
+
+    def isin(self, values: Iterable[Any]) -> Predicate:
+        return Predicate("in", self.name, values=tuple(values))
+
+    def notin(self, values: Iterable[Any]) -> Predicate:
+        return Predicate("not_in", self.name, values=tuple(values))
+
+    def is_null(self) -> Predicate:
+        return Predicate("is_null", self.name)
+
+    def not_null(self) -> Predicate:
+        return Predicate("not_null", self.name)
+
+    def startswith(self, prefix: str) -> Predicate:
+        return Predicate("starts_with", self.name, prefix)
+
+
+def field(name: str) -> Reference:
+    """A reference to the field ``name``, for building predicates."""
+    return Reference(name)
+
+
+# ---------------------------------------------------------------- literals
+
+def literal_to_json(value: Any) -> Any:
+    """JSON form of a literal; types JSON lacks are tagged (``{"$date": "2026-01-01"}``)."""
+    if isinstance(value, dt.datetime):
+        return {"$timestamp": value.isoformat()}
+    if isinstance(value, dt.date):
+        return {"$date": value.isoformat()}
+    if isinstance(value, dt.time):
+        return {"$time": value.isoformat()}
+    if isinstance(value, decimal.Decimal):
+        return {"$decimal": str(value)}
+    if isinstance(value, (bytes, bytearray)):
+        return {"$bytes": base64.b64encode(value).decode("ascii")}
+    if isinstance(value, float) and not math.isfinite(value):
+        return {"$float": str(value)}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise ExpressionError(f"literal {value!r} of type {type(value).__name__} cannot be stored in an expression")
+
+
+def literal_from_json(data: Any) -> Any:
+    if isinstance(data, dict):
+        (tag, text), = data.items()
+        readers = {"$timestamp": dt.datetime.fromisoformat, "$date": dt.date.fromisoformat,
+                   "$time": dt.time.fromisoformat, "$decimal": decimal.Decimal,
+                   "$bytes": base64.b64decode, "$float": float}
+        if tag not in readers:
+            raise ExpressionError(f"unknown literal tag {tag!r}")
+        return readers[tag](text)
+    return data
+
+
+def literal_to_text(value: Any) -> str:
+    """The literal as the text parser reads it back."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float, decimal.Decimal)):
+        return repr(value) if isinstance(value, float) else str(value)
+    if isinstance(value, dt.datetime):
+        return f"timestamp '{value.isoformat()}'"
+    if isinstance(value, dt.date):
+        return f"date '{value.isoformat()}'"
+    if isinstance(value, (bytes, bytearray)):
+        value = value.decode("utf-8", errors="replace")
+    text = str(value).replace("'", "''")
+    return f"'{text}'"
+
+
+def from_json(data: Any) -> Expression:
+    """The expression of a JSON form made by :meth:`Expression.to_json`."""
+    if data is True:
+        return ALWAYS_TRUE
+    if data is False:
+        return ALWAYS_FALSE
+    if not isinstance(data, dict):
+        raise ExpressionError(f"not an expression: {data!r:.200}")
+    if "and" in data:
+        left, right = data["and"]
+        return And(from_json(left), from_json(right))
+    if "or" in data:
+        left, right = data["or"]
+        return Or(from_json(left), from_json(right))
+    if "not" in data:
+        return Not(from_json(data["not"]))
+    try:
+        op, name = data["op"], data["field"]
+    except KeyError:
+        raise ExpressionError(f"not an expression: {data!r:.200}") from None
+    return Predicate(op, name, literal_from_json(data.get("value")),
+                     tuple(literal_from_json(v) for v in data.get("values", ())))

@@ -1,0 +1,127 @@
+"""Avro data files through fastavro, converted to and from Arrow batches."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator, Mapping
+
+import fastavro
+import fastavro.write
+import pyarrow as pa
+
+from cdkds.formats.errors import DataFileError
+from cdkds.formats.files import DEFAULT_BATCH_ROWS, WrittenFile
+from cdkds.formats.schema import arrow_field, type_kind, unwrap
+from cdkds.formats.statistics import StatisticsCollector
+
+_CODECS = {"snappy": "snappy", "deflate": "deflate", "zstd": "zstandard", "null": "null", "none": "null"}
+
+
+class AvroFileWriter:
+    def __init__(self, fs: Any, path: str, avro_schema: dict, arrow_schema: pa.Schema, compression: str,
+                 metadata: Mapping[str, str]):
+        self.path = path
+        self._fs = fs
+        self._stream = fs.open(path, "wb")
+        self._writer = fastavro.write.Writer(self._stream, fastavro.parse_schema(avro_schema),
+                                             codec=_CODECS[compression], metadata=dict(metadata))
+        self._to_avro = _record_converter(avro_schema)
+        self._statistics = StatisticsCollector(arrow_schema)
+
+    @property
+    def bytes_written(self) -> int:
+        return self._stream.tell()
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        self._statistics.update(batch)
+        for record in batch.to_pylist():
+            self._writer.write(self._to_avro(record))
+
+    def close(self) -> WrittenFile:
+        self._writer.flush()
+        size = self._stream.tell()
+        self._stream.close()
+        return WrittenFile(self.path, size, self._statistics.row_count, self._statistics.result())
+
+    def abort(self) -> None:
+        try:
+            self._stream.close()
+        finally:
+            if self._fs.exists(self.path):
+                self._fs.rm(self.path)
+
+
+def _record_converter(avro_schema: dict) -> Callable[[dict], dict]:
+    """Arrow's Python form of maps is a list of pairs; Avro wants dicts."""
+    converters = {f["name"]: _converter(f["type"]) for f in avro_schema["fields"]}
+    converters = {k: v for k, v in converters.items() if v is not None}
+    if not converters:
+        return lambda record: record
+
+    def convert(record: dict) -> dict:
+        for name, fn in converters.items():
+            if record[name] is not None:
+                record[name] = fn(record[name])
+        return record
+
+    return convert
+
+
+def _converter(avro: Any) -> Callable[[Any], Any] | None:
+    t = unwrap(avro).avro
+    kind = type_kind(t)
+    if kind == "map":
+        inner = _converter(t["values"]) or (lambda v: v)
+        return lambda pairs: {k: (None if v is None else inner(v)) for k, v in pairs}
+    if kind == "array":
+        inner = _converter(t["items"])
+        return None if inner is None else (lambda items: [None if v is None else inner(v) for v in items])
+    if kind == "record":
+        inner = _record_converter(t)
+        return inner
+    return None
+
+
+class AvroFormat:
+    name = "avro"
+    extension = "avro"
+    compressions = frozenset({"snappy", "deflate", "zstd", "null", "none"})
+
+    def open_writer(self, fs: Any, path: str, avro_schema: dict, arrow_schema: pa.Schema,
+                    compression: str, metadata: Mapping[str, str]) -> AvroFileWriter:
+        return AvroFileWriter(fs, path, avro_schema, arrow_schema, compression, metadata)
+
+    def read(self, fs: Any, path: str, schema: pa.Schema, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+        with fs.open(path, "rb") as f:
+            try:
+                reader = fastavro.reader(f)
+            except Exception as e:  # fastavro raises ValueError, EOFError, its own types...
+                raise DataFileError(f"data file {path} is not a readable Avro file: {e}") from None
+            present = {fl["name"]: fl["type"] for fl in reader.writer_schema["fields"]}
+            wanted = pa.schema([_file_field(f, present[f.name]) for f in schema if f.name in present])
+            uuids = [f.name for f in wanted if type_kind(present[f.name]) == "uuid"]
+            names = wanted.names
+            rows: list[dict] = []
+            for record in reader:
+                row = {name: record[name] for name in names}
+                for name in uuids:
+                    if row[name] is not None:
+                        row[name] = str(row[name])
+                rows.append(row)
+                if len(rows) >= batch_rows:
+                    yield pa.RecordBatch.from_pylist(rows, schema=wanted)
+                    rows = []
+            if rows:
+                yield pa.RecordBatch.from_pylist(rows, schema=wanted)
+
+    def metadata(self, fs: Any, path: str) -> dict[str, str]:
+        with fs.open(path, "rb") as f:
+            meta = fastavro.reader(f).metadata
+        return {k: v for k, v in meta.items() if k.startswith("cdkds.")}
+
+
+def _file_field(field: pa.Field, avro: Any) -> pa.Field:
+    """The Arrow field of a column as the file wrote it (its own type, before any promotion)."""
+    return arrow_field(field.name, avro)
+
+
+AVRO = AvroFormat()

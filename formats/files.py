@@ -1,0 +1,97 @@
+"""Data files as streams of Arrow record batches: the interface both file formats share.
+
+A :class:`FileFormat` opens a :class:`DataFileWriter` that takes batches and, when closed,
+describes what it wrote (:class:`WrittenFile`); it reads a file back as batches of a
+requested Arrow schema, never holding the whole file. Every file carries string
+key-value metadata (the dataset, partition values, the writing transaction) so a log
+can be rebuilt from the files alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping, Protocol
+
+import pyarrow as pa
+
+from cdkds.formats.errors import DataFileError, InvalidSchemaError
+from cdkds.formats.statistics import ColumnStatistics
+
+DEFAULT_BATCH_ROWS = 65_536
+
+
+@dataclass(frozen=True)
+class WrittenFile:
+    """What a closed writer wrote: its path, size in bytes, rows and column statistics."""
+
+    path: str
+    size: int
+    row_count: int
+    statistics: Mapping[str, ColumnStatistics]
+
+
+class DataFileWriter(Protocol):
+    """Writes Arrow batches of one schema to one file."""
+
+    path: str
+
+    @property
+    def bytes_written(self) -> int: ...
+
+    def write(self, batch: pa.RecordBatch) -> None: ...
+
+    def close(self) -> WrittenFile: ...
+
+    def abort(self) -> None: ...
+
+
+class FileFormat(Protocol):
+    """One on-disk format: its name, file extension and compression codecs."""
+
+    name: str
+    extension: str
+    compressions: frozenset[str]
+
+    def open_writer(self, fs: Any, path: str, avro_schema: dict, arrow_schema: pa.Schema,
+                    compression: str, metadata: Mapping[str, str]) -> DataFileWriter: ...
+
+    def read(self, fs: Any, path: str, schema: pa.Schema, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+        """Batches with the columns of ``schema`` that the file has, in the file's own types."""
+        ...
+
+    def metadata(self, fs: Any, path: str) -> dict[str, str]: ...
+
+
+def file_format(name: str) -> FileFormat:
+    """The file format called ``name`` (``parquet`` or ``avro``)."""
+    from cdkds.formats.avro import AVRO
+    from cdkds.formats.parquet import PARQUET
+
+    formats = {PARQUET.name: PARQUET, AVRO.name: AVRO}
+    try:
+        return formats[name]
+    except KeyError:
+        raise InvalidSchemaError(f"unknown file format {name!r}; choose one of {sorted(formats)}") from None
+
+
+def conform(batch: pa.RecordBatch, schema: pa.Schema, defaults: Mapping[str, Any]) -> pa.RecordBatch:
+    """A batch with exactly the fields of ``schema``: casts promoted columns, fills added ones.
+
+    This is how files written with an older schema are read with the current one.
+    """
+    if batch.schema.equals(schema):
+        return batch
+    columns = []
+    for f in schema:
+        index = batch.schema.get_field_index(f.name)
+        if index < 0:
+            columns.append(pa.array([defaults.get(f.name)] * batch.num_rows, type=f.type))
+            continue
+        column = batch.column(index)
+        if not column.type.equals(f.type):
+            try:
+                column = column.cast(f.type, safe=True)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                raise DataFileError(f"column {f.name!r} of type {column.type} cannot be read as {f.type}: {e}") from None
+        columns.append(column)
+    return pa.RecordBatch.from_arrays(columns, schema=schema)

@@ -1,0 +1,546 @@
+"""Avro schemas, the one schema language of cdkds, and their Arrow and Spark forms.
+
+A dataset's schema is an Avro record schema held as its JSON form (a ``dict``). Arrow
+schemas are what files are read and written with; Spark schemas travel as Spark's own
+JSON form (``StructType.jsonValue()``) so this layer never imports pyspark.
+
+Type kinds name what a field holds after unwrapping ``["null", T]``: the Avro primitive or
+complex type, or its logical type (``date``, ``timestamp-micros``, ``decimal``, ``uuid``...).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+import os
+import uuid
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+import fastavro
+import pyarrow as pa
+
+from cdkds.formats.errors import InvalidSchemaError, SchemaMismatchError
+
+AvroType = Any  # a str, dict or list in Avro's JSON form
+
+PRIMITIVES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
+LOGICAL_KINDS = {
+    "date", "time-millis", "time-micros", "timestamp-millis", "timestamp-micros",
+    "local-timestamp-millis", "local-timestamp-micros", "decimal", "uuid",
+}
+TIMESTAMP_KINDS = {"timestamp-millis", "timestamp-micros", "local-timestamp-millis", "local-timestamp-micros"}
+INTEGER_KINDS = {"int", "long"}
+FLOAT_KINDS = {"float", "double"}
+INT_RANGES = {"int": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
+UUID_METADATA = {b"cdkds.logicalType": b"uuid"}
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+@dataclass(frozen=True)
+class FieldType:
+    """A field's type with its nullability split off."""
+
+    avro: AvroType
+    nullable: bool
+
+    @property
+    def kind(self) -> str:
+        return type_kind(self.avro)
+
+
+def load_schema(source: Any) -> dict:
+    """Return a validated Avro record schema from a dict, JSON text or ``.avsc`` path."""
+    if isinstance(source, Mapping):
+        schema = json.loads(json.dumps(source))
+    elif isinstance(source, str):
+        text = source.strip()
+        if not text.startswith("{"):
+            if not os.path.exists(text):
+                raise InvalidSchemaError(f"schema {source!r} is neither Avro JSON nor an existing .avsc file")
+            with open(text, encoding="utf-8") as f:
+                text = f.read()
+        try:
+            schema = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise InvalidSchemaError(f"schema is not valid JSON: {e}") from None
+    else:
+        raise InvalidSchemaError(f"schema must be an Avro dict, JSON text or .avsc path, not {type(source).__name__}")
+    if not isinstance(schema, dict) or schema.get("type") != "record":
+        raise InvalidSchemaError(f"a dataset schema must be an Avro record, got {json.dumps(schema)[:200]}")
+    try:
+        fastavro.parse_schema(schema)
+    except Exception as e:  # fastavro raises several unrelated types
+        raise InvalidSchemaError(f"invalid Avro schema: {e}") from None
+    _check_supported(schema, schema.get("name", "record"))
+    return schema
+
+
+def _check_supported(avro: AvroType, path: str) -> None:
+    if isinstance(avro, list):
+        branches = [b for b in avro if b != "null"]
+        if len(branches) != 1 or len(avro) > 2:
+            raise InvalidSchemaError(f"field {path!r}: only unions of null and one type are supported, got {avro}")
+        _check_supported(branches[0], path)
+        return
+    if isinstance(avro, dict):
+        t = avro["type"]
+        if t == "record":
+            for f in avro["fields"]:
+                _check_supported(f["type"], f"{path}.{f['name']}" if path else f["name"])
+        elif t == "array":
+            _check_supported(avro["items"], f"{path}[]")
+        elif t == "map":
+            _check_supported(avro["values"], f"{path}{{}}")
+        elif isinstance(t, (list, dict)):
+            _check_supported(t, path)
+
+
+def unwrap(avro: AvroType) -> FieldType:
+    """Split ``["null", T]`` into ``T`` and a nullable flag."""
+    if isinstance(avro, list):
+        branches = [b for b in avro if b != "null"]
+        return FieldType(branches[0], len(branches) < len(avro))
+    return FieldType(avro, avro == "null")
+
+
+def type_kind(avro: AvroType) -> str:
+    """The kind of a (non-union) Avro type: its logical type if it has one, else its type."""
+    if isinstance(avro, list):
+        return type_kind(unwrap(avro).avro)
+    if isinstance(avro, dict):
+        logical = avro.get("logicalType")
+        if logical in LOGICAL_KINDS:
+            return logical
+        t = avro["type"]
+        return t if isinstance(t, str) else type_kind(t)
+    return avro
+
+
+def fields(schema: dict) -> dict[str, FieldType]:
+    """The top-level fields of a record schema, by name, in order."""
+    return {f["name"]: unwrap(f["type"]) for f in schema["fields"]}
+
+
+def field_defaults(schema: dict) -> dict[str, Any]:
+    """Top-level fields that declare a default, with that default."""
+    return {f["name"]: f["default"] for f in schema["fields"] if "default" in f}
+
+
+# ---------------------------------------------------------------- Avro -> Arrow
+
+def to_arrow(schema: dict) -> pa.Schema:
+    """The Arrow schema that files of an Avro record schema are read and written with."""
+    return pa.schema([arrow_field(f["name"], f["type"]) for f in schema["fields"]])
+
+
+def arrow_field(name: str, avro: AvroType) -> pa.Field:
+    """The Arrow field for a named Avro field type."""
+    ft = unwrap(avro)
+    metadata = UUID_METADATA if ft.kind == "uuid" else None
+    return pa.field(name, arrow_type(ft.avro, name), nullable=ft.nullable, metadata=metadata)
+
+
+def arrow_type(avro: AvroType, path: str) -> pa.DataType:
+    """The Arrow type of a (non-union) Avro type; ``path`` names the field in errors."""
+    kind = type_kind(avro)
+    simple = {
+        "boolean": pa.bool_(), "int": pa.int32(), "long": pa.int64(), "float": pa.float32(),
+        "double": pa.float64(), "bytes": pa.binary(), "string": pa.string(), "enum": pa.string(),
+        "uuid": pa.string(), "date": pa.date32(), "time-millis": pa.time32("ms"),
+        "time-micros": pa.time64("us"), "timestamp-millis": pa.timestamp("ms", tz="UTC"),
+        "timestamp-micros": pa.timestamp("us", tz="UTC"), "local-timestamp-millis": pa.timestamp("ms"),
+        "local-timestamp-micros": pa.timestamp("us"),
+    }
+    if kind in simple:
+        return simple[kind]
+    if kind == "decimal":
+        precision, scale = avro["precision"], avro.get("scale", 0)
+        return pa.decimal128(precision, scale) if precision <= 38 else pa.decimal256(precision, scale)
+    if kind == "fixed":
+        return pa.binary(avro["size"])
+    if kind == "record":
+        return pa.struct([arrow_field(f["name"], f["type"]) for f in avro["fields"]])
+    if kind == "array":
+        return pa.list_(arrow_field("element", avro["items"]))
+    if kind == "map":
+        value = unwrap(avro["values"])
+        return pa.map_(pa.string(), pa.field("value", arrow_type(value.avro, path), nullable=value.nullable))
+    raise InvalidSchemaError(f"field {path!r}: Avro type {json.dumps(avro)} has no Arrow form")
+
+
+# ---------------------------------------------------------------- Arrow -> Avro
+
+def from_arrow(schema: pa.Schema, name: str = "Record") -> dict:
+    """An Avro record schema for an Arrow schema (nullable fields become ``["null", T]``)."""
+    names = _RecordNames()
+    return {"type": "record", "name": names.take(name),
+            "fields": [_avro_field(f, f.name, names) for f in schema]}
+
+
+class _RecordNames:
+    """Avro requires nested record names to be unique within a schema."""
+
+    def __init__(self) -> None:
+        self.used: set[str] = set()
+
+    def take(self, base: str) -> str:
+        base = "".join(c if c.isalnum() or c == "_" else "_" for c in base) or "Record"
+        if not (base[0].isalpha() or base[0] == "_"):
+            base = "_" + base
+        name, n = base, 1
+        while name in self.used:
+            n += 1
+            name = f"{base}{n}"
+        self.used.add(name)
+        return name
+
+
+def _avro_field(field: pa.Field, path: str, names: _RecordNames) -> dict:
+    avro = _avro_type(field.type, path, names)
+    if field.metadata and field.metadata.get(b"cdkds.logicalType") == b"uuid":
+        avro = {"type": "string", "logicalType": "uuid"}
+    if field.nullable:
+        return {"name": field.name, "type": ["null", avro], "default": None}
+    return {"name": field.name, "type": avro}
+
+
+def _avro_type(t: pa.DataType, path: str, names: _RecordNames) -> AvroType:
+    if pa.types.is_boolean(t):
+        return "boolean"
+    if pa.types.is_int8(t) or pa.types.is_int16(t) or pa.types.is_int32(t) or pa.types.is_uint8(t) or pa.types.is_uint16(t):
+        return "int"
+    if pa.types.is_int64(t) or pa.types.is_uint32(t):
+        return "long"
+    if pa.types.is_float32(t) or pa.types.is_float16(t):
+        return "float"
+    if pa.types.is_float64(t):
+        return "double"
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return "string"
+    if pa.types.is_fixed_size_binary(t):
+        return {"type": "fixed", "name": names.take(path.title().replace(".", "_")), "size": t.byte_width}
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
+        return "bytes"
+    if pa.types.is_date(t):
+        return {"type": "int", "logicalType": "date"}
+    if pa.types.is_time32(t):
+        return {"type": "int", "logicalType": "time-millis"}
+    if pa.types.is_time64(t):
+        return {"type": "long", "logicalType": "time-micros"}
+    if pa.types.is_timestamp(t):
+        # Avro has no nanosecond type fastavro writes; nanoseconds are kept as micros.
+        unit = "millis" if t.unit in ("s", "ms") else "micros"
+        prefix = "timestamp" if t.tz is not None else "local-timestamp"
+        return {"type": "long", "logicalType": f"{prefix}-{unit}"}
+    if pa.types.is_decimal(t):
+        return {"type": "bytes", "logicalType": "decimal", "precision": t.precision, "scale": t.scale}
+    if pa.types.is_dictionary(t):
+        return _avro_type(t.value_type, path, names)
+    if pa.types.is_struct(t):
+        return {"type": "record", "name": names.take(path.title().replace(".", "_")),
+                "fields": [_avro_field(t.field(i), f"{path}.{t.field(i).name}", names) for i in range(t.num_fields)]}
+    if pa.types.is_map(t):
+        if not (pa.types.is_string(t.key_type) or pa.types.is_large_string(t.key_type)):
+            raise InvalidSchemaError(f"field {path!r}: Avro maps need string keys, got {t.key_type}")
+        item = t.item_field
+        value = _avro_type(item.type, f"{path}.value", names)
+        return {"type": "map", "values": ["null", value] if item.nullable else value}
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        item = t.value_field
+        value = _avro_type(item.type, f"{path}.element", names)
+        return {"type": "array", "items": ["null", value] if item.nullable else value}
+    raise InvalidSchemaError(f"field {path!r}: Arrow type {t} has no Avro form")
+
+
+# ---------------------------------------------------------------- Spark JSON
+
+def to_spark_json(schema: dict) -> dict:
+    """Spark's JSON form of a StructType (``StructType.fromJson`` reads it) for an Avro record."""
+    return {"type": "struct", "fields": [_spark_field(f["name"], f["type"]) for f in schema["fields"]]}
+
+
+def _spark_field(name: str, avro: AvroType) -> dict:
+    ft = unwrap(avro)
+    return {"name": name, "type": _spark_type(ft.avro, name), "nullable": ft.nullable, "metadata": {}}
+
+
+def _spark_type(avro: AvroType, path: str) -> Any:
+    kind = type_kind(avro)
+    simple = {
+        "boolean": "boolean", "int": "integer", "long": "long", "float": "float", "double": "double",
+        "bytes": "binary", "fixed": "binary", "string": "string", "enum": "string", "uuid": "string",
+        "date": "date", "timestamp-millis": "timestamp", "timestamp-micros": "timestamp",
+        "local-timestamp-millis": "timestamp_ntz", "local-timestamp-micros": "timestamp_ntz",
+    }
+    if kind in simple:
+        return simple[kind]
+    if kind == "decimal":
+        if avro["precision"] > 38:
+            raise InvalidSchemaError(f"field {path!r}: Spark decimals hold at most 38 digits, got {avro['precision']}")
+        return f"decimal({avro['precision']},{avro.get('scale', 0)})"
+    if kind == "record":
+        return {"type": "struct", "fields": [_spark_field(f["name"], f["type"]) for f in avro["fields"]]}
+    if kind == "array":
+        item = unwrap(avro["items"])
+        return {"type": "array", "elementType": _spark_type(item.avro, path), "containsNull": item.nullable}
+    if kind == "map":
+        value = unwrap(avro["values"])
+        return {"type": "map", "keyType": "string", "valueType": _spark_type(value.avro, path),
+                "valueContainsNull": value.nullable}
+    raise InvalidSchemaError(f"field {path!r}: Avro type {json.dumps(avro)} has no Spark SQL type")
+
+
+def from_spark_json(struct: dict, name: str = "Record") -> dict:
+    """An Avro record schema for Spark's JSON form of a StructType."""
+    names = _RecordNames()
+    return {"type": "record", "name": names.take(name),
+            "fields": [_avro_from_spark_field(f, f["name"], names) for f in struct["fields"]]}
+
+
+def _avro_from_spark_field(field: dict, path: str, names: _RecordNames) -> dict:
+    avro = _avro_from_spark(field["type"], path, names)
+    if field.get("nullable", True):
+        return {"name": field["name"], "type": ["null", avro], "default": None}
+    return {"name": field["name"], "type": avro}
+
+
+def _avro_from_spark(t: Any, path: str, names: _RecordNames) -> AvroType:
+    simple = {
+        "boolean": "boolean", "byte": "int", "short": "int", "integer": "int", "long": "long",
+        "float": "float", "double": "double", "string": "string", "binary": "bytes",
+        "date": {"type": "int", "logicalType": "date"},
+        "timestamp": {"type": "long", "logicalType": "timestamp-micros"},
+        "timestamp_ntz": {"type": "long", "logicalType": "local-timestamp-micros"},
+    }
+    if isinstance(t, str):
+        if t in simple:
+            return simple[t]
+        if t.startswith(("varchar(", "char(")):
+            return "string"
+        if t.startswith("decimal(") and t.endswith(")"):
+            precision, scale = (int(p) for p in t[len("decimal("):-1].split(","))
+            return {"type": "bytes", "logicalType": "decimal", "precision": precision, "scale": scale}
+        if t == "decimal":
+            return {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 0}
+    elif isinstance(t, dict):
+        if t.get("type") == "struct":
+            return {"type": "record", "name": names.take(path.title().replace(".", "_")),
+                    "fields": [_avro_from_spark_field(f, f"{path}.{f['name']}", names) for f in t["fields"]]}
+        if t.get("type") == "array":
+            item = _avro_from_spark(t["elementType"], f"{path}.element", names)
+            return {"type": "array", "items": ["null", item] if t.get("containsNull", True) else item}
+        if t.get("type") == "map":
+            if t["keyType"] != "string":
+                raise InvalidSchemaError(f"field {path!r}: Avro maps need string keys, got {t['keyType']}")
+            value = _avro_from_spark(t["valueType"], f"{path}.value", names)
+            return {"type": "map", "values": ["null", value] if t.get("valueContainsNull", True) else value}
+    raise InvalidSchemaError(f"field {path!r}: Spark type {json.dumps(t)} has no Avro form")
+
+
+# ---------------------------------------------------------------- record validation
+
+Validator = Callable[[Any, str], Any]
+
+
+def record_validator(schema: dict) -> Callable[[Mapping[str, Any]], dict]:
+    """A function that checks a record (a dict) against the schema and returns it normalised.
+
+    It raises :class:`SchemaMismatchError` naming the field and the value at fault.
+    Normalised means: unknown fields rejected, missing fields filled with their defaults,
+    UUIDs as text.
+    """
+    checks = {f["name"]: _validator(f["type"]) for f in schema["fields"]}
+    defaults = field_defaults(schema)
+
+    def validate(record: Mapping[str, Any]) -> dict:
+        if not isinstance(record, Mapping):
+            raise SchemaMismatchError(f"a record must be a dict, got {type(record).__name__}: {record!r:.200}")
+        unknown = [k for k in record if k not in checks]
+        if unknown:
+            raise SchemaMismatchError(f"unknown field {unknown[0]!r} (value {record[unknown[0]]!r:.100}); "
+                                      f"the schema has {list(checks)}")
+        out = {}
+        for name, check in checks.items():
+            if name in record:
+                out[name] = check(record[name], name)
+            elif name in defaults:
+                out[name] = defaults[name]
+            else:
+                raise SchemaMismatchError(f"field {name!r} is required and missing from the record")
+        return out
+
+    return validate
+
+
+def _validator(avro: AvroType) -> Validator:
+    ft = unwrap(avro)
+    inner = _value_validator(ft.avro)
+
+    def check(value: Any, path: str) -> Any:
+        if value is None:
+            if ft.nullable:
+                return None
+            raise SchemaMismatchError(f"field {path!r} is required (not nullable) but the value is None")
+        return inner(value, path)
+
+    return check
+
+
+def _mismatch(path: str, value: Any, expected: str) -> SchemaMismatchError:
+    return SchemaMismatchError(f"field {path!r}: value {value!r:.100} ({type(value).__name__}) is not {expected}")
+
+
+def _value_validator(avro: AvroType) -> Validator:  # noqa: C901 - one branch per Avro kind
+    kind = type_kind(avro)
+    if kind == "boolean":
+        def check(v, p):
+            if not isinstance(v, bool):
+                raise _mismatch(p, v, "a boolean")
+            return v
+    elif kind in INTEGER_KINDS:
+        lo, hi = INT_RANGES[kind]
+
+        def check(v, p):
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise _mismatch(p, v, f"an integer ({kind})")
+            if not lo <= v <= hi:
+                raise _mismatch(p, v, f"within the range of an Avro {kind}")
+            return v
+    elif kind in FLOAT_KINDS:
+        def check(v, p):
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise _mismatch(p, v, f"a number ({kind})")
+            return float(v)
+    elif kind in ("string", "uuid"):
+        def check(v, p):
+            if isinstance(v, uuid.UUID) and kind == "uuid":
+                return str(v)
+            if not isinstance(v, str):
+                raise _mismatch(p, v, "a string")
+            if kind == "uuid":
+                try:
+                    uuid.UUID(v)
+                except ValueError:
+                    raise _mismatch(p, v, "a UUID") from None
+            return v
+    elif kind == "enum":
+        symbols = set(avro["symbols"])
+
+        def check(v, p):
+            if v not in symbols:
+                raise _mismatch(p, v, f"one of the enum symbols {sorted(symbols)}")
+            return v
+    elif kind in ("bytes", "fixed"):
+        size = avro.get("size") if kind == "fixed" else None
+
+        def check(v, p):
+            if not isinstance(v, (bytes, bytearray)):
+                raise _mismatch(p, v, "bytes")
+            if size is not None and len(v) != size:
+                raise _mismatch(p, v, f"exactly {size} bytes")
+            return bytes(v)
+    elif kind == "date":
+        def check(v, p):
+            if isinstance(v, dt.datetime) or not isinstance(v, dt.date):
+                raise _mismatch(p, v, "a datetime.date")
+            return v
+    elif kind in TIMESTAMP_KINDS:
+        def check(v, p):
+            if not isinstance(v, dt.datetime):
+                raise _mismatch(p, v, "a datetime.datetime")
+            return v
+    elif kind in ("time-millis", "time-micros"):
+        def check(v, p):
+            if not isinstance(v, dt.time):
+                raise _mismatch(p, v, "a datetime.time")
+            return v
+    elif kind == "decimal":
+        precision, scale = avro["precision"], avro.get("scale", 0)
+
+        def check(v, p):
+            if isinstance(v, bool) or not isinstance(v, (decimal.Decimal, int)):
+                raise _mismatch(p, v, f"a Decimal({precision},{scale})")
+            d = decimal.Decimal(v)
+            exponent = d.as_tuple().exponent
+            if not d.is_finite() or (isinstance(exponent, int) and -exponent > scale) or \
+                    len(d.quantize(decimal.Decimal(1).scaleb(-scale)).as_tuple().digits) > precision:
+                raise _mismatch(p, v, f"representable as decimal({precision},{scale})")
+            return d
+    elif kind == "record":
+        inner = record_validator(avro)
+
+        def check(v, p):
+            try:
+                return inner(v)
+            except SchemaMismatchError as e:
+                raise SchemaMismatchError(f"in field {p!r}: {e}") from None
+    elif kind == "array":
+        item = _validator(avro["items"])
+
+        def check(v, p):
+            if isinstance(v, (str, bytes, Mapping)) or not hasattr(v, "__iter__"):
+                raise _mismatch(p, v, "a list")
+            return [item(x, f"{p}[{i}]") for i, x in enumerate(v)]
+    elif kind == "map":
+        value = _validator(avro["values"])
+
+        def check(v, p):
+            if not isinstance(v, Mapping) or not all(isinstance(k, str) for k in v):
+                raise _mismatch(p, v, "a dict with string keys")
+            return {k: value(x, f"{p}[{k!r}]") for k, x in v.items()}
+    else:
+        raise InvalidSchemaError(f"Avro type {json.dumps(avro)} is not supported")
+    return check
+
+
+# ---------------------------------------------------------------- schema evolution
+
+_PROMOTIONS = {
+    "int": {"int", "long", "float", "double"},
+    "long": {"long", "float", "double"},
+    "float": {"float", "double"},
+    "string": {"string", "bytes"},
+    "bytes": {"bytes", "string"},
+}
+
+
+def can_read(writer: dict, reader: dict) -> list[str]:
+    """Why data written with ``writer`` cannot be read with ``reader`` (empty when it can).
+
+    Avro's resolution rules at the top level: a field the reader adds needs a default;
+    a field both have must keep its kind or be promoted (int->long->float->double,
+    string<->bytes); a required field may become nullable but not the reverse.
+    """
+    problems = []
+    old = fields(writer)
+    defaults = field_defaults(reader)
+    for name, new in fields(reader).items():
+        if name not in old:
+            if name not in defaults:
+                problems.append(f"new field {name!r} has no default, so old data cannot be read")
+            continue
+        before = old[name]
+        if before.nullable and not new.nullable:
+            problems.append(f"field {name!r} became required but old data may hold nulls")
+        if before.kind != new.kind and new.kind not in _PROMOTIONS.get(before.kind, set()):
+            problems.append(f"field {name!r} changed from {before.kind} to {new.kind}, which is no Avro promotion")
+        elif before.kind == new.kind and before.avro != new.avro and before.kind in ("record", "array", "map", "enum", "fixed", "decimal"):
+            problems.append(f"field {name!r} changed its {before.kind} type, which cdkds does not evolve yet")
+    return problems
+
+
+# ---------------------------------------------------------------- epoch helpers
+
+def epoch_millis(value: Any) -> int:
+    """Milliseconds since the Unix epoch (UTC) of a datetime, date or millisecond integer."""
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.timezone.utc)
+        return (value - _EPOCH) // dt.timedelta(milliseconds=1)
+    if isinstance(value, dt.date):
+        return (value - _EPOCH.date()).days * 86_400_000
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise TypeError(f"{value!r} is not a time")
