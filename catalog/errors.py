@@ -18,6 +18,7 @@ __all__ = [
     "InvalidPartitionStrategyError",
     "InvalidRecordError",
     "InvalidSchemaError",
+    "InvalidTimeTravelError",
     "SchemaMismatchError",
     "StorageError",
 ]
@@ -49,6 +50,10 @@ class InvalidPartitionStrategyError(InvalidDescriptorError):
 
 class ExpressionError(CdkdsError, ValueError):
     """A predicate that cannot be parsed, or does not fit the schema it is bound to."""
+
+
+class InvalidTimeTravelError(CdkdsError, ValueError):
+    """A version or timestamp to read a dataset at that is malformed or out of range."""
 
 
 class InvalidRecordError(SchemaMismatchError):

@@ -10,7 +10,7 @@ from cdkds.catalog.expressions.visitors import (
 )
 
 __all__ = [
-    "ALWAYS_FALSE", "ALWAYS_TRUE", "And", "Expression", "Not", "Or", "Predicate", "Reference",
+    "ALWAYS_FALSE", "ALWAYS_TRUE", "And", "Expression", "as_expression", "Not", "Or", "Predicate", "Reference",
     "all_of", "and_", "any_of", "bind", "evaluate", "field", "filter_batch", "from_json",
     "may_match", "not_", "or_", "parse", "references", "rewrite_not", "to_arrow", "transform",
 ]

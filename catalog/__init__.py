@@ -1,0 +1,25 @@
+"""cdkds.catalog: repositories, datasets, descriptors, partitioning, expressions and the
+transaction log. Plain Python: it never imports pyspark.
+"""
+
+from cdkds.catalog.dataset import Dataset, DatasetReader
+from cdkds.catalog.descriptor import DatasetDescriptor, DatasetDescriptorBuilder
+from cdkds.catalog.errors import (
+    CdkdsError, CommitConflictError, CorruptLogError, DataFileError, DatasetExistsError, DatasetNotFoundError,
+    ExpressionError, IncompatibleDescriptorError, InvalidDescriptorError, InvalidNameError,
+    InvalidPartitionStrategyError, InvalidRecordError, InvalidSchemaError, InvalidTimeTravelError,
+    SchemaMismatchError, StorageError,
+)
+from cdkds.catalog.expressions import Expression, field
+from cdkds.catalog.partitioning import PartitionStrategy, PartitionStrategyBuilder
+from cdkds.catalog.repository import DatasetRepository, LogMetadataProvider, MetadataProvider
+from cdkds.catalog.writer import DatasetWriter
+
+__all__ = [
+    "CdkdsError", "CommitConflictError", "CorruptLogError", "DataFileError", "Dataset", "DatasetDescriptor",
+    "DatasetDescriptorBuilder", "DatasetExistsError", "DatasetNotFoundError", "DatasetReader", "DatasetRepository",
+    "DatasetWriter", "Expression", "ExpressionError", "IncompatibleDescriptorError", "InvalidDescriptorError",
+    "InvalidNameError", "InvalidPartitionStrategyError", "InvalidRecordError", "InvalidSchemaError",
+    "InvalidTimeTravelError", "LogMetadataProvider", "MetadataProvider", "PartitionStrategy",
+    "PartitionStrategyBuilder", "SchemaMismatchError", "StorageError", "field",
+]

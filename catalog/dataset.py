@@ -1,0 +1,132 @@
+"""A dataset: a named, versioned collection of records with a descriptor (CDK's ``Dataset``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
+
+import pyarrow as pa
+
+from cdkds.catalog.descriptor import DatasetDescriptor
+from cdkds.catalog.expressions import Expression
+from cdkds.catalog.log import Action, AddFile, HistoryEntry, Snapshot, TransactionLog
+from cdkds.catalog.scan import ScanPlan, plan_scan, read_plan
+from cdkds.catalog.storage import ObjectStore
+from cdkds.catalog.writer import DatasetWriter
+from cdkds.formats.files import DEFAULT_BATCH_ROWS
+
+if TYPE_CHECKING:
+    from cdkds.catalog.repository import DatasetRepository
+
+
+class Dataset:
+    """One dataset as of one snapshot. Writing through it moves it to the new snapshot;
+    :meth:`refresh` picks up other writers' commits."""
+
+    def __init__(self, repository: "DatasetRepository", name: str, store: ObjectStore, log: TransactionLog,
+                 snapshot: Snapshot):
+        self.repository = repository
+        self.name = name
+        self.store = store
+        self.log = log
+        self.snapshot = snapshot
+
+    def __repr__(self) -> str:
+        return f"Dataset({self.name!r}, version={self.version}, url={self.store.url!r})"
+
+    @property
+    def descriptor(self) -> DatasetDescriptor:
+        return self.snapshot.descriptor
+
+    @property
+    def version(self) -> int:
+        """The revision of the log this dataset shows."""
+        return self.snapshot.version
+
+    @property
+    def files(self) -> list[AddFile]:
+        return list(self.snapshot.files.values())
+
+    @property
+    def url(self) -> str:
+        return self.store.url
+
+    def refresh(self) -> "Dataset":
+        """Move to the latest commit."""
+        self.snapshot = self.log.snapshot()
+        return self
+
+    def history(self) -> list[HistoryEntry]:
+        """Every commit: revision, time, operation and counts."""
+        return self.log.history()
+
+    # ---------------------------------------------------------------- reading
+
+    def plan(self, where: Expression | str | None = None, columns: Sequence[str] | None = None) -> ScanPlan:
+        """The files a scan with this predicate reads (after partition and statistics pruning)."""
+        return plan_scan(self.name, self.snapshot, where, columns)
+
+    def scan(self, where: Expression | str | None = None, columns: Sequence[str] | None = None,
+             batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+        """The matching rows as Arrow batches, streamed file by file."""
+        return read_plan(self.store, self.plan(where, columns), batch_rows)
+
+    def to_table(self, where: Expression | str | None = None, columns: Sequence[str] | None = None) -> pa.Table:
+        """The matching rows as one Arrow table (this one does hold them all in memory)."""
+        plan = self.plan(where, columns)
+        return pa.Table.from_batches(list(read_plan(self.store, plan)), schema=plan.output_schema)
+
+    def reader(self, where: Expression | str | None = None, columns: Sequence[str] | None = None) -> "DatasetReader":
+        """The matching records as dicts (CDK's reader stream)."""
+        return DatasetReader(self.scan(where, columns))
+
+    # ---------------------------------------------------------------- writing
+
+    def writer(self, **options: Any) -> DatasetWriter:
+        """A writer stream; use it as a context manager (see :class:`DatasetWriter`)."""
+        return DatasetWriter(self, **options)
+
+    def _commit(self, operation: str, actions: Sequence[Action], info: Mapping[str, Any] | None = None,
+                commit_uuid: str | None = None) -> Snapshot:
+        self.snapshot = self.log.commit(self.snapshot, operation, actions, info, commit_uuid)
+        return self.snapshot
+
+
+class DatasetReader:
+    """Iterates records (dicts) from a stream of batches, one batch in memory at a time."""
+
+    def __init__(self, batches: Iterator[pa.RecordBatch]):
+        self._batches = batches
+        self._rows: Iterator[dict] = iter(())
+        self._open = True
+
+    def __iter__(self) -> "DatasetReader":
+        return self
+
+    def __next__(self) -> dict:
+        while True:
+            try:
+                return next(self._rows)
+            except StopIteration:
+                if not self._open:
+                    raise
+                try:
+                    self._rows = iter(next(self._batches).to_pylist())
+                except StopIteration:
+                    self.close()
+                    raise
+
+    def __enter__(self) -> "DatasetReader":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def is_open(self) -> bool:
+        return self._open
+
+    def close(self) -> None:
+        if self._open:
+            self._open = False
+            close = getattr(self._batches, "close", None)
+            if close is not None:
+                close()

@@ -1,0 +1,167 @@
+"""Dataset repositories and metadata providers (CDK's ``DatasetRepository`` and
+``MetadataProvider``).
+
+A repository is a root URL; dataset ``ns/name`` lives under ``<root>/ns/name/`` with its
+transaction log in ``_log/`` and data files in ``data/``. The descriptor is kept in the
+log (so it is versioned with the data) by the default :class:`LogMetadataProvider`.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from typing import Any
+
+from cdkds.catalog.dataset import Dataset
+from cdkds.catalog.descriptor import DatasetDescriptor
+from cdkds.catalog.errors import (
+    DatasetNotFoundError, IncompatibleDescriptorError, InvalidDescriptorError, InvalidNameError, InvalidTimeTravelError,
+)
+from cdkds.catalog.log import LOG_FOLDER, SetMetadata, TransactionLog, commit_key
+from cdkds.catalog.storage import ObjectStore
+
+_NAME_PART = re.compile(r"[A-Za-z0-9_]+")
+
+
+def check_name(name: Any) -> str:
+    """``name`` or ``namespace/name``, each part ``[A-Za-z0-9_]+``; raises :class:`InvalidNameError`."""
+    if not isinstance(name, str):
+        raise InvalidNameError(f"a dataset name must be a string, got {type(name).__name__}: {name!r:.100}")
+    parts = name.split("/")
+    if len(parts) > 2 or not all(_NAME_PART.fullmatch(p) for p in parts):
+        raise InvalidNameError(
+            f"invalid dataset name {name!r}: use 'name' or 'namespace/name' with letters, digits and '_' only")
+    return name
+
+
+class MetadataProvider(ABC):
+    """Where descriptors live: save, load, delete and list them by dataset name."""
+
+    @abstractmethod
+    def save(self, name: str, descriptor: DatasetDescriptor) -> None:
+        """Create the dataset's metadata, or record a new descriptor for it."""
+
+    @abstractmethod
+    def load(self, name: str) -> DatasetDescriptor:
+        """The current descriptor; :class:`DatasetNotFoundError` if there is none."""
+
+    @abstractmethod
+    def delete(self, name: str) -> bool:
+        """Remove the metadata; False if there was none."""
+
+    @abstractmethod
+    def list(self) -> list[str]:
+        """Every dataset name, sorted."""
+
+    def exists(self, name: str) -> bool:
+        try:
+            self.load(name)
+        except DatasetNotFoundError:
+            return False
+        return True
+
+
+class LogMetadataProvider(MetadataProvider):
+    """Descriptors kept in each dataset's transaction log (a descriptor change is a commit)."""
+
+    def __init__(self, store: ObjectStore):
+        self.store = store
+
+    def log(self, name: str) -> TransactionLog:
+        return TransactionLog(self.store.child(name), name)
+
+    def save(self, name: str, descriptor: DatasetDescriptor) -> None:
+        log = self.log(name)
+        if not log.exists():
+            log.create(descriptor)
+            return
+        base = log.snapshot()
+        base.descriptor.check_update(descriptor)
+        log.commit(base, "update_descriptor", [SetMetadata(descriptor)])
+
+    def load(self, name: str) -> DatasetDescriptor:
+        return self.log(name).snapshot().descriptor
+
+    def exists(self, name: str) -> bool:
+        return self.log(name).exists()
+
+    def delete(self, name: str) -> bool:
+        dataset = self.store.child(name)
+        if not dataset.exists(commit_key(0)):
+            return False
+        dataset.delete_tree(LOG_FOLDER)  # first, so the dataset stops existing before its data goes
+        dataset.delete_tree("")
+        return True
+
+    def list(self) -> list[str]:
+        names = []
+        for first in self.store.list(""):
+            if not _NAME_PART.fullmatch(first):
+                continue
+            if self.exists(first):
+                names.append(first)
+                continue
+            for second in self.store.list(first):
+                if _NAME_PART.fullmatch(second) and self.exists(f"{first}/{second}"):
+                    names.append(f"{first}/{second}")
+        return sorted(names)
+
+
+class DatasetRepository:
+    """A root URL holding datasets: create, load, update, drop, list."""
+
+    def __init__(self, url: str, storage_options: dict | None = None, single_writer: bool = False,
+                 metadata_provider: MetadataProvider | None = None):
+        self.store = ObjectStore.open(url, storage_options, single_writer)
+        self.url = self.store.url
+        self.metadata = metadata_provider or LogMetadataProvider(self.store)
+
+    def __repr__(self) -> str:
+        return f"DatasetRepository({self.url!r})"
+
+    def create(self, name: str, descriptor: DatasetDescriptor) -> Dataset:
+        """Create dataset ``name``; :class:`DatasetExistsError` if it exists."""
+        check_name(name)
+        if not isinstance(descriptor, DatasetDescriptor):
+            raise InvalidDescriptorError(f"dataset {name!r}: create takes a DatasetDescriptor, got {type(descriptor).__name__}")
+        store = self.store.child(name)
+        log = TransactionLog(store, name)
+        return Dataset(self, name, store, log, log.create(descriptor))
+
+    def load(self, name: str, version: int | None = None, timestamp: Any = None) -> Dataset:
+        """Dataset ``name`` at its latest commit, at revision ``version``, or as of ``timestamp``."""
+        check_name(name)
+        if version is not None and timestamp is not None:
+            raise InvalidTimeTravelError(f"dataset {name!r}: give a version or a timestamp, not both")
+        if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 0):
+            raise InvalidTimeTravelError(f"dataset {name!r}: version must be a revision number >= 0, got {version!r}")
+        store = self.store.child(name)
+        log = TransactionLog(store, name)
+        if not log.exists():
+            raise DatasetNotFoundError(f"dataset {name!r} does not exist in repository {self.url}")
+        return Dataset(self, name, store, log, log.snapshot(version=version, timestamp=timestamp))
+
+    def update(self, name: str, descriptor: DatasetDescriptor) -> Dataset:
+        """Give dataset ``name`` a new descriptor (a commit), if the update rules allow it."""
+        dataset = self.load(name)
+        if not isinstance(descriptor, DatasetDescriptor):
+            raise InvalidDescriptorError(f"dataset {name!r}: update takes a DatasetDescriptor, got {type(descriptor).__name__}")
+        try:
+            dataset.descriptor.check_update(descriptor)
+        except IncompatibleDescriptorError as e:
+            raise IncompatibleDescriptorError(f"dataset {name!r}: {e}") from None
+        dataset._commit("update_descriptor", [SetMetadata(descriptor)])
+        return dataset
+
+    def drop(self, name: str) -> bool:
+        """Remove the dataset's log and data; False if it did not exist."""
+        check_name(name)
+        return self.metadata.delete(name)
+
+    def exists(self, name: str) -> bool:
+        check_name(name)
+        return self.metadata.exists(name)
+
+    def list(self) -> list[str]:
+        """Every dataset name in the repository, sorted."""
+        return self.metadata.list()

@@ -1,0 +1,92 @@
+"""Planning and reading a scan: prune partitions and files with a predicate, then stream
+the rows that match as Arrow batches.
+
+Planning binds the predicate to the schema, projects it through the partition functions
+(inclusive projection) and checks each file's statistics, so only files that may hold a
+match are opened. Reading streams each file's batches, reads them with the current
+schema (older files are conformed), and filters rows exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+import pyarrow as pa
+
+from cdkds.catalog.errors import ExpressionError
+from cdkds.catalog.expressions import (
+    ALWAYS_TRUE, Expression, as_expression, bind, evaluate, filter_batch, may_match, references,
+)
+from cdkds.catalog.log import AddFile, Snapshot
+from cdkds.catalog.storage import ObjectStore
+from cdkds.formats.files import DEFAULT_BATCH_ROWS, conform, file_format
+
+
+@dataclass(frozen=True)
+class ScanPlan:
+    """The files a scan reads, the bound predicate rows must satisfy and the output columns."""
+
+    dataset: str
+    snapshot: Snapshot
+    predicate: Expression
+    columns: tuple[str, ...]
+    files: tuple[AddFile, ...]
+
+    @property
+    def total_files(self) -> int:
+        return len(self.snapshot.files)
+
+    @property
+    def output_schema(self) -> pa.Schema:
+        schema = self.snapshot.descriptor.arrow_schema
+        return pa.schema([schema.field(c) for c in self.columns])
+
+
+def plan_scan(dataset: str, snapshot: Snapshot, where: Expression | str | None = None,
+              columns: Sequence[str] | None = None) -> ScanPlan:
+    """The files of ``snapshot`` that may hold rows matching ``where``."""
+    descriptor = snapshot.descriptor
+    fields = descriptor.fields
+    predicate = bind(as_expression(where), fields, dataset)
+    if columns is None:
+        selected = tuple(fields)
+    else:
+        if isinstance(columns, str):
+            columns = [c.strip() for c in columns.split(",") if c.strip()]
+        unknown = [c for c in columns if c not in fields]
+        if unknown:
+            raise ExpressionError(f"dataset {dataset!r}: unknown column {unknown[0]!r}; columns are {list(fields)}")
+        selected = tuple(dict.fromkeys(columns))
+    strategy = descriptor.partition_strategy
+    partition_filter = strategy.project(predicate, fields) if strategy is not None else ALWAYS_TRUE
+    files = tuple(
+        f for f in snapshot.files.values()
+        if (partition_filter is ALWAYS_TRUE or evaluate(partition_filter, f.partition) is True)
+        and may_match(predicate, f.row_count, f.statistics)
+    )
+    return ScanPlan(dataset, snapshot, predicate, selected, files)
+
+
+def read_plan(store: ObjectStore, plan: ScanPlan, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+    """The matching rows of the plan's files, batch by batch, in the output columns."""
+    for file in plan.files:
+        yield from read_file(store, plan, file, batch_rows)
+
+
+def read_file(store: ObjectStore, plan: ScanPlan, file: AddFile,
+              batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+    """The matching rows of one planned file."""
+    descriptor = plan.snapshot.descriptor
+    schema = descriptor.arrow_schema
+    needed = list(dict.fromkeys([*plan.columns, *sorted(references(plan.predicate))]))
+    if not needed:
+        needed = [schema.names[0]]  # a file must be read to count its rows
+    read_schema = pa.schema([schema.field(n) for n in needed])
+    output = plan.output_schema
+    fmt = file_format(descriptor.format)
+    for batch in fmt.read(store.fs, store.path(file.path), read_schema, batch_rows):
+        batch = conform(batch, read_schema, descriptor.defaults)
+        batch = filter_batch(batch, plan.predicate)
+        if batch.num_rows:
+            yield batch.select(list(output.names)) if needed != list(output.names) else batch

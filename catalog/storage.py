@@ -1,0 +1,173 @@
+"""The object store under a repository: the one audited place the log's atomicity rests on.
+
+An :class:`ObjectStore` reads, lists, deletes and — the one operation commits need —
+creates an object only if it is absent. Each backend does that its own way:
+
+- local files: write a temporary file, then ``os.link`` it into place (``link`` fails if
+  the name exists, and readers never see a half-written commit);
+- memory: a process-wide lock around check-and-write (fsspec's memory store is a dict);
+- S3: ``pipe_file(..., mode="create")``, which s3fs sends as ``If-None-Match: *``.
+
+A backend that cannot create-if-absent is refused unless the user declares a single writer.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from typing import Any, Iterator
+
+import fsspec
+from fsspec.implementations.local import LocalFileSystem
+from fsspec.implementations.memory import MemoryFileSystem
+
+from cdkds.catalog.errors import StorageError
+
+_MEMORY_LOCK = threading.Lock()
+
+
+class ObjectStore:
+    """Objects under one root of an fsspec filesystem, addressed by relative keys."""
+
+    def __init__(self, fs: Any, root: str, url: str, single_writer: bool = False):
+        self.fs = fs
+        self.root = root.rstrip("/") if root not in ("/", "") else root
+        self.url = url.rstrip("/")
+        self.single_writer = single_writer
+
+    @classmethod
+    def open(cls, url: str, storage_options: dict | None = None, single_writer: bool = False) -> "ObjectStore":
+        """The store for any fsspec URL (``file://``, ``memory://``, ``s3://``...) or local path."""
+        if not isinstance(url, str) or not url.strip():
+            raise StorageError(f"a repository URL must be a non-empty string, got {url!r}")
+        try:
+            fs, root = fsspec.core.url_to_fs(url, **(storage_options or {}))
+        except (ValueError, ImportError, TypeError) as e:
+            raise StorageError(f"cannot open storage for {url!r}: {e}") from None
+        if isinstance(fs, LocalFileSystem):
+            root = os.path.abspath(root)
+        return cls(fs, root, url, single_writer)
+
+    def path(self, key: str) -> str:
+        """The filesystem path of a key."""
+        return f"{self.root}/{key}" if key else self.root
+
+    def display(self, key: str) -> str:
+        return f"{self.url}/{key}"
+
+    def child(self, key: str) -> "ObjectStore":
+        """The store rooted at ``key`` below this one."""
+        return ObjectStore(self.fs, self.path(key), self.display(key), self.single_writer)
+
+    # ---------------------------------------------------------------- reads
+
+    def read(self, key: str) -> bytes:
+        """The object's bytes; :class:`FileNotFoundError` if it is absent."""
+        return self.fs.cat_file(self.path(key))
+
+    def exists(self, key: str) -> bool:
+        return self.fs.exists(self.path(key))
+
+    def list(self, prefix: str) -> list[str]:
+        """Names directly under the folder ``prefix`` (sorted; empty if there is none)."""
+        try:
+            entries = self.fs.ls(self.path(prefix), detail=False)
+        except FileNotFoundError:
+            return []
+        base = self.path(prefix).rstrip("/")
+        names = [e.rstrip("/").rsplit("/", 1)[-1] for e in entries]
+        return sorted(n for n in names if n and f"{base}/{n}" != base)
+
+    def walk_files(self, prefix: str) -> Iterator[tuple[str, dict]]:
+        """``(key, info)`` of every file below ``prefix``."""
+        base = self.path(prefix)
+        try:
+            found = self.fs.find(base, detail=True)
+        except FileNotFoundError:
+            return
+        for path, info in found.items():
+            if info.get("type") == "file":
+                yield path[len(self.root) + 1:] if path.startswith(self.root + "/") else path, info
+
+    # ---------------------------------------------------------------- writes
+
+    def put_if_absent(self, key: str, data: bytes) -> None:
+        """Create the object only if it does not exist; :class:`FileExistsError` otherwise."""
+        path = self.path(key)
+        if isinstance(self.fs, LocalFileSystem):
+            _local_put_if_absent(path, data)
+        elif isinstance(self.fs, MemoryFileSystem):
+            with _MEMORY_LOCK:
+                if self.fs.exists(path):
+                    raise FileExistsError(path)
+                self.fs.pipe_file(path, data)
+        elif "s3" in _protocols(self.fs):
+            _s3_put_if_absent(self.fs, path, data)
+        elif self.single_writer:
+            if self.fs.exists(path):
+                raise FileExistsError(path)
+            self.fs.pipe_file(path, data)
+        else:
+            raise StorageError(
+                f"{self.url}: the {type(self.fs).__name__} backend cannot create objects atomically only if "
+                f"absent, so concurrent writers could overwrite each other's commits; open the repository with "
+                f"single_writer=True if only one process ever writes to it")
+
+    def put(self, key: str, data: bytes) -> None:
+        """Write (or overwrite) an object."""
+        path = self.path(key)
+        parent = path.rsplit("/", 1)[0]
+        if isinstance(self.fs, LocalFileSystem):
+            os.makedirs(parent, exist_ok=True)
+        self.fs.pipe_file(path, data)
+
+    def open_output(self, key: str) -> str:
+        """The path to write a new object at (parents created where the backend needs it)."""
+        path = self.path(key)
+        if isinstance(self.fs, LocalFileSystem):
+            os.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+        return path
+
+    def delete(self, key: str) -> None:
+        try:
+            self.fs.rm_file(self.path(key))
+        except FileNotFoundError:
+            pass
+
+    def delete_tree(self, prefix: str) -> None:
+        try:
+            self.fs.rm(self.path(prefix), recursive=True)
+        except FileNotFoundError:
+            pass
+
+
+def _protocols(fs: Any) -> tuple[str, ...]:
+    protocol = fs.protocol
+    return (protocol,) if isinstance(protocol, str) else tuple(protocol)
+
+
+def _local_put_if_absent(path: str, data: bytes) -> None:
+    folder = os.path.dirname(path)
+    os.makedirs(folder, exist_ok=True)
+    temporary = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+    with open(temporary, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    try:
+        os.link(temporary, path)
+    finally:
+        os.unlink(temporary)
+
+
+def _s3_put_if_absent(fs: Any, path: str, data: bytes) -> None:
+    try:
+        fs.pipe_file(path, data, mode="create")
+    except FileExistsError:
+        raise
+    except OSError as e:
+        # A 409 (a concurrent conditional write in flight) means someone else is creating it.
+        if "409" in str(e) or "ConditionalRequestConflict" in str(e):
+            raise FileExistsError(path) from e
+        raise

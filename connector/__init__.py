@@ -1,0 +1,1 @@
+"""cdkds.connector: the Spark adapter (Python Data Source API). Built by the connector issue."""
