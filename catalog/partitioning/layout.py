@@ -29,7 +29,7 @@ def escape(text: str) -> str:
     """One path segment for any text: everything but letters, digits and ``-_`` is escaped."""
     if text == NULL_SEGMENT:
         return text
-    escaped = quote(text, safe="-_")
+    escaped = quote(text, safe="-_").replace(".", "%2E")  # '.' and '..' are not names
     return escaped if escaped else "%00"  # an empty segment would vanish from the path
 
 

@@ -1,0 +1,96 @@
+import datetime as dt
+import decimal
+
+import fsspec
+import pyarrow as pa
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cdkds.formats import schema as schemas
+from cdkds.formats.errors import DataFileError
+from cdkds.formats.files import conform, file_format
+
+UTC = dt.timezone.utc
+SCHEMA = {"type": "record", "name": "R", "fields": [
+    {"name": "id", "type": "long"},
+    {"name": "name", "type": ["null", "string"], "default": None},
+    {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-micros"}},
+    {"name": "price", "type": ["null", {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2}],
+     "default": None},
+    {"name": "tags", "type": {"type": "map", "values": "long"}},
+    {"name": "u", "type": {"type": "string", "logicalType": "uuid"}},
+]}
+ARROW = schemas.to_arrow(SCHEMA)
+
+
+def rows(n):
+    return [{"id": i, "name": None if i % 3 == 0 else f"n{i}", "ts": dt.datetime(2026, 1, 1, tzinfo=UTC) + dt.timedelta(hours=i),
+             "price": decimal.Decimal(i) / 4 if i % 2 else None, "tags": [("a", i)],
+             "u": "12345678-1234-5678-1234-%012d" % i} for i in range(n)]
+
+
+@pytest.mark.parametrize("name, compression", [
+    ("parquet", "snappy"), ("parquet", "zstd"), ("parquet", "gzip"),
+    ("avro", "snappy"), ("avro", "deflate"), ("avro", "zstd"), ("avro", "null")])
+def test_write_read_round_trip_with_statistics_and_metadata(tmp_path, name, compression):
+    fs = fsspec.filesystem("file")
+    fmt = file_format(name)
+    path = f"{tmp_path}/f.{fmt.extension}"
+    writer = fmt.open_writer(fs, path, SCHEMA, ARROW, compression, {"cdkds.dataset": "d", "cdkds.transaction": "t1"})
+    data = rows(250)
+    for start in range(0, 250, 100):
+        writer.write(pa.RecordBatch.from_pylist(data[start:start + 100], schema=ARROW))
+    written = writer.close()
+    assert written.row_count == 250 and written.size == fs.size(path)
+    stats = written.statistics
+    assert (stats["id"].min, stats["id"].max, stats["id"].null_count) == (0, 249, 0)
+    assert stats["name"].null_count == 84 and stats["name"].min == "n1"
+    assert stats["ts"].max == dt.datetime(2026, 1, 1, tzinfo=UTC) + dt.timedelta(hours=249)
+    assert stats["tags"].min is None
+    batches = list(fmt.read(fs, path, ARROW, batch_rows=64))
+    assert max(b.num_rows for b in batches) <= 64
+    table = pa.Table.from_batches([conform(b, ARROW, {}) for b in batches])
+    assert table.to_pylist() == pa.Table.from_pylist(data, schema=ARROW).to_pylist()
+    assert fmt.metadata(fs, path) == {"cdkds.dataset": "d", "cdkds.transaction": "t1"}
+
+
+@pytest.mark.parametrize("name", ["parquet", "avro"])
+def test_read_selected_columns_only(tmp_path, name):
+    fs = fsspec.filesystem("file")
+    fmt = file_format(name)
+    path = f"{tmp_path}/f.{fmt.extension}"
+    writer = fmt.open_writer(fs, path, SCHEMA, ARROW, "snappy", {})
+    writer.write(pa.RecordBatch.from_pylist(rows(10), schema=ARROW))
+    writer.close()
+    wanted = pa.schema([ARROW.field("name"), ARROW.field("id")])
+    batch = pa.Table.from_batches(list(fmt.read(fs, path, wanted)))
+    assert set(batch.column_names) == {"id", "name"}
+
+
+def test_conform_promotes_and_fills_added_columns():
+    old = pa.RecordBatch.from_pylist([{"a": 1}, {"a": 2}], schema=pa.schema([pa.field("a", pa.int32())]))
+    new = pa.schema([pa.field("a", pa.int64()), pa.field("b", pa.string())])
+    out = conform(old, new, {"b": "x"})
+    assert out.schema == new and out.to_pylist() == [{"a": 1, "b": "x"}, {"a": 2, "b": "x"}]
+
+
+@pytest.mark.parametrize("name", ["parquet", "avro"])
+def test_garbage_file_is_a_clear_error(tmp_path, name):
+    fs = fsspec.filesystem("file")
+    path = f"{tmp_path}/bad"
+    fs.pipe_file(path, b"this is not a data file")
+    with pytest.raises(DataFileError, match="not a readable"):
+        list(file_format(name).read(fs, path, ARROW))
+
+
+@given(st.lists(st.one_of(st.none(), st.floats(allow_nan=True, width=32)), min_size=1, max_size=50))
+def test_property_float_statistics_bound_every_value(items):
+    from cdkds.formats.statistics import StatisticsCollector
+    schema = pa.schema([pa.field("x", pa.float64())])
+    collector = StatisticsCollector(schema)
+    collector.update(pa.RecordBatch.from_pylist([{"x": v} for v in items], schema=schema))
+    s = collector.result()["x"]
+    assert s.null_count == sum(v is None for v in items)
+    if s.min is not None:
+        assert all(s.min <= v <= s.max for v in items if v is not None)
