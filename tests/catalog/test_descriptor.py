@@ -1,0 +1,65 @@
+import pyarrow as pa
+import pytest
+
+from cdkds.catalog import DatasetDescriptor, PartitionStrategy
+from cdkds.catalog.errors import IncompatibleDescriptorError, InvalidDescriptorError, InvalidPartitionStrategyError
+from tests.conftest import EVENT_SCHEMA, USER_SCHEMA
+
+
+def test_descriptor_is_an_immutable_value_that_round_trips_json():
+    d = DatasetDescriptor(EVENT_SCHEMA, "hash(userId, 16), day(ts)", format="avro", compression="deflate",
+                          record_key="id", ordering_field="ts", properties={"owner": "data-eng"})
+    again = DatasetDescriptor.from_json(d.to_json())
+    assert again == d and hash(again) == hash(d)
+    assert DatasetDescriptor.from_json(__import__("json").dumps(d.to_json())) == d
+    with pytest.raises(Exception):
+        d.format = "parquet"
+    with pytest.raises(TypeError):
+        d.properties["x"] = "y"
+    schema = d.schema
+    schema["fields"].clear()
+    assert d.schema == EVENT_SCHEMA  # the caller's copy cannot change the descriptor
+    assert d.record_key == ("id",) and d.partition_strategy == PartitionStrategy.parse("hash(userId, 16), day(ts)")
+
+
+def test_builder_and_replace():
+    d = (DatasetDescriptor.builder().schema(USER_SCHEMA).partition_strategy("hash(userId, 53)")
+         .format("parquet").compression("zstd").property("a", "b").build())
+    assert d.compression == "zstd" and d.properties == {"a": "b"}
+    assert d.replace(compression="gzip").compression == "gzip"
+    assert DatasetDescriptor(USER_SCHEMA).compression == "snappy" and DatasetDescriptor(USER_SCHEMA).format == "parquet"
+
+
+def test_from_arrow_and_spark_schemas():
+    d = DatasetDescriptor.from_arrow(pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("s", pa.string())]))
+    assert d.fields["id"].kind == "long" and d.fields["s"].nullable
+    assert d.spark_schema_json()["fields"][0] == {"name": "id", "type": "long", "nullable": False, "metadata": {}}
+    assert DatasetDescriptor.from_spark_json(d.spark_schema_json()).arrow_schema == d.arrow_schema
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"format": "orc"}, InvalidDescriptorError, "unknown file format 'orc'"),
+    ({"format": "avro", "compression": "gzip"}, InvalidDescriptorError, "compression 'gzip' is not available for avro"),
+    ({"partition_strategy": "hash(nope, 3)"}, InvalidPartitionStrategyError, "'nope' .* is not a field"),
+    ({"partition_strategy": "year(username)"}, InvalidPartitionStrategyError, "field 'username' is string"),
+    ({"partition_strategy": 42}, InvalidPartitionStrategyError, "must be a PartitionStrategy"),
+    ({"record_key": "nope"}, InvalidDescriptorError, "record key field 'nope'"),
+    ({"ordering_field": "nope"}, InvalidDescriptorError, "ordering field 'nope'"),
+    ({"properties": {"a": 1}}, InvalidDescriptorError, "properties must map strings to strings"),
+])
+def test_bad_descriptors_are_rejected(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        DatasetDescriptor(USER_SCHEMA, **kwargs)
+
+
+def test_update_rules():
+    d = DatasetDescriptor(USER_SCHEMA, "hash(userId, 53)")
+    added = {**USER_SCHEMA, "fields": USER_SCHEMA["fields"] + [{"name": "email", "type": ["null", "string"], "default": None}]}
+    d.check_update(d.replace(schema=added, properties={"x": "y"}, compression="zstd"))
+    with pytest.raises(IncompatibleDescriptorError, match="format cannot change"):
+        d.check_update(d.replace(format="avro"))
+    with pytest.raises(IncompatibleDescriptorError, match="partition strategy cannot change"):
+        d.check_update(d.replace(partition_strategy="hash(userId, 16)"))
+    required = {**USER_SCHEMA, "fields": USER_SCHEMA["fields"] + [{"name": "email", "type": "string"}]}
+    with pytest.raises(IncompatibleDescriptorError, match="'email' has no default"):
+        d.check_update(d.replace(schema=required))
