@@ -6,9 +6,12 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
+from cdkds.catalog.conflicts import ConflictRule
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.expressions import Expression
-from cdkds.catalog.log import Action, AddFile, HistoryEntry, Snapshot, TransactionLog
+from cdkds.catalog.actions import Action, AddFile
+from cdkds.catalog.log import HistoryEntry, TransactionLog
+from cdkds.catalog.snapshot import Snapshot
 from cdkds.catalog.scan import ScanPlan, plan_scan, read_plan
 from cdkds.catalog.storage import ObjectStore
 from cdkds.catalog.writer import DatasetWriter
@@ -86,8 +89,8 @@ class Dataset:
         return DatasetWriter(self, **options)
 
     def _commit(self, operation: str, actions: Sequence[Action], info: Mapping[str, Any] | None = None,
-                commit_uuid: str | None = None) -> Snapshot:
-        self.snapshot = self.log.commit(self.snapshot, operation, actions, info, commit_uuid)
+                commit_uuid: str | None = None, rule: ConflictRule | None = None) -> Snapshot:
+        self.snapshot = self.log.commit(self.snapshot, operation, actions, info, commit_uuid, rule)
         return self.snapshot
 
 

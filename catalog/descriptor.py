@@ -87,6 +87,9 @@ class DatasetDescriptor:
         bad = {k: v for k, v in props.items() if not isinstance(k, str) or not isinstance(v, str)}
         if bad:
             raise InvalidDescriptorError(f"properties must map strings to strings; bad entries: {bad!r:.200}")
+        interval = props.get("checkpoint.interval", "10")
+        if not interval.isdigit() or int(interval) < 1:
+            raise InvalidDescriptorError(f"property checkpoint.interval must be a positive integer, got {interval!r}")
 
     # ---------------------------------------------------------------- schema views
 

@@ -8,6 +8,7 @@ __all__ = [
     "CdkdsError",
     "CommitConflictError",
     "CorruptLogError",
+    "CorruptLogWarning",
     "DataFileError",
     "DatasetExistsError",
     "DatasetNotFoundError",
@@ -66,6 +67,10 @@ class CommitConflictError(CdkdsError):
 
 class CorruptLogError(CdkdsError):
     """A transaction log object that is missing, truncated or breaks the commit chain."""
+
+
+class CorruptLogWarning(UserWarning):
+    """A damaged log object that cdkds could read around (a checkpoint, the checkpoint hint)."""
 
 
 class StorageError(CdkdsError):

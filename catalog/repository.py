@@ -12,12 +12,14 @@ import re
 from abc import ABC, abstractmethod
 from typing import Any
 
+from cdkds.catalog.conflicts import Exclusive
 from cdkds.catalog.dataset import Dataset
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import (
     DatasetNotFoundError, IncompatibleDescriptorError, InvalidDescriptorError, InvalidNameError, InvalidTimeTravelError,
 )
-from cdkds.catalog.log import LOG_FOLDER, SetMetadata, TransactionLog, commit_key
+from cdkds.catalog.actions import SetMetadata
+from cdkds.catalog.log import LOG_FOLDER, TransactionLog, commit_key
 from cdkds.catalog.storage import ObjectStore
 
 _NAME_PART = re.compile(r"[A-Za-z0-9_]+")
@@ -77,7 +79,7 @@ class LogMetadataProvider(MetadataProvider):
             return
         base = log.snapshot()
         base.descriptor.check_update(descriptor)
-        log.commit(base, "update_descriptor", [SetMetadata(descriptor)])
+        log.commit(base, "update_descriptor", [SetMetadata(descriptor)], rule=Exclusive())
 
     def load(self, name: str) -> DatasetDescriptor:
         return self.log(name).snapshot().descriptor
@@ -150,7 +152,7 @@ class DatasetRepository:
             dataset.descriptor.check_update(descriptor)
         except IncompatibleDescriptorError as e:
             raise IncompatibleDescriptorError(f"dataset {name!r}: {e}") from None
-        dataset._commit("update_descriptor", [SetMetadata(descriptor)])
+        dataset._commit("update_descriptor", [SetMetadata(descriptor)], rule=Exclusive())
         return dataset
 
     def drop(self, name: str) -> bool:

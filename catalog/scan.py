@@ -18,7 +18,8 @@ from cdkds.catalog.errors import ExpressionError
 from cdkds.catalog.expressions import (
     ALWAYS_TRUE, Expression, as_expression, bind, evaluate, filter_batch, may_match, references,
 )
-from cdkds.catalog.log import AddFile, Snapshot
+from cdkds.catalog.actions import AddFile
+from cdkds.catalog.snapshot import Snapshot
 from cdkds.catalog.storage import ObjectStore
 from cdkds.formats.files import DEFAULT_BATCH_ROWS, conform, file_format
 

@@ -7,7 +7,9 @@ import pytest
 
 from cdkds.catalog import DatasetDescriptor, DatasetRepository
 from cdkds.catalog.errors import CommitConflictError, CorruptLogError, DatasetExistsError, StorageError
-from cdkds.catalog.log import AddFile, SetMetadata, commit_key
+from cdkds.catalog.actions import AddFile, SetMetadata
+from cdkds.catalog.conflicts import Exclusive
+from cdkds.catalog.log import _checksum, commit_key
 from cdkds.catalog.storage import ObjectStore
 from tests.conftest import USER_SCHEMA
 
@@ -30,11 +32,19 @@ def test_commits_form_a_chain(repo):
     assert raw[1]["actions"][0]["add"]["stats"]["userId"] == {"nulls": 0, "min": 0, "max": 2}
 
 
+def _rechained(store):
+    raw = json.loads(store.read(commit_key(1)))
+    del raw["checksum"]
+    raw["previous"] = "not-the-previous-uuid"
+    store.put(commit_key(1), json.dumps({**raw, "checksum": _checksum(raw)}).encode())
+
+
 @pytest.mark.parametrize("damage, message", [
     (lambda store: store.put(commit_key(1), b'{"revision": 1, "uu'), "is corrupt or truncated"),
-    (lambda store: store.delete(commit_key(1)), "is missing"),
-    (lambda store: store.put(commit_key(1), store.read(commit_key(1)).replace(b'"previous":"', b'"previous":"x')),
-     "the log's chain is broken"),
+    (lambda store: store.put(commit_key(1), store.read(commit_key(1)).replace(b'"rows":1', b'"rows":7')),
+     "checksum mismatch"),
+    (lambda store: store.delete(commit_key(1)), "is missing but commit 2 exists"),
+    (_rechained, "the log's chain is broken"),
     (lambda store: store.put(commit_key(1), store.read(commit_key(2))), "says it is revision 2"),
 ])
 def test_damaged_logs_are_detected_never_skipped(repo, damage, message):
@@ -99,7 +109,7 @@ def test_append_does_not_rebase_over_a_descriptor_change(repo):
     stale = repo.load("users")
     added = {**USER_SCHEMA, "fields": USER_SCHEMA["fields"] + [{"name": "e", "type": ["null", "string"], "default": None}]}
     repo.update("users", ds.descriptor.replace(schema=added))
-    with pytest.raises(CommitConflictError, match="revision 1 .* changed the descriptor"):
+    with pytest.raises(CommitConflictError, match="conflicts with revision 1 .* changed the descriptor"):
         append(stale, 1)
     assert repo.load("users").version == 1
 
@@ -108,8 +118,12 @@ def test_non_append_commits_conflict_with_a_concurrent_commit(repo):
     ds = repo.create("users", DatasetDescriptor(USER_SCHEMA))
     stale = repo.load("users")
     append(ds, 1)
-    with pytest.raises(CommitConflictError, match="planned on revision 0, but revision 1 .* committed first"):
-        stale.log.commit(stale.snapshot, "update_descriptor", [SetMetadata(stale.descriptor)])
+    append(ds, 1)  # blind appends do not invalidate a descriptor update...
+    stale.log.commit(stale.snapshot, "update_descriptor", [SetMetadata(stale.descriptor)], rule=Exclusive())
+    stale = repo.load("users")
+    ds.refresh().log.commit(ds.snapshot, "update_descriptor", [SetMetadata(ds.descriptor)], rule=Exclusive())
+    with pytest.raises(CommitConflictError, match="planned on revision 3 conflicts with revision 4 .* changed the descriptor"):
+        stale.log.commit(stale.snapshot, "update_descriptor", [SetMetadata(stale.descriptor)], rule=Exclusive())
 
 
 def test_a_retried_commit_that_already_landed_is_recognised_as_ours(repo):

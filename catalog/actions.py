@@ -1,0 +1,146 @@
+"""The actions a commit is made of, and their JSON form (see ``docs/FORMAT.md``).
+
+- :class:`AddFile` — a data file joins the dataset;
+- :class:`RemoveFile` — a data file leaves it;
+- :class:`Tombstone` — rows matching a predicate are deleted from every file added before it;
+- :class:`SetMetadata` — the descriptor from this commit on;
+- :class:`SetProtocol` — the log versions a reader and a writer must understand.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from cdkds.catalog.descriptor import DatasetDescriptor
+from cdkds.catalog.expressions import Expression, from_json as expression_from_json
+from cdkds.formats import values
+from cdkds.formats.statistics import ColumnStatistics
+
+READER_VERSION = 1
+WRITER_VERSION = 1
+
+
+@dataclass(frozen=True)
+class AddFile:
+    """A data file: its path (relative to the dataset), typed partition values, size, rows
+    and per-column statistics. ``revision`` is the commit that added it (known once it is
+    in the log) and ``schema_version`` the revision of the descriptor it was written with."""
+
+    path: str
+    partition: Mapping[str, Any]
+    size: int
+    row_count: int
+    statistics: Mapping[str, ColumnStatistics] = field(default_factory=dict)
+    schema_version: int = 0
+    revision: int = -1
+
+    def at(self, revision: int) -> "AddFile":
+        return dataclasses.replace(self, revision=revision)
+
+    def to_json(self, descriptor: DatasetDescriptor) -> dict:
+        kinds = partition_kinds(descriptor)
+        fields = descriptor.fields
+        return {"add": {
+            "path": self.path,
+            "partition": {k: values.to_json(v, kinds[k]) for k, v in self.partition.items()},
+            "size": self.size,
+            "rows": self.row_count,
+            "schemaVersion": self.schema_version,
+            "stats": {k: s.to_json(fields[k].kind) for k, s in self.statistics.items() if k in fields},
+        }}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], descriptor: DatasetDescriptor, revision: int) -> "AddFile":
+        kinds = partition_kinds(descriptor)
+        fields = descriptor.fields
+        return cls(
+            str(data["path"]),
+            MappingProxyType({k: values.from_json(v, kinds[k]) for k, v in data["partition"].items()}),
+            int(data["size"]), int(data["rows"]),
+            MappingProxyType({k: ColumnStatistics.from_json(s, fields[k].kind)
+                              for k, s in data.get("stats", {}).items() if k in fields}),
+            int(data.get("schemaVersion", 0)), revision,
+        )
+
+
+@dataclass(frozen=True)
+class RemoveFile:
+    path: str
+
+    def to_json(self, descriptor: DatasetDescriptor) -> dict:
+        return {"remove": {"path": self.path}}
+
+
+@dataclass(frozen=True)
+class Tombstone:
+    """Deletes the rows for which ``predicate`` is true from every file added before it."""
+
+    predicate: Expression
+    revision: int = -1
+
+    def at(self, revision: int) -> "Tombstone":
+        return dataclasses.replace(self, revision=revision)
+
+    def to_json(self, descriptor: DatasetDescriptor) -> dict:
+        return {"tombstone": {"predicate": self.predicate.to_json()}}
+
+
+@dataclass(frozen=True)
+class SetMetadata:
+    descriptor: DatasetDescriptor
+
+    def to_json(self, descriptor: DatasetDescriptor | None) -> dict:
+        return {"metadata": {"descriptor": self.descriptor.to_json()}}
+
+
+@dataclass(frozen=True)
+class SetProtocol:
+    reader_version: int = READER_VERSION
+    writer_version: int = WRITER_VERSION
+
+    def to_json(self, descriptor: DatasetDescriptor | None) -> dict:
+        return {"protocol": {"reader": self.reader_version, "writer": self.writer_version}}
+
+
+Action = AddFile | RemoveFile | Tombstone | SetMetadata | SetProtocol
+
+
+def partition_kinds(descriptor: DatasetDescriptor) -> dict[str, str]:
+    strategy = descriptor.partition_strategy
+    return strategy.kinds(descriptor.fields) if strategy is not None else {}
+
+
+def encode_actions(actions: tuple[Action, ...], descriptor: DatasetDescriptor | None) -> list[dict]:
+    """JSON of actions; values are encoded with the descriptor in effect at each action."""
+    out = []
+    for action in actions:
+        if isinstance(action, SetMetadata):
+            descriptor = action.descriptor
+        out.append(action.to_json(descriptor))
+    return out
+
+
+def decode_actions(items: list, descriptor: DatasetDescriptor | None, revision: int) -> tuple[Action, ...]:
+    """Actions from their JSON; raises ``ValueError``/``KeyError``/``TypeError`` when malformed."""
+    actions: list[Action] = []
+    for item in items:
+        (kind, body), = item.items()
+        if kind == "metadata":
+            descriptor = DatasetDescriptor.from_json(body["descriptor"])
+            actions.append(SetMetadata(descriptor))
+        elif kind == "protocol":
+            actions.append(SetProtocol(int(body["reader"]), int(body["writer"])))
+        elif kind == "add":
+            if descriptor is None:
+                raise ValueError("an add before any metadata")
+            actions.append(AddFile.from_json(body, descriptor, revision))
+        elif kind == "remove":
+            actions.append(RemoveFile(str(body["path"])))
+        elif kind == "tombstone":
+            actions.append(Tombstone(expression_from_json(body["predicate"]), revision))
+        else:
+            raise ValueError(f"unknown action {kind!r}")
+    return tuple(actions)

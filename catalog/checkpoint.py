@@ -1,0 +1,118 @@
+"""Checkpoints: the full state of a dataset at one revision, in one Parquet file.
+
+``_log/<revision>.checkpoint.parquet`` holds one row per action of the state (protocol,
+metadata, every live file with the revision that added it, every live tombstone) with
+columns ``action``, ``revision`` and ``json``, and key-value metadata naming the revision,
+its commit uuid and timestamp and a SHA-256 of the rows. ``_log/_last_checkpoint`` is a
+hint naming the newest checkpoint; readers fall back to listing when it is missing or stale.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from dataclasses import dataclass
+from types import MappingProxyType
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from cdkds.catalog.actions import AddFile, SetMetadata, Tombstone, decode_actions, encode_actions
+from cdkds.catalog.errors import CorruptLogError
+from cdkds.catalog.snapshot import Snapshot
+
+LAST_CHECKPOINT = "_last_checkpoint"
+SUFFIX = ".checkpoint.parquet"
+_SCHEMA = pa.schema([("action", pa.string()), ("revision", pa.int64()), ("json", pa.string())])
+
+
+def checkpoint_name(revision: int) -> str:
+    return f"{revision:020d}{SUFFIX}"
+
+
+def checkpoint_revision(name: str) -> int | None:
+    """The revision of a checkpoint object's name, ``None`` for other names."""
+    stem = name[: -len(SUFFIX)] if name.endswith(SUFFIX) else ""
+    return int(stem) if len(stem) == 20 and stem.isdigit() else None
+
+
+@dataclass(frozen=True)
+class CheckpointHeader:
+    revision: int
+    uuid: str
+    timestamp: int
+
+
+def encode(snapshot: Snapshot) -> bytes:
+    """The checkpoint file of a snapshot."""
+    rows: list[tuple[str, int, str]] = [
+        ("protocol", snapshot.version, json.dumps(snapshot.protocol.to_json(None))),
+        ("metadata", snapshot.descriptor_version, json.dumps(SetMetadata(snapshot.descriptor).to_json(None))),
+    ]
+    for add in snapshot.files.values():
+        rows.append(("add", add.revision, json.dumps(encode_actions((add,), snapshot.descriptor)[0])))
+    for tombstone in snapshot.tombstones:
+        rows.append(("tombstone", tombstone.revision, json.dumps(tombstone.to_json(snapshot.descriptor))))
+    table = pa.table({"action": [r[0] for r in rows], "revision": [r[1] for r in rows], "json": [r[2] for r in rows]},
+                     schema=_SCHEMA)
+    table = table.replace_schema_metadata({
+        "cdkds.checkpoint.revision": str(snapshot.version), "cdkds.checkpoint.uuid": snapshot.commit_uuid,
+        "cdkds.checkpoint.timestamp": str(snapshot.timestamp), "cdkds.checksum": _checksum(rows),
+    })
+    sink = io.BytesIO()
+    pq.write_table(table, sink, compression="zstd")
+    return sink.getvalue()
+
+
+def _checksum(rows: list[tuple[str, int, str]]) -> str:
+    digest = hashlib.sha256()
+    for action, revision, text in rows:
+        digest.update(f"{action}\x00{revision}\x00{text}\x01".encode())
+    return digest.hexdigest()
+
+
+def header(data: bytes, where: str) -> CheckpointHeader:
+    try:
+        meta = pq.read_schema(io.BytesIO(data)).metadata or {}
+        return CheckpointHeader(int(meta[b"cdkds.checkpoint.revision"]), meta[b"cdkds.checkpoint.uuid"].decode(),
+                                int(meta[b"cdkds.checkpoint.timestamp"]))
+    except Exception as e:  # noqa: BLE001 - any failure to parse is corruption
+        raise CorruptLogError(f"checkpoint {where} is corrupt or truncated: {type(e).__name__}: {e}") from None
+
+
+def decode(data: bytes, where: str) -> Snapshot:
+    """The snapshot a checkpoint file holds; :class:`CorruptLogError` if it is damaged."""
+    head = header(data, where)
+    try:
+        table = pq.read_table(io.BytesIO(data))
+        rows = list(zip(table.column("action").to_pylist(), table.column("revision").to_pylist(),
+                        table.column("json").to_pylist()))
+        if (table.schema.metadata or {}).get(b"cdkds.checksum", b"").decode() != _checksum(rows):
+            raise ValueError("checksum mismatch")
+        snapshot = None
+        files: dict[str, AddFile] = {}
+        tombstones: list[Tombstone] = []
+        for action, revision, text in rows:
+            item = json.loads(text)
+            if action in ("protocol", "metadata"):
+                (decoded,) = decode_actions([item], None, revision)
+                if action == "protocol":
+                    protocol = decoded
+                else:
+                    descriptor, descriptor_version = decoded.descriptor, revision
+            elif action == "add":
+                (add,) = decode_actions([item], descriptor, revision)
+                files[add.path] = add
+            elif action == "tombstone":
+                (tombstone,) = decode_actions([item], descriptor, revision)
+                tombstones.append(tombstone)
+            else:
+                raise ValueError(f"unknown checkpoint row {action!r}")
+        snapshot = Snapshot(head.revision, head.timestamp, head.uuid, descriptor, descriptor_version,
+                            MappingProxyType(files), tuple(tombstones), protocol)
+        return snapshot
+    except CorruptLogError:
+        raise
+    except Exception as e:  # noqa: BLE001 - any failure to parse is corruption
+        raise CorruptLogError(f"checkpoint {where} is corrupt or truncated: {type(e).__name__}: {e}") from None

@@ -1,0 +1,65 @@
+"""A dataset as of one revision: its descriptor, live data files and live tombstones."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Mapping
+
+from cdkds.catalog.actions import AddFile, RemoveFile, SetMetadata, SetProtocol, Tombstone
+from cdkds.catalog.descriptor import DatasetDescriptor
+from cdkds.catalog.expressions import may_match
+
+if TYPE_CHECKING:
+    from cdkds.catalog.log import Commit
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The state of a dataset at ``version`` (a revision of its log)."""
+
+    version: int
+    timestamp: int
+    commit_uuid: str
+    descriptor: DatasetDescriptor
+    descriptor_version: int
+    files: Mapping[str, AddFile]
+    tombstones: tuple[Tombstone, ...] = ()
+    protocol: SetProtocol = SetProtocol()
+
+    @property
+    def row_count(self) -> int:
+        """Rows in the live files (rows deleted by tombstones still count until compaction)."""
+        return sum(f.row_count for f in self.files.values())
+
+    def tombstones_for(self, file: AddFile) -> tuple[Tombstone, ...]:
+        """The tombstones that apply to ``file``: newer than it and able to match its rows."""
+        return tuple(t for t in self.tombstones
+                     if t.revision > file.revision and may_match(t.predicate, file.row_count, file.statistics))
+
+    def apply(self, commit: "Commit") -> "Snapshot":
+        descriptor, descriptor_version, protocol = self.descriptor, self.descriptor_version, self.protocol
+        files = dict(self.files)
+        tombstones = list(self.tombstones)
+        for action in commit.actions:
+            if isinstance(action, AddFile):
+                files[action.path] = action.at(commit.revision)
+            elif isinstance(action, RemoveFile):
+                files.pop(action.path, None)
+            elif isinstance(action, Tombstone):
+                tombstones.append(action.at(commit.revision))
+            elif isinstance(action, SetMetadata):
+                descriptor, descriptor_version = action.descriptor, commit.revision
+            elif isinstance(action, SetProtocol):
+                protocol = action
+        if tombstones:
+            oldest = min((f.revision for f in files.values()), default=commit.revision + 1)
+            tombstones = [t for t in tombstones if t.revision > oldest]  # a tombstone no file predates is spent
+        return Snapshot(commit.revision, commit.timestamp, commit.uuid, descriptor, descriptor_version,
+                        MappingProxyType(files), tuple(tombstones), protocol)
+
+    @staticmethod
+    def first(commit: "Commit") -> "Snapshot":
+        """The snapshot made by commit 0 (or by replaying a checkpoint's actions)."""
+        empty = Snapshot(-1, 0, "", None, -1, MappingProxyType({}))  # type: ignore[arg-type]
+        return empty.apply(commit)
