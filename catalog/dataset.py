@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 import pyarrow as pa
@@ -14,7 +15,9 @@ from cdkds.catalog.log import HistoryEntry, TransactionLog
 from cdkds.catalog.snapshot import Snapshot
 from cdkds.catalog.scan import ScanPlan, plan_scan, read_plan
 from cdkds.catalog.storage import ObjectStore
-from cdkds.catalog.writer import DatasetWriter
+from cdkds.catalog import maintenance
+from cdkds.catalog.delete import plan_delete
+from cdkds.catalog.writer import DEFAULT_TARGET_FILE_SIZE, DatasetWriter
 from cdkds.formats.files import DEFAULT_BATCH_ROWS
 
 if TYPE_CHECKING:
@@ -44,6 +47,11 @@ class Dataset:
     def version(self) -> int:
         """The revision of the log this dataset shows."""
         return self.snapshot.version
+
+    @property
+    def descriptor_version(self) -> int:
+        """The revision that set the current descriptor."""
+        return self.snapshot.descriptor_version
 
     @property
     def files(self) -> list[AddFile]:
@@ -87,6 +95,37 @@ class Dataset:
     def writer(self, **options: Any) -> DatasetWriter:
         """A writer stream; use it as a context manager (see :class:`DatasetWriter`)."""
         return DatasetWriter(self, **options)
+
+    def delete(self, where: Expression | str) -> int | None:
+        """Delete the rows matching ``where`` in one commit; returns its revision (``None``
+        when no file can hold a match). Whole files are removed where the partition or
+        the statistics prove every row matches; otherwise a tombstone hides the rows."""
+        plan = plan_delete(self.name, self.snapshot, where)
+        if not plan.removed and not plan.partial:
+            return None
+        info = {"predicate": str(plan.predicate), "removed_files": len(plan.removed), "tombstoned_files": len(plan.partial)}
+        self._commit("delete", plan.actions, info, rule=plan.rule)
+        return self.version
+
+    def compact(self, target_file_size: int = DEFAULT_TARGET_FILE_SIZE, where: Expression | str | None = None) -> int | None:
+        """Merge small files per partition (and apply tombstones) in one commit; returns
+        its revision, ``None`` when there was nothing to compact."""
+        return maintenance.compact(self, target_file_size, where)
+
+    def vacuum(self, retention: dt.timedelta = maintenance.DEFAULT_RETENTION, dry_run: bool = True,
+               force: bool = False) -> list[str]:
+        """Data files that no retained revision references and are older than ``retention``;
+        deleted unless ``dry_run`` (the default only lists them)."""
+        return maintenance.vacuum(self, retention, dry_run, force)
+
+    def expire_log(self, older_than: Any) -> list[str]:
+        """Remove commits and checkpoints older than a time (a datetime, or a timedelta ago)
+        from the start of the log, keeping every later revision readable."""
+        return self.log.expire(older_than)
+
+    def checkpoint(self) -> None:
+        """Write a checkpoint of the revision this dataset shows."""
+        self.log.write_checkpoint(self.snapshot)
 
     def _commit(self, operation: str, actions: Sequence[Action], info: Mapping[str, Any] | None = None,
                 commit_uuid: str | None = None, rule: ConflictRule | None = None) -> Snapshot:

@@ -9,6 +9,7 @@ log (so it is versioned with the data) by the default :class:`LogMetadataProvide
 from __future__ import annotations
 
 import re
+import warnings
 from abc import ABC, abstractmethod
 from typing import Any
 
@@ -16,10 +17,11 @@ from cdkds.catalog.conflicts import Exclusive
 from cdkds.catalog.dataset import Dataset
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import (
-    DatasetNotFoundError, IncompatibleDescriptorError, InvalidDescriptorError, InvalidNameError, InvalidTimeTravelError,
+    CorruptLogWarning, DatasetNotFoundError, IncompatibleDescriptorError, InvalidDescriptorError, InvalidNameError, InvalidTimeTravelError,
 )
 from cdkds.catalog.actions import SetMetadata
 from cdkds.catalog.log import LOG_FOLDER, TransactionLog, commit_key
+from cdkds.catalog.rebuild import rebuild_log
 from cdkds.catalog.storage import ObjectStore
 
 _NAME_PART = re.compile(r"[A-Za-z0-9_]+")
@@ -167,3 +169,15 @@ class DatasetRepository:
     def list(self) -> list[str]:
         """Every dataset name in the repository, sorted."""
         return self.metadata.list()
+
+    def rebuild(self, name: str) -> Dataset:
+        """Rebuild the log of dataset ``name`` from its data files (see :mod:`cdkds.catalog.rebuild`);
+        the damaged log is kept aside as ``_log.broken-<time>/``. Unreadable files are
+        skipped with a :class:`CorruptLogWarning` naming them."""
+        check_name(name)
+        store = self.store.child(name)
+        log, skipped = rebuild_log(store, name)
+        if skipped:
+            warnings.warn(f"dataset {name!r}: rebuild skipped unreadable data files: {skipped}", CorruptLogWarning,
+                          stacklevel=2)
+        return Dataset(self, name, store, log, log.snapshot())

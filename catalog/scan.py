@@ -4,7 +4,8 @@ the rows that match as Arrow batches.
 Planning binds the predicate to the schema, projects it through the partition functions
 (inclusive projection) and checks each file's statistics, so only files that may hold a
 match are opened. Reading streams each file's batches, reads them with the current
-schema (older files are conformed), and filters rows exactly.
+schema (older files are conformed), drops the rows of newer tombstones, and filters
+rows exactly.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pyarrow as pa
 
 from cdkds.catalog.errors import ExpressionError
 from cdkds.catalog.expressions import (
-    ALWAYS_TRUE, Expression, as_expression, bind, evaluate, filter_batch, may_match, references,
+    ALWAYS_TRUE, Expression, as_expression, bind, drop_matching, evaluate, filter_batch, may_match, references,
 )
 from cdkds.catalog.actions import AddFile
 from cdkds.catalog.snapshot import Snapshot
@@ -80,7 +81,9 @@ def read_file(store: ObjectStore, plan: ScanPlan, file: AddFile,
     """The matching rows of one planned file."""
     descriptor = plan.snapshot.descriptor
     schema = descriptor.arrow_schema
-    needed = list(dict.fromkeys([*plan.columns, *sorted(references(plan.predicate))]))
+    tombstones = [t.predicate for t in plan.snapshot.tombstones_for(file)]
+    referenced = set(references(plan.predicate)).union(*(references(t) for t in tombstones))
+    needed = list(dict.fromkeys([*plan.columns, *sorted(referenced)]))
     if not needed:
         needed = [schema.names[0]]  # a file must be read to count its rows
     read_schema = pa.schema([schema.field(n) for n in needed])
@@ -88,6 +91,6 @@ def read_file(store: ObjectStore, plan: ScanPlan, file: AddFile,
     fmt = file_format(descriptor.format)
     for batch in fmt.read(store.fs, store.path(file.path), read_schema, batch_rows):
         batch = conform(batch, read_schema, descriptor.defaults)
-        batch = filter_batch(batch, plan.predicate)
+        batch = filter_batch(drop_matching(batch, tombstones), plan.predicate)
         if batch.num_rows:
             yield batch.select(list(output.names)) if needed != list(output.names) else batch

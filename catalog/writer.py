@@ -1,24 +1,31 @@
-"""The writer stream of a dataset (CDK's ``DatasetWriter``).
+"""The writer stream of a dataset (CDK's ``DatasetWriter``), and its write modes.
 
 Records (dicts) and Arrow batches are checked against the schema, routed to their
 partitions, and written to a bounded number of open files, each rolled at a target
 size. ``flush()`` commits what was written so far as one commit; ``close()`` commits
 the rest; leaving a ``with`` block by an exception commits nothing and deletes the
 files written since the last commit.
+
+The :class:`WriteMode` decides what else a commit does: nothing (append), remove every
+live file (overwrite), remove the live files of the partitions written (dynamic
+partition overwrite), or remove the files a compaction rewrote.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 import pyarrow as pa
 
+from cdkds.catalog.actions import Action, AddFile, RemoveFile
+from cdkds.catalog.conflicts import BlindAppend, ConflictRule, ReadPartitions, ReplacePartitions, Rewrite
 from cdkds.catalog.errors import CdkdsError, InvalidRecordError
-from cdkds.catalog.log import AddFile
+from cdkds.catalog.snapshot import Snapshot
 from cdkds.catalog.partitioning.functions import IdentityFunction
 from cdkds.catalog.partitioning.layout import partition_path
 from cdkds.formats import values
@@ -35,11 +42,78 @@ DEFAULT_MAX_OPEN_FILES = 32
 RECORD_BUFFER_ROWS = 8192
 
 
+class WriteMode(ABC):
+    """What a writer's commit removes besides adding its files, and what it assumes."""
+
+    operation: str
+
+    @abstractmethod
+    def plan(self, base: Snapshot, adds: list[AddFile], own: set[str], first: bool) -> tuple[list[Action], ConflictRule]:
+        """The removals for a commit of ``adds`` on ``base``; ``own`` holds the files this writer
+        committed before, ``first`` says whether this is its first commit."""
+
+
+class Append(WriteMode):
+    operation = "append"
+
+    def plan(self, base: Snapshot, adds: list[AddFile], own: set[str], first: bool) -> tuple[list[Action], ConflictRule]:
+        return [], BlindAppend()
+
+
+class Overwrite(WriteMode):
+    """Replace the whole dataset, atomically: the first commit removes every live file."""
+
+    operation = "overwrite"
+
+    def plan(self, base: Snapshot, adds: list[AddFile], own: set[str], first: bool) -> tuple[list[Action], ConflictRule]:
+        if not first:
+            return [], BlindAppend()  # a later flush of the same overwrite only adds
+        return [RemoveFile(p) for p in base.files], ReadPartitions()
+
+
+class PartitionOverwrite(WriteMode):
+    """Replace only the partitions written (Spark's dynamic partition overwrite)."""
+
+    operation = "overwrite_partitions"
+
+    def __init__(self, names: list[str]):
+        self.names = tuple(names)
+
+    def plan(self, base: Snapshot, adds: list[AddFile], own: set[str], first: bool) -> tuple[list[Action], ConflictRule]:
+        key = lambda f: tuple(f.partition.get(n) for n in self.names)  # noqa: E731
+        written = frozenset(key(a) for a in adds)
+        removes = [RemoveFile(p) for p, f in base.files.items() if p not in own and key(f) in written]
+        return removes, ReplacePartitions(written, self.names)
+
+
+class RewriteFiles(WriteMode):
+    """Compaction: the new files replace ``files``, whose rows (less tombstoned ones) they hold."""
+
+    operation = "compact"
+
+    def __init__(self, files: list[AddFile]):
+        self.files = tuple(files)
+
+    def plan(self, base: Snapshot, adds: list[AddFile], own: set[str], first: bool) -> tuple[list[Action], ConflictRule]:
+        return [RemoveFile(f.path) for f in self.files], Rewrite(self.files)
+
+
+def write_mode(mode: "str | WriteMode", names: list[str]) -> WriteMode:
+    if isinstance(mode, WriteMode):
+        return mode
+    modes = {"append": Append, "overwrite": Overwrite}
+    if mode in modes:
+        return modes[mode]()
+    if mode in ("overwrite_partitions", "dynamic"):
+        return PartitionOverwrite(names)
+    raise CdkdsError(f"unknown write mode {mode!r}; use 'append', 'overwrite' or 'overwrite_partitions'")
+
+
 class DatasetWriter:
     """Writes records and batches to a dataset; see the module docstring."""
 
-    def __init__(self, dataset: "Dataset", target_file_size: int = DEFAULT_TARGET_FILE_SIZE,
-                 max_open_files: int = DEFAULT_MAX_OPEN_FILES, operation: str = "append"):
+    def __init__(self, dataset: "Dataset", mode: "str | WriteMode" = "append",
+                 target_file_size: int = DEFAULT_TARGET_FILE_SIZE, max_open_files: int = DEFAULT_MAX_OPEN_FILES):
         if not isinstance(target_file_size, int) or target_file_size < 1:
             raise ValueError(f"target_file_size must be a positive number of bytes, got {target_file_size!r}")
         if not isinstance(max_open_files, int) or max_open_files < 1:
@@ -48,7 +122,7 @@ class DatasetWriter:
         self.descriptor = dataset.descriptor
         self.target_file_size = target_file_size
         self.max_open_files = max_open_files
-        self.operation = operation
+        self.mode = write_mode(mode, dataset.descriptor.partition_strategy.names if dataset.descriptor.is_partitioned else [])
         self._format = file_format(self.descriptor.format)
         self._schema = self.descriptor.arrow_schema
         self._validate = record_validator(self.descriptor.schema)
@@ -58,6 +132,8 @@ class DatasetWriter:
         self._open: OrderedDict[tuple, tuple[DataFileWriter, dict]] = OrderedDict()
         self._written: list[tuple[WrittenFile, dict]] = []
         self._transaction = uuid.uuid4().hex
+        self._own: set[str] = set()
+        self._committed = False
         self._closed = False
 
     # ---------------------------------------------------------------- context
@@ -111,11 +187,15 @@ class DatasetWriter:
         self._drain_records()
         for key in list(self._open):
             self._close_file(key)
-        if not self._written:
-            return None
-        actions = [AddFile(w.path, partition, w.size, w.row_count, w.statistics) for w, partition in self._written]
-        rows = sum(w.row_count for w, _ in self._written)
-        self.dataset._commit(self.operation, actions, {"rows": rows, "files": len(actions)}, self._transaction)
+        if not self._written and not (isinstance(self.mode, Overwrite) and not self._committed):
+            return None  # an overwrite with no rows still empties the dataset
+        version = self.dataset.descriptor_version
+        adds = [AddFile(w.path, partition, w.size, w.row_count, w.statistics, version) for w, partition in self._written]
+        removes, rule = self.mode.plan(self.dataset.snapshot, adds, self._own, not self._committed)
+        info = {"rows": sum(a.row_count for a in adds), "files": len(adds)}
+        self.dataset._commit(self.mode.operation, [*removes, *adds], info, self._transaction, rule)
+        self._own.update(a.path for a in adds)
+        self._committed = True
         self._written = []
         self._transaction = uuid.uuid4().hex
         return self.dataset.version
@@ -232,8 +312,12 @@ class DatasetWriter:
             "cdkds.dataset": self.dataset.name,
             "cdkds.partition": json.dumps({k: values.to_json(v, kinds[k]) for k, v in partition.items()}),
             "cdkds.transaction": self._transaction,
+            "cdkds.operation": self.mode.operation,
+            "cdkds.base_revision": str(self.dataset.version),
             "cdkds.descriptor": json.dumps(self.descriptor.to_json()),
         }
+        if isinstance(self.mode, RewriteFiles):
+            metadata["cdkds.replaces"] = json.dumps([f.path for f in self.mode.files])
         path = self.dataset.store.open_output(relative)
         writer = self._format.open_writer(self.dataset.store.fs, path, self.descriptor.schema, self._schema,
                                           self.descriptor.compression, metadata)

@@ -6,13 +6,13 @@ from cdkds.catalog.expressions.tree import (
     field, from_json, not_, or_,
 )
 from cdkds.catalog.expressions.visitors import (
-    bind, evaluate, filter_batch, may_match, references, rewrite_not, to_arrow, transform,
+    bind, drop_matching, evaluate, filter_batch, may_match, must_match, references, rewrite_not, to_arrow, transform,
 )
 
 __all__ = [
     "ALWAYS_FALSE", "ALWAYS_TRUE", "And", "Expression", "as_expression", "Not", "Or", "Predicate", "Reference",
-    "all_of", "and_", "any_of", "bind", "evaluate", "field", "filter_batch", "from_json",
-    "may_match", "not_", "or_", "parse", "references", "rewrite_not", "to_arrow", "transform",
+    "all_of", "and_", "any_of", "bind", "drop_matching", "evaluate", "field", "filter_batch", "from_json",
+    "may_match", "must_match", "not_", "or_", "parse", "references", "rewrite_not", "to_arrow", "transform",
 ]
 
 

@@ -8,7 +8,7 @@ Evaluation uses SQL's three-valued logic: a comparison with a null is unknown
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -246,3 +246,62 @@ def _predicate_may_match(p: Predicate, row_count: int, s: ColumnStatistics) -> b
         return not (lo.startswith(p.value) and hi.startswith(p.value))
     except TypeError:
         return True  # bounds of another type (an evolved column): cannot decide, so keep the file
+
+
+def must_match(expr: Expression, row_count: int, statistics: Mapping[str, ColumnStatistics]) -> bool:
+    """True only when every row of a file with these statistics satisfies ``expr``
+    (bound, free of ``Not``). Unknown statistics never prove it."""
+    if isinstance(expr, Predicate):
+        stats = statistics.get(expr.name)
+        return False if stats is None else _predicate_must_match(expr, row_count, stats)
+    if isinstance(expr, And):
+        return must_match(expr.left, row_count, statistics) and must_match(expr.right, row_count, statistics)
+    if isinstance(expr, Or):
+        return must_match(expr.left, row_count, statistics) or must_match(expr.right, row_count, statistics)
+    if isinstance(expr, _Constant):
+        return expr.value
+    return False
+
+
+def _predicate_must_match(p: Predicate, row_count: int, s: ColumnStatistics) -> bool:  # noqa: C901
+    if p.op == "is_null":
+        return s.null_count == row_count
+    if p.op == "not_null":
+        return s.null_count == 0
+    lo, hi = s.min, s.max
+    if s.null_count or lo is None:
+        return False  # a null row satisfies no other predicate
+    try:
+        if p.op == "eq":
+            return lo == hi == p.value
+        if p.op == "ne":
+            return p.value < lo or p.value > hi
+        if p.op == "lt":
+            return hi < p.value
+        if p.op == "le":
+            return hi <= p.value
+        if p.op == "gt":
+            return lo > p.value
+        if p.op == "ge":
+            return lo >= p.value
+        if p.op == "in":
+            return lo == hi and lo in p.values
+        if p.op == "not_in":
+            return all(v < lo or v > hi for v in p.values)
+        n = len(p.value)
+        if p.op == "starts_with":
+            return lo.startswith(p.value) and hi.startswith(p.value)
+        return not (lo[:n] <= p.value <= hi[:n])
+    except TypeError:
+        return False
+
+
+def drop_matching(batch: pa.RecordBatch, expressions: "Sequence[Expression]") -> pa.RecordBatch:
+    """The rows of ``batch`` for which no expression is true (how tombstones apply)."""
+    if not expressions:
+        return batch
+    keep = None
+    for expr in expressions:
+        matched = pc.Expression._call("coalesce", [to_arrow(expr, batch.schema), pc.scalar(False)])
+        keep = ~matched if keep is None else keep & ~matched
+    return batch.filter(keep)
