@@ -243,9 +243,9 @@ class TransactionLog:
             return self._first()
         snapshot = self._replay(self._start(version), upto=version)
         if version is not None and snapshot.version != version:
+            latest = self.snapshot().version
             raise InvalidTimeTravelError(
-                f"dataset {self.dataset!r} has no revision {version}; its latest is {self.snapshot().version}"
-                if version > snapshot.version else
+                f"dataset {self.dataset!r} has no revision {version}; its latest is {latest}" if version > latest else
                 f"dataset {self.dataset!r}: revision {version} has been expired from the log")
         return snapshot
 
