@@ -241,7 +241,10 @@ class TransactionLog:
             return self._at_time(_millis(timestamp), timestamp)
         if version == 0:
             return self._first()
-        snapshot = self._replay(self._start(version), upto=version)
+        start = self._start(version)
+        if start.version == 0 and version is not None:
+            self._check_not_expired(f"revision {version}")
+        snapshot = self._replay(start, upto=version)
         if version is not None and snapshot.version != version:
             latest = self.snapshot().version
             raise InvalidTimeTravelError(
@@ -266,7 +269,15 @@ class TransactionLog:
             else:
                 hi = mid - 1
         start = (self._load_checkpoint(best) if best is not None else None) or first
+        if start is first:
+            self._check_not_expired(f"the revision at {given!r}")
         return self._replay(start, until_ms=until)
+
+    def _check_not_expired(self, what: str) -> None:
+        """Replaying from commit 0 past an expired prefix would look like a hole in the log."""
+        commits, checkpoints = self._listing()
+        if 1 not in commits and any(c > 0 for c in checkpoints):
+            raise InvalidTimeTravelError(f"dataset {self.dataset!r}: {what} has been expired from the log")
 
     def history(self) -> list[HistoryEntry]:
         """The retained commits, oldest first."""

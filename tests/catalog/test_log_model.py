@@ -1,0 +1,137 @@
+"""A state-machine test of the log against an in-memory model.
+
+Random sequences of append, overwrite, partition overwrite, delete, compaction,
+checkpoint, log expiry and vacuum; after every step, every retained revision must read
+exactly the rows the model says it holds, and expired revisions must be refused.
+"""
+
+import datetime as dt
+import uuid
+
+import pyarrow as pa
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
+from cdkds.catalog import DatasetDescriptor, DatasetRepository
+from cdkds.catalog.errors import InvalidTimeTravelError
+
+SCHEMA = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}, {"name": "g", "type": "string"}]}
+INTERVAL = 3
+GROUPS = ["a", "b", "c"]
+
+
+class LogModel(RuleBasedStateMachine):
+    def __init__(self):
+        super().__init__()
+        self.repo = DatasetRepository(f"memory://model-{uuid.uuid4().hex}")
+        self.ds = self.repo.create("t", DatasetDescriptor(
+            SCHEMA, "identity(g)", format="parquet", properties={"checkpoint.interval": str(INTERVAL)}))
+        self.versions = {0: []}  # revision -> sorted list of (id, g)
+        self.stamps = {0: self.ds.history()[0].timestamp}
+        self.checkpoints: set[int] = set()
+        self.expired_below = 1  # revisions 1 .. expired_below-1 are gone
+        self.next_id = 0
+
+    def _new_rows(self, n, group):
+        out = [(self.next_id + i, group or GROUPS[(self.next_id + i) % 3]) for i in range(n)]
+        self.next_id += n
+        return out
+
+    def _committed(self, rows):
+        version = self.ds.version
+        if version in self.versions:
+            return  # nothing was committed
+        self.versions[version] = sorted(rows)
+        self.stamps[version] = self.ds.history()[-1].timestamp
+        if version % INTERVAL == 0:
+            self.checkpoints.add(version)
+
+    @property
+    def current(self):
+        return self.versions[self.ds.version]
+
+    def _write(self, rows, mode):
+        with self.ds.writer(mode=mode, max_open_files=2) as w:
+            half = len(rows) // 2
+            for i, g in rows[:half]:
+                w.write({"id": i, "g": g})
+            if rows[half:]:
+                w.write_batch(pa.table({"id": [r[0] for r in rows[half:]], "g": [r[1] for r in rows[half:]]}))
+
+    @rule(n=st.integers(1, 12), group=st.sampled_from([None, *GROUPS]))
+    def append(self, n, group):
+        rows = self._new_rows(n, group)
+        before = self.current
+        self._write(rows, "append")
+        self._committed(before + rows)
+
+    @rule(n=st.integers(0, 6))
+    def overwrite(self, n):
+        rows = self._new_rows(n, None)
+        self._write(rows, "overwrite")
+        self._committed(rows)
+
+    @rule(n=st.integers(1, 6), group=st.sampled_from(GROUPS))
+    def overwrite_partition(self, n, group):
+        rows = self._new_rows(n, group)
+        kept = [r for r in self.current if r[1] != group]
+        self._write(rows, "overwrite_partitions")
+        self._committed(kept + rows)
+
+    @rule(kind=st.sampled_from(["lt", "group", "in", "ge_and_group"]), k=st.integers(0, 60),
+          group=st.sampled_from(GROUPS), picks=st.lists(st.integers(0, 60), max_size=4))
+    def delete(self, kind, k, group, picks):
+        where, test = {
+            "lt": (f"id < {k}", lambda r: r[0] < k),
+            "group": (f"g = '{group}'", lambda r: r[1] == group),
+            "in": (f"id in ({', '.join(map(str, picks or [k]))})", lambda r: r[0] in (picks or [k])),
+            "ge_and_group": (f"id >= {k} and g = '{group}'", lambda r: r[0] >= k and r[1] == group),
+        }[kind]
+        kept = [r for r in self.current if not test(r)]
+        self.ds.delete(where)
+        self._committed(kept)
+
+    @rule(size=st.sampled_from([1, 2000, 10**9]))
+    def compact(self, size):
+        rows = self.current
+        self.ds.compact(target_file_size=size)
+        self._committed(rows)
+
+    @rule()
+    def checkpoint(self):
+        self.ds.checkpoint()
+        self.checkpoints.add(self.ds.version)
+
+    @rule(data=st.data())
+    def expire(self, data):
+        retained = sorted(v for v in self.versions if v == 0 or v >= self.expired_below)
+        cutoff_version = data.draw(st.sampled_from(retained))
+        cutoff = self.stamps[cutoff_version]
+        self.ds.expire_log(cutoff)
+        eligible = [c for c in self.checkpoints if self.stamps[c] <= cutoff and c >= self.expired_below]
+        if eligible:
+            keep = max(eligible)
+            self.expired_below = max(self.expired_below, keep)
+            self.checkpoints = {c for c in self.checkpoints if c >= keep}
+
+    @rule()
+    def vacuum(self):
+        self.ds.vacuum(retention=dt.timedelta(0), force=True, dry_run=False)
+
+    @invariant()
+    def every_retained_revision_reads_the_model(self):
+        latest = self.repo.load("t")
+        assert latest.version == self.ds.version
+        for version, rows in self.versions.items():
+            if version != 0 and version < self.expired_below:
+                with pytest.raises(InvalidTimeTravelError):
+                    self.repo.load("t", version=version)
+                continue
+            ds = self.repo.load("t", version=version)
+            assert sorted((r["id"], r["g"]) for r in ds.reader()) == rows, f"revision {version}"
+
+
+TestLogModel = LogModel.TestCase
+TestLogModel.settings = settings(max_examples=20, stateful_step_count=12, deadline=None)
