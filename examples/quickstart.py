@@ -2,8 +2,8 @@
 
 Run it with the README's first command. It creates a repository in a temporary folder
 (or the folder given as the first argument), writes a hash- and time-partitioned
-dataset in two commits, reads it back with partition pruning, travels in time, evolves
-the schema and lists the history.
+dataset in two commits, reads it back with partition pruning, deletes rows, travels in
+time, compacts, evolves the schema and lists the history.
 """
 
 from __future__ import annotations
@@ -65,8 +65,17 @@ def main(root: str) -> None:
         rows = sum(batch.num_rows for batch in latest.scan(where))
         print(f"{where!r:45}: read {len(plan.files):3} of {plan.total_files} files, {rows} rows match")
 
+    latest.delete("country = 'DE' and amount < 100")
+    remaining = sum(batch.num_rows for batch in latest.scan())
+    print(f"deleted cheap German orders in one commit: {remaining} rows remain ({latest.history()[-1].tombstones} tombstone)")
+
     first = repo.load("shop/events", version=1)
-    print(f"time travel: version 1 has {first.snapshot.row_count} rows, latest has {latest.snapshot.row_count}")
+    print(f"time travel: version 1 has {first.snapshot.row_count} rows, latest has {remaining}")
+
+    files_before = len(latest.files)
+    latest.compact()
+    print(f"compacted {files_before} files into {len(latest.files)}, tombstones applied; "
+          f"{sum(batch.num_rows for batch in latest.scan())} rows")
 
     evolved = latest.descriptor.schema
     evolved["fields"].append({"name": "channel", "type": "string", "default": "web"})
