@@ -90,7 +90,6 @@ def decode(data: bytes, where: str) -> Snapshot:
                         table.column("json").to_pylist()))
         if (table.schema.metadata or {}).get(b"cdkds.checksum", b"").decode() != _checksum(rows):
             raise ValueError("checksum mismatch")
-        snapshot = None
         files: dict[str, AddFile] = {}
         tombstones: list[Tombstone] = []
         for action, revision, text in rows:
@@ -109,9 +108,8 @@ def decode(data: bytes, where: str) -> Snapshot:
                 tombstones.append(tombstone)
             else:
                 raise ValueError(f"unknown checkpoint row {action!r}")
-        snapshot = Snapshot(head.revision, head.timestamp, head.uuid, descriptor, descriptor_version,
-                            MappingProxyType(files), tuple(tombstones), protocol)
-        return snapshot
+        return Snapshot(head.revision, head.timestamp, head.uuid, descriptor, descriptor_version,
+                        MappingProxyType(files), tuple(tombstones), protocol)
     except CorruptLogError:
         raise
     except Exception as e:  # noqa: BLE001 - any failure to parse is corruption

@@ -25,7 +25,7 @@ from typing import Any, Mapping, Sequence
 
 from cdkds.catalog import checkpoint
 from cdkds.catalog.actions import (
-    READER_VERSION, Action, AddFile, RemoveFile, SetMetadata, SetProtocol, Tombstone, decode_actions, encode_actions,
+    READER_VERSION, Action, AddFile, SetMetadata, SetProtocol, decode_actions, encode_actions,
 )
 from cdkds.catalog.conflicts import BlindAppend, ConflictRule
 from cdkds.catalog.descriptor import DatasetDescriptor

@@ -35,7 +35,6 @@ INTEGER_KINDS = {"int", "long"}
 FLOAT_KINDS = {"float", "double"}
 INT_RANGES = {"int": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
 UUID_METADATA = {b"cdkds.logicalType": b"uuid"}
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
 @dataclass(frozen=True)
@@ -529,18 +528,3 @@ def can_read(writer: dict, reader: dict) -> list[str]:
         elif before.kind == new.kind and before.avro != new.avro and before.kind in ("record", "array", "map", "enum", "fixed", "decimal"):
             problems.append(f"field {name!r} changed its {before.kind} type, which cdkds does not evolve yet")
     return problems
-
-
-# ---------------------------------------------------------------- epoch helpers
-
-def epoch_millis(value: Any) -> int:
-    """Milliseconds since the Unix epoch (UTC) of a datetime, date or millisecond integer."""
-    if isinstance(value, dt.datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=dt.timezone.utc)
-        return (value - _EPOCH) // dt.timedelta(milliseconds=1)
-    if isinstance(value, dt.date):
-        return (value - _EPOCH.date()).days * 86_400_000
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    raise TypeError(f"{value!r} is not a time")

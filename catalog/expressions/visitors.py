@@ -201,16 +201,24 @@ def may_match(expr: Expression, row_count: int, statistics: Mapping[str, ColumnS
     ``expr`` must be bound and free of ``Not`` (see :func:`bind`). A column without
     statistics, or without bounds, can hold anything.
     """
+    def decide(p: Predicate) -> bool:
+        stats = statistics.get(p.name)
+        return True if stats is None else _predicate_may_match(p, row_count, stats)
+
+    return _decide(expr, decide)
+
+
+def _decide(expr: Expression, decide: Callable[[Predicate], bool]) -> bool:
+    """Two-valued evaluation of an expression free of ``Not`` from a verdict per predicate."""
     if isinstance(expr, Predicate):
-        stats = statistics.get(expr.name)
-        return True if stats is None else _predicate_may_match(expr, row_count, stats)
+        return decide(expr)
     if isinstance(expr, And):
-        return may_match(expr.left, row_count, statistics) and may_match(expr.right, row_count, statistics)
+        return _decide(expr.left, decide) and _decide(expr.right, decide)
     if isinstance(expr, Or):
-        return may_match(expr.left, row_count, statistics) or may_match(expr.right, row_count, statistics)
+        return _decide(expr.left, decide) or _decide(expr.right, decide)
     if isinstance(expr, _Constant):
         return expr.value
-    return True
+    raise ExpressionError(f"bind the expression first (no 'not' nodes): {expr}")
 
 
 def _predicate_may_match(p: Predicate, row_count: int, s: ColumnStatistics) -> bool:  # noqa: C901
@@ -251,16 +259,11 @@ def _predicate_may_match(p: Predicate, row_count: int, s: ColumnStatistics) -> b
 def must_match(expr: Expression, row_count: int, statistics: Mapping[str, ColumnStatistics]) -> bool:
     """True only when every row of a file with these statistics satisfies ``expr``
     (bound, free of ``Not``). Unknown statistics never prove it."""
-    if isinstance(expr, Predicate):
-        stats = statistics.get(expr.name)
-        return False if stats is None else _predicate_must_match(expr, row_count, stats)
-    if isinstance(expr, And):
-        return must_match(expr.left, row_count, statistics) and must_match(expr.right, row_count, statistics)
-    if isinstance(expr, Or):
-        return must_match(expr.left, row_count, statistics) or must_match(expr.right, row_count, statistics)
-    if isinstance(expr, _Constant):
-        return expr.value
-    return False
+    def decide(p: Predicate) -> bool:
+        stats = statistics.get(p.name)
+        return False if stats is None else _predicate_must_match(p, row_count, stats)
+
+    return _decide(expr, decide)
 
 
 def _predicate_must_match(p: Predicate, row_count: int, s: ColumnStatistics) -> bool:  # noqa: C901

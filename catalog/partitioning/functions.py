@@ -87,7 +87,7 @@ class PartitionFunction(ABC):
     def apply(self, value: Any, kind: str) -> Any:
         """The partition value of one non-null source value."""
 
-    def check_source(self, kind: str, nullable: bool) -> None:
+    def check_source(self, kind: str) -> None:
         """Raise when a source field of this kind cannot feed the function."""
         allowed = self.source_kinds()
         if kind not in allowed:

@@ -126,7 +126,7 @@ class PartitionStrategy:
             if f.name in fields:
                 raise InvalidPartitionStrategyError(
                     f"partition name {f.name!r} of {f.to_text()} equals a schema field; give it another name")
-            f.check_source(fields[f.source].kind, fields[f.source].nullable)
+            f.check_source(fields[f.source].kind)
             if isinstance(f, ListFunction):
                 _check_list_values(f, fields[f.source].kind)
 

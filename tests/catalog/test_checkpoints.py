@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from cdkds.catalog import DatasetDescriptor
-from cdkds.catalog.errors import CorruptLogError, CorruptLogWarning, InvalidDescriptorError, InvalidTimeTravelError
+from cdkds.catalog.errors import CorruptLogError, DatasetNotFoundError, CorruptLogWarning, InvalidDescriptorError, InvalidTimeTravelError
 from cdkds.catalog.log import checkpoint_key, commit_key
 
 SCHEMA = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}, {"name": "g", "type": "string"}]}
@@ -51,7 +51,7 @@ def test_checkpoints_every_interval_and_opening_reads_one_plus_few_commits(repo)
 
 
 def test_every_revision_reads_the_same_through_checkpoints(repo):
-    ds = make(repo, 8)
+    make(repo, 8)
     for v in range(9):
         assert ids(repo.load("t", version=v)) == list(range(v))
 
@@ -132,7 +132,7 @@ def test_rebuild_restores_a_lost_log(repo):
     ds.compact()
     expected = ids(ds)
     ds.store.delete_tree("_log")
-    with pytest.raises(Exception):
+    with pytest.raises(DatasetNotFoundError):
         repo.load("t")
     rebuilt = repo.rebuild("t")
     assert ids(rebuilt) == expected == [1, 3, 50]

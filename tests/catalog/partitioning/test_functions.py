@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cdkds.catalog.errors import InvalidPartitionStrategyError
-from cdkds.catalog.partitioning import PartitionStrategy, java_hash, make_function
+from cdkds.catalog.partitioning import java_hash, make_function
 from cdkds.catalog.partitioning.layout import escape, parse_partition_path, partition_path
 from cdkds.formats.errors import SchemaMismatchError
 
