@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any, Mapping
 
 from cdkds.catalog.descriptor import DatasetDescriptor
@@ -58,10 +57,9 @@ class AddFile:
         fields = descriptor.fields
         return cls(
             str(data["path"]),
-            MappingProxyType({k: values.from_json(v, kinds[k]) for k, v in data["partition"].items()}),
+            {k: values.from_json(v, kinds[k]) for k, v in data["partition"].items()},
             int(data["size"]), int(data["rows"]),
-            MappingProxyType({k: ColumnStatistics.from_json(s, fields[k].kind)
-                              for k, s in data.get("stats", {}).items() if k in fields}),
+            {k: ColumnStatistics.from_json(s, fields[k].kind) for k, s in data.get("stats", {}).items() if k in fields},
             int(data.get("schemaVersion", 0)), revision,
         )
 

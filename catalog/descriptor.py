@@ -172,6 +172,9 @@ class DatasetDescriptor:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, DatasetDescriptor) and self.to_json() == other.to_json()
 
+    def __reduce__(self) -> tuple:
+        return (DatasetDescriptor.from_json, (self.to_json(),))  # Spark ships descriptors to executors
+
     def __hash__(self) -> int:
         return hash(json.dumps(self.to_json(), sort_keys=True))
 

@@ -12,7 +12,7 @@ from cdkds.catalog.actions import AddFile
 from cdkds.catalog.errors import CdkdsError
 from cdkds.catalog.expressions import ALWAYS_TRUE, Expression, as_expression, bind, evaluate
 from cdkds.catalog.log import LOG_FOLDER
-from cdkds.catalog.scan import plan_scan, read_file
+from cdkds.catalog.scan import FileScanTask, read_task
 from cdkds.catalog.writer import DATA_FOLDER, DEFAULT_TARGET_FILE_SIZE, RewriteFiles
 
 if TYPE_CHECKING:
@@ -72,12 +72,13 @@ def compact(dataset: "Dataset", target_file_size: int = DEFAULT_TARGET_FILE_SIZE
     plan = plan_compaction(dataset, target_file_size, where)
     if not plan.groups:
         return None
-    scan = plan_scan(dataset.name, dataset.snapshot)
+    snapshot = dataset.snapshot
+    columns = list(snapshot.descriptor.fields)
     with dataset.writer(mode=RewriteFiles(plan.files), target_file_size=target_file_size) as writer:
-        for group in plan.groups:
-            for f in group:
-                for batch in read_file(dataset.store, scan, f):
-                    writer.write_batch(batch)
+        for f in plan.files:
+            task = FileScanTask(f, tuple(t.predicate for t in snapshot.tombstones_for(f)))
+            for batch in read_task(dataset.store, snapshot.descriptor, ALWAYS_TRUE, columns, task):
+                writer.write_batch(batch)
     return dataset.version
 
 

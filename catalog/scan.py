@@ -20,9 +20,18 @@ from cdkds.catalog.expressions import (
     ALWAYS_TRUE, Expression, as_expression, bind, drop_matching, evaluate, filter_batch, may_match, references,
 )
 from cdkds.catalog.actions import AddFile
+from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.snapshot import Snapshot
 from cdkds.catalog.storage import ObjectStore
 from cdkds.formats.files import DEFAULT_BATCH_ROWS, conform, file_format
+
+
+@dataclass(frozen=True)
+class FileScanTask:
+    """One file to read and the tombstone predicates that apply to it."""
+
+    file: AddFile
+    tombstones: tuple[Expression, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -33,7 +42,11 @@ class ScanPlan:
     snapshot: Snapshot
     predicate: Expression
     columns: tuple[str, ...]
-    files: tuple[AddFile, ...]
+    tasks: tuple[FileScanTask, ...]
+
+    @property
+    def files(self) -> list[AddFile]:
+        return [t.file for t in self.tasks]
 
     @property
     def total_files(self) -> int:
@@ -62,35 +75,32 @@ def plan_scan(dataset: str, snapshot: Snapshot, where: Expression | str | None =
         selected = tuple(dict.fromkeys(columns))
     strategy = descriptor.partition_strategy
     partition_filter = strategy.project(predicate, fields) if strategy is not None else ALWAYS_TRUE
-    files = tuple(
-        f for f in snapshot.files.values()
+    tasks = tuple(
+        FileScanTask(f, tuple(t.predicate for t in snapshot.tombstones_for(f))) for f in snapshot.files.values()
         if (partition_filter is ALWAYS_TRUE or evaluate(partition_filter, f.partition) is True)
         and may_match(predicate, f.row_count, f.statistics)
     )
-    return ScanPlan(dataset, snapshot, predicate, selected, files)
+    return ScanPlan(dataset, snapshot, predicate, selected, tasks)
 
 
 def read_plan(store: ObjectStore, plan: ScanPlan, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
     """The matching rows of the plan's files, batch by batch, in the output columns."""
-    for file in plan.files:
-        yield from read_file(store, plan, file, batch_rows)
+    for task in plan.tasks:
+        yield from read_task(store, plan.snapshot.descriptor, plan.predicate, plan.columns, task, batch_rows)
 
 
-def read_file(store: ObjectStore, plan: ScanPlan, file: AddFile,
-              batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
-    """The matching rows of one planned file."""
-    descriptor = plan.snapshot.descriptor
+def read_task(store: ObjectStore, descriptor: DatasetDescriptor, predicate: Expression, columns: Sequence[str],
+              task: FileScanTask, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+    """The rows of one file that survive its tombstones and match ``predicate``, in ``columns``."""
     schema = descriptor.arrow_schema
-    tombstones = [t.predicate for t in plan.snapshot.tombstones_for(file)]
-    referenced = set(references(plan.predicate)).union(*(references(t) for t in tombstones))
-    needed = list(dict.fromkeys([*plan.columns, *sorted(referenced)]))
+    referenced = set(references(predicate)).union(*(references(t) for t in task.tombstones))
+    needed = list(dict.fromkeys([*columns, *sorted(referenced)]))
     if not needed:
         needed = [schema.names[0]]  # a file must be read to count its rows
     read_schema = pa.schema([schema.field(n) for n in needed])
-    output = plan.output_schema
     fmt = file_format(descriptor.format)
-    for batch in fmt.read(store.fs, store.path(file.path), read_schema, batch_rows):
+    for batch in fmt.read(store.fs, store.path(task.file.path), read_schema, batch_rows):
         batch = conform(batch, read_schema, descriptor.defaults)
-        batch = filter_batch(drop_matching(batch, tombstones), plan.predicate)
+        batch = filter_batch(drop_matching(batch, task.tombstones), predicate)
         if batch.num_rows:
-            yield batch.select(list(output.names)) if needed != list(output.names) else batch
+            yield batch.select(list(columns)) if needed != list(columns) else batch

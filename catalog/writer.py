@@ -17,7 +17,7 @@ import json
 import uuid
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -25,12 +25,14 @@ import pyarrow as pa
 from cdkds.catalog.actions import Action, AddFile, RemoveFile
 from cdkds.catalog.conflicts import BlindAppend, ConflictRule, ReadPartitions, ReplacePartitions, Rewrite
 from cdkds.catalog.errors import CdkdsError, InvalidRecordError
+from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.snapshot import Snapshot
+from cdkds.catalog.storage import ObjectStore
 from cdkds.catalog.partitioning.functions import IdentityFunction
 from cdkds.catalog.partitioning.layout import partition_path
 from cdkds.formats import values
 from cdkds.formats.errors import SchemaMismatchError
-from cdkds.formats.files import DataFileWriter, WrittenFile, file_format
+from cdkds.formats.files import DataFileWriter, file_format
 from cdkds.formats.schema import record_validator
 
 if TYPE_CHECKING:
@@ -109,32 +111,187 @@ def write_mode(mode: "str | WriteMode", names: list[str]) -> WriteMode:
     raise CdkdsError(f"unknown write mode {mode!r}; use 'append', 'overwrite' or 'overwrite_partitions'")
 
 
+class PartitionedWriter:
+    """Checks Arrow batches against a descriptor and writes them into partitioned data
+    files; it never commits. Spark executors use it directly and send the
+    :class:`AddFile` descriptions it returns to the driver, which commits them."""
+
+    def __init__(self, store: ObjectStore, dataset: str, descriptor: DatasetDescriptor, descriptor_version: int,
+                 base_revision: int, transaction: str, operation: str = "append",
+                 replaces: Sequence[str] = (), target_file_size: int = DEFAULT_TARGET_FILE_SIZE,
+                 max_open_files: int = DEFAULT_MAX_OPEN_FILES):
+        if isinstance(target_file_size, bool) or not isinstance(target_file_size, int) or target_file_size < 1:
+            raise CdkdsError(f"dataset {dataset!r}: target_file_size must be a positive number of bytes, "
+                             f"got {target_file_size!r}")
+        if isinstance(max_open_files, bool) or not isinstance(max_open_files, int) or max_open_files < 1:
+            raise CdkdsError(f"dataset {dataset!r}: max_open_files must be a positive integer, got {max_open_files!r}")
+        self.store = store
+        self.dataset = dataset
+        self.descriptor = descriptor
+        self.descriptor_version = descriptor_version
+        self.transaction = transaction
+        self.target_file_size = target_file_size
+        self.max_open_files = max_open_files
+        self._format = file_format(descriptor.format)
+        self._schema = descriptor.arrow_schema
+        self._strategy = descriptor.partition_strategy
+        self._fields = descriptor.fields
+        self._open: OrderedDict[tuple, tuple[DataFileWriter, dict]] = OrderedDict()
+        self._written: list[AddFile] = []
+        kinds = self._strategy.kinds(self._fields) if self._strategy is not None else {}
+        self._kinds = kinds
+        self._metadata = {
+            "cdkds.dataset": dataset,
+            "cdkds.transaction": transaction,
+            "cdkds.operation": operation,
+            "cdkds.base_revision": str(base_revision),
+            "cdkds.descriptor": json.dumps(descriptor.to_json()),
+        }
+        if replaces:
+            self._metadata["cdkds.replaces"] = json.dumps(list(replaces))
+
+    def error(self, e: Exception | str) -> InvalidRecordError:
+        return InvalidRecordError(f"dataset {self.dataset!r}: {e}")
+
+    def write_batch(self, batch: pa.RecordBatch | pa.Table) -> None:
+        """Check a batch (or table) against the schema and write its rows to their partitions."""
+        if isinstance(batch, pa.Table):
+            for b in batch.to_batches():
+                self.write_batch(b)
+            return
+        if not isinstance(batch, pa.RecordBatch):
+            raise self.error(f"batches must be pyarrow RecordBatches or Tables, not {type(batch).__name__}")
+        self._route(self._conform(batch))
+
+    def close(self) -> list[AddFile]:
+        """Close every open file; the files written since the last call."""
+        for key in list(self._open):
+            self._close_file(key)
+        written, self._written = self._written, []
+        return written
+
+    def abort(self) -> None:
+        """Delete every file written (committed ones are not this writer's to delete)."""
+        for writer, _ in self._open.values():
+            try:
+                writer.abort()
+            except Exception:  # noqa: BLE001 - best effort: vacuum collects what is left
+                pass
+        self._open.clear()
+        delete_files(self.store, [a.path for a in self._written])
+        self._written = []
+
+    def _conform(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        names = set(batch.schema.names)
+        unknown = [n for n in batch.schema.names if self._schema.get_field_index(n) < 0]
+        if unknown:
+            raise self.error(f"unknown column {unknown[0]!r}; the schema has {self._schema.names}")
+        columns = []
+        for f in self._schema:
+            if f.name not in names:
+                if f.name not in self.descriptor.defaults:
+                    raise self.error(f"required column {f.name!r} is missing from the batch")
+                columns.append(pa.array([self.descriptor.defaults[f.name]] * batch.num_rows, type=f.type))
+                continue
+            column = batch.column(f.name)
+            if not column.type.equals(f.type):
+                try:
+                    column = column.cast(f.type, safe=True)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                    raise self.error(f"column {f.name!r} of type {column.type} cannot be written as "
+                                     f"{self._fields[f.name].kind} ({f.type}): {e}") from None
+            if not f.nullable and column.null_count:
+                row = column.is_null().to_pylist().index(True)
+                raise self.error(f"field {f.name!r} is required but row {row} of the batch is null")
+            columns.append(column)
+        return pa.RecordBatch.from_arrays(columns, schema=self._schema)
+
+    def _route(self, batch: pa.RecordBatch) -> None:
+        if batch.num_rows == 0:
+            return
+        if self._strategy is None:
+            self._write_partition(batch, ())
+            return
+        arrays = []
+        for f in self._strategy.functions:
+            source = batch.column(f.source)
+            if source.null_count and not isinstance(f, IdentityFunction):
+                raise self.error(f"partition source {f.source!r} of {f.to_text()} is null")
+            try:
+                arrays.append(f.apply_array(source, self._fields[f.source].kind))
+            except SchemaMismatchError as e:
+                raise self.error(e) from None
+        for indices, values_ in _group(arrays):
+            self._write_partition(batch if indices is None else batch.take(indices), tuple(values_))
+
+    def _write_partition(self, batch: pa.RecordBatch, key: tuple) -> None:
+        if key in self._open:
+            self._open.move_to_end(key)
+        else:
+            while len(self._open) >= self.max_open_files:
+                self._close_file(next(iter(self._open)))
+            self._open[key] = self._open_file(key)
+        writer, _ = self._open[key]
+        writer.write(batch)
+        if writer.bytes_written >= self.target_file_size:
+            self._close_file(key)
+
+    def _open_file(self, key: tuple) -> tuple[DataFileWriter, dict]:
+        strategy = self._strategy
+        partition = dict(zip(strategy.names, key, strict=True)) if strategy is not None else {}
+        folder = partition_path(strategy.names, key) if strategy is not None else ""
+        name = f"part-{uuid.uuid4().hex}.{self._format.extension}"
+        relative = "/".join(p for p in (DATA_FOLDER, folder, name) if p)
+        metadata = {**self._metadata, "cdkds.partition": json.dumps(
+            {k: values.to_json(v, self._kinds[k]) for k, v in partition.items()})}
+        writer = self._format.open_writer(self.store.fs, self.store.open_output(relative), self.descriptor.schema,
+                                          self._schema, self.descriptor.compression, metadata)
+        return writer, partition
+
+    def _close_file(self, key: tuple) -> None:
+        writer, partition = self._open.pop(key)
+        written = writer.close()
+        root = self.store.root + "/"
+        path = written.path[len(root):] if written.path.startswith(root) else written.path
+        self._written.append(AddFile(path, partition, written.size, written.row_count, dict(written.statistics),
+                                     self.descriptor_version))
+
+
+def delete_files(store: ObjectStore, keys: Iterable[str]) -> None:
+    """Best-effort removal of uncommitted files (vacuum collects whatever is left)."""
+    for key in keys:
+        try:
+            store.delete(key)
+        except Exception:  # noqa: BLE001
+            pass
+
+
 class DatasetWriter:
-    """Writes records and batches to a dataset; see the module docstring."""
+    """Writes records and batches to a dataset and commits them; see the module docstring."""
 
     def __init__(self, dataset: "Dataset", mode: "str | WriteMode" = "append",
                  target_file_size: int = DEFAULT_TARGET_FILE_SIZE, max_open_files: int = DEFAULT_MAX_OPEN_FILES):
-        if not isinstance(target_file_size, int) or target_file_size < 1:
-            raise ValueError(f"target_file_size must be a positive number of bytes, got {target_file_size!r}")
-        if not isinstance(max_open_files, int) or max_open_files < 1:
-            raise ValueError(f"max_open_files must be a positive integer, got {max_open_files!r}")
         self.dataset = dataset
         self.descriptor = dataset.descriptor
         self.target_file_size = target_file_size
         self.max_open_files = max_open_files
         self.mode = write_mode(mode, dataset.descriptor.partition_strategy.names if dataset.descriptor.is_partitioned else [])
-        self._format = file_format(self.descriptor.format)
         self._schema = self.descriptor.arrow_schema
         self._validate = record_validator(self.descriptor.schema)
         self._strategy = self.descriptor.partition_strategy
         self._fields = self.descriptor.fields
         self._records: list[dict] = []
-        self._open: OrderedDict[tuple, tuple[DataFileWriter, dict]] = OrderedDict()
-        self._written: list[tuple[WrittenFile, dict]] = []
-        self._transaction = uuid.uuid4().hex
         self._own: set[str] = set()
         self._committed = False
         self._closed = False
+        self._files = self._new_files()
+
+    def _new_files(self) -> PartitionedWriter:
+        ds = self.dataset
+        replaces = [f.path for f in self.mode.files] if isinstance(self.mode, RewriteFiles) else ()
+        return PartitionedWriter(ds.store, ds.name, self.descriptor, ds.descriptor_version, ds.version,
+                                 uuid.uuid4().hex, self.mode.operation, replaces, self.target_file_size,
+                                 self.max_open_files)
 
     # ---------------------------------------------------------------- context
 
@@ -162,7 +319,7 @@ class DatasetWriter:
                     if value is not None:
                         f.apply(value, self._fields[f.source].kind)
         except SchemaMismatchError as e:
-            raise self._error(e) from None
+            raise self._files.error(e) from None
         self._records.append(checked)
         if len(self._records) >= RECORD_BUFFER_ROWS:
             self._drain_records()
@@ -171,33 +328,26 @@ class DatasetWriter:
         """Check an Arrow batch (or table) against the schema and write its rows."""
         self._check_open()
         self._drain_records()
-        if isinstance(batch, pa.Table):
-            for b in batch.to_batches():
-                self._write_checked(self._conform(b))
-            return
-        if not isinstance(batch, pa.RecordBatch):
-            raise InvalidRecordError(f"dataset {self.dataset.name!r}: write_batch takes a pyarrow RecordBatch or "
-                                     f"Table, not {type(batch).__name__}")
-        self._write_checked(self._conform(batch))
+        self._files.write_batch(batch)
 
     def flush(self) -> int | None:
         """Commit everything written so far as one commit; returns its revision (``None``
         when there was nothing to commit)."""
         self._check_open()
         self._drain_records()
-        for key in list(self._open):
-            self._close_file(key)
-        if not self._written and not (isinstance(self.mode, Overwrite) and not self._committed):
+        adds = self._files.close()
+        if not adds and not (isinstance(self.mode, Overwrite) and not self._committed):
             return None  # an overwrite with no rows still empties the dataset
-        version = self.dataset.descriptor_version
-        adds = [AddFile(w.path, partition, w.size, w.row_count, w.statistics, version) for w, partition in self._written]
         removes, rule = self.mode.plan(self.dataset.snapshot, adds, self._own, not self._committed)
         info = {"rows": sum(a.row_count for a in adds), "files": len(adds)}
-        self.dataset._commit(self.mode.operation, [*removes, *adds], info, self._transaction, rule)
+        try:
+            self.dataset._commit(self.mode.operation, [*removes, *adds], info, self._files.transaction, rule)
+        except BaseException:
+            delete_files(self.dataset.store, [a.path for a in adds])
+            raise
         self._own.update(a.path for a in adds)
         self._committed = True
-        self._written = []
-        self._transaction = uuid.uuid4().hex
+        self._files = self._new_files()
         return self.dataset.version
 
     def close(self) -> int | None:
@@ -218,18 +368,7 @@ class DatasetWriter:
             return
         self._closed = True
         self._records = []
-        for writer, _ in self._open.values():
-            try:
-                writer.abort()
-            except Exception:  # noqa: BLE001 - best effort: vacuum collects what is left
-                pass
-        self._open.clear()
-        for written, _ in self._written:
-            try:
-                self.dataset.store.delete(self._relative(written.path))
-            except Exception:  # noqa: BLE001 - best effort: vacuum collects what is left
-                pass
-        self._written = []
+        self._files.abort()
 
     # ---------------------------------------------------------------- internals
 
@@ -237,101 +376,11 @@ class DatasetWriter:
         if self._closed:
             raise CdkdsError(f"the writer of dataset {self.dataset.name!r} is closed")
 
-    def _error(self, e: Exception) -> InvalidRecordError:
-        return InvalidRecordError(f"dataset {self.dataset.name!r}: {e}")
-
     def _drain_records(self) -> None:
         if self._records:
             batch = pa.RecordBatch.from_pylist(self._records, schema=self._schema)
             self._records = []
-            self._write_checked(batch)
-
-    def _conform(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        names = set(batch.schema.names)
-        unknown = [n for n in batch.schema.names if self._schema.get_field_index(n) < 0]
-        if unknown:
-            raise self._error(f"unknown column {unknown[0]!r}; the schema has {self._schema.names}")
-        columns = []
-        for f in self._schema:
-            if f.name not in names:
-                if f.name not in self.descriptor.defaults:
-                    raise self._error(f"required column {f.name!r} is missing from the batch")
-                columns.append(pa.array([self.descriptor.defaults[f.name]] * batch.num_rows, type=f.type))
-                continue
-            column = batch.column(f.name)
-            if not column.type.equals(f.type):
-                try:
-                    column = column.cast(f.type, safe=True)
-                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-                    raise self._error(f"column {f.name!r} of type {column.type} cannot be written as "
-                                      f"{self._fields[f.name].kind} ({f.type}): {e}") from None
-            if not f.nullable and column.null_count:
-                row = column.is_null().to_pylist().index(True)
-                raise self._error(f"field {f.name!r} is required but row {row} of the batch is null")
-            columns.append(column)
-        return pa.RecordBatch.from_arrays(columns, schema=self._schema)
-
-    def _write_checked(self, batch: pa.RecordBatch) -> None:
-        if batch.num_rows == 0:
-            return
-        if self._strategy is None:
-            self._write_partition(batch, ())
-            return
-        arrays = []
-        for f in self._strategy.functions:
-            source = batch.column(f.source)
-            if source.null_count and not isinstance(f, IdentityFunction):
-                raise self._error(f"partition source {f.source!r} of {f.to_text()} is null")
-            try:
-                arrays.append(f.apply_array(source, self._fields[f.source].kind))
-            except SchemaMismatchError as e:
-                raise self._error(e) from None
-        for indices, values_ in _group(arrays):
-            self._write_partition(batch if indices is None else batch.take(indices), tuple(values_))
-
-    def _write_partition(self, batch: pa.RecordBatch, key: tuple) -> None:
-        if key in self._open:
-            self._open.move_to_end(key)
-        else:
-            while len(self._open) >= self.max_open_files:
-                self._close_file(next(iter(self._open)))
-            self._open[key] = self._open_file(key)
-        writer, _ = self._open[key]
-        writer.write(batch)
-        if writer.bytes_written >= self.target_file_size:
-            self._close_file(key)
-
-    def _open_file(self, key: tuple) -> tuple[DataFileWriter, dict]:
-        strategy = self._strategy
-        partition = dict(zip(strategy.names, key)) if strategy is not None else {}
-        folder = partition_path(strategy.names, key) if strategy is not None else ""
-        name = f"part-{uuid.uuid4().hex}.{self._format.extension}"
-        relative = "/".join(p for p in (DATA_FOLDER, folder, name) if p)
-        kinds = strategy.kinds(self._fields) if strategy is not None else {}
-        metadata = {
-            "cdkds.dataset": self.dataset.name,
-            "cdkds.partition": json.dumps({k: values.to_json(v, kinds[k]) for k, v in partition.items()}),
-            "cdkds.transaction": self._transaction,
-            "cdkds.operation": self.mode.operation,
-            "cdkds.base_revision": str(self.dataset.version),
-            "cdkds.descriptor": json.dumps(self.descriptor.to_json()),
-        }
-        if isinstance(self.mode, RewriteFiles):
-            metadata["cdkds.replaces"] = json.dumps([f.path for f in self.mode.files])
-        path = self.dataset.store.open_output(relative)
-        writer = self._format.open_writer(self.dataset.store.fs, path, self.descriptor.schema, self._schema,
-                                          self.descriptor.compression, metadata)
-        return writer, partition
-
-    def _close_file(self, key: tuple) -> None:
-        writer, partition = self._open.pop(key)
-        written = writer.close()
-        self._written.append((WrittenFile(self._relative(written.path), written.size, written.row_count,
-                                          written.statistics), partition))
-
-    def _relative(self, path: str) -> str:
-        root = self.dataset.store.root + "/"
-        return path[len(root):] if path.startswith(root) else path
+            self._files.write_batch(batch)
 
 
 def _group(arrays: list[pa.Array]) -> list[tuple[np.ndarray | None, list[Any]]]:
