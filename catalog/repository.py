@@ -38,6 +38,19 @@ def check_name(name: Any) -> str:
     return name
 
 
+def split_dataset_url(url: str) -> tuple[str, str]:
+    """The repository URL and the dataset name of a dataset's own URL
+    (``s3://lake/sales/orders`` -> ``("s3://lake/sales", "orders")``)."""
+    if not isinstance(url, str) or not url.strip():
+        raise InvalidNameError(f"a dataset URL must be a non-empty string, got {url!r}")
+    trimmed = url.strip().rstrip("/")
+    parent, _, name = trimmed.rpartition("/")
+    if not parent or parent.endswith(":") or parent.endswith(":/"):
+        raise InvalidNameError(f"dataset URL {url!r} names no dataset folder (expected e.g. file:///data/lake/users)")
+    check_name(name)
+    return parent, name
+
+
 class MetadataProvider(ABC):
     """Where descriptors live: save, load, delete and list them by dataset name."""
 

@@ -1,1 +1,46 @@
-"""cdkds.connector: the Spark adapter (Python Data Source API). Built by the connector issue."""
+"""cdkds.connector: the Spark adapter on PySpark's Python Data Source API.
+
+``spark.read.format("cdkds")`` finds :class:`CdkdsDataSource` by itself through the
+``pyspark_cdkds`` module; :func:`register` registers it explicitly and can make every
+dataset of a repository queryable in SQL by name.
+"""
+
+from __future__ import annotations
+
+from cdkds.connector.source import CdkdsDataSource
+
+__all__ = ["CdkdsDataSource", "register"]
+
+
+def register(spark, repository_url: str | None = None, database: str | None = None,
+             storage_options: dict | None = None) -> list[str]:
+    """Register the ``cdkds`` source with ``spark``; with a repository URL, also make each
+    of its datasets queryable by name: as temporary views, or as tables of ``database``
+    (``namespace/name`` becomes ``namespace_name``). Returns the names registered."""
+    import json
+
+    from cdkds.catalog import DatasetRepository
+
+    spark.dataSource.register(CdkdsDataSource)
+    if repository_url is None:
+        return []
+    repo = DatasetRepository(repository_url, storage_options)
+    extra = f", storageOptions '{_quote(json.dumps(storage_options))}'" if storage_options else ""
+    names = []
+    if database is not None:
+        spark.sql(f"CREATE DATABASE IF NOT EXISTS `{database}`")
+    for name in repo.list():
+        table = name.replace("/", "_")
+        url = f"{repo.url.rstrip('/')}/{name}"
+        if database is None:
+            spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW `{table}` USING cdkds OPTIONS (path '{_quote(url)}'{extra})")
+            names.append(table)
+        else:
+            spark.sql(f"CREATE TABLE IF NOT EXISTS `{database}`.`{table}` USING cdkds "
+                      f"OPTIONS (path '{_quote(url)}'{extra})")
+            names.append(f"{database}.{table}")
+    return names
+
+
+def _quote(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("'", "\\'")

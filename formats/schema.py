@@ -494,6 +494,58 @@ def _value_validator(avro: AvroType) -> Validator:  # noqa: C901 - one branch pe
     return check
 
 
+# ---------------------------------------------------------------- writing and evolution
+
+_WRITABLE = {  # kinds a column of the left kind may be written into (converted losslessly or checked)
+    "int": {"int", "long", "float", "double"},
+    "long": {"long", "float", "double"},
+    "float": {"float", "double"},
+    "timestamp-micros": {"timestamp-micros", "timestamp-millis"},
+    "local-timestamp-micros": {"local-timestamp-micros", "local-timestamp-millis"},
+    "string": {"string", "uuid", "enum"},
+    "bytes": {"bytes", "fixed"},
+}
+
+
+def writable_from(writer: dict, dataset: dict) -> list[str]:
+    """Why records of schema ``writer`` cannot be written into a dataset of schema
+    ``dataset`` (empty when they can)."""
+    problems = []
+    have = fields(writer)
+    target = fields(dataset)
+    defaults = field_defaults(dataset)
+    unknown = [n for n in have if n not in target]
+    if unknown:
+        problems.append(f"unknown columns {unknown}; the dataset has {list(target)}")
+    missing = [n for n in target if n not in have and n not in defaults]
+    if missing:
+        problems.append(f"missing required columns {missing}")
+    nullable = [n for n, t in target.items() if n in have and have[n].nullable and not t.nullable]
+    if nullable:
+        problems.append(f"columns {nullable} may hold nulls but the dataset requires values (declare them "
+                        f"NOT NULL, e.g. with a schema of nullable=False fields)")
+    for name, t in target.items():
+        if name in have and have[name].kind not in unwrap_kinds(t.kind):
+            problems.append(f"column {name!r} is {have[name].kind}, which cannot be written as {t.kind}")
+        elif name in have and t.kind in ("record", "array", "map", "decimal") and \
+                arrow_type(have[name].avro, name) != arrow_type(t.avro, name) and \
+                not _decimal_fits(have[name].avro, t.avro):
+            problems.append(f"column {name!r} has type {arrow_type(have[name].avro, name)} but the dataset "
+                            f"has {arrow_type(t.avro, name)}")
+    return problems
+
+
+def unwrap_kinds(target_kind: str) -> set[str]:
+    """The kinds that may be written into a field of ``target_kind``."""
+    return {k for k, allowed in _WRITABLE.items() if target_kind in allowed} | {target_kind}
+
+
+def _decimal_fits(source: AvroType, target: AvroType) -> bool:
+    if type_kind(source) != "decimal" or type_kind(target) != "decimal":
+        return False
+    return source.get("scale", 0) == target.get("scale", 0) and source["precision"] <= target["precision"]
+
+
 # ---------------------------------------------------------------- schema evolution
 
 _PROMOTIONS = {

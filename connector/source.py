@@ -1,0 +1,379 @@
+"""The ``cdkds`` Spark data source (PySpark's Python Data Source API).
+
+Reading: the driver opens the snapshot, prunes partitions and files with the predicate
+(``where`` option, Kite view URI constraints, and opt-in pushed filters), and packs the
+remaining files into input partitions of about ``maxPartitionBytes``; executors stream
+Arrow batches of those files, with tombstones applied, cast to the types Spark expects.
+
+Writing: the driver checks the DataFrame's schema against the dataset (creating the
+dataset's descriptor on first write) before any file is written; executors write files
+per partition and send back their descriptions; the driver's ``commit`` makes one log
+commit of them; ``abort`` deletes them.
+
+This module imports only pyspark at import time (Spark imports every ``pyspark_*``
+module to discover sources, and one failing import hides them all); cdkds itself is
+imported when a method runs.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
+
+from pyspark.sql.datasource import (
+    DataSource, DataSourceArrowWriter, DataSourceReader, InputPartition, WriterCommitMessage,
+)
+from pyspark.sql.types import StructType
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from cdkds.catalog import Dataset, DatasetDescriptor
+    from cdkds.catalog.actions import AddFile
+    from cdkds.catalog.expressions import Expression
+    from cdkds.catalog.scan import FileScanTask
+    from cdkds.connector.options import Location
+
+FILE_OPEN_COST = 4 * 1024 * 1024  # spark.sql.files.openCostInBytes: a small file still costs a task this much
+
+
+class CdkdsDataSource(DataSource):
+    """``spark.read.format("cdkds").load(url)`` and ``df.write.format("cdkds").save(url)``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "cdkds"
+
+    def _options(self, schema: StructType | None = None) -> dict[str, str]:
+        """The options, plus those kept in the schema of a catalog table (Spark drops a
+        catalog table's OPTIONS, LOCATION and TBLPROPERTIES, but keeps its schema)."""
+        from cdkds.connector.options import OPTIONS_METADATA_KEY
+
+        merged: dict[str, str] = {}
+        for f in (schema.fields[:1] if schema is not None and schema.fields else []):
+            carried = f.metadata.get(OPTIONS_METADATA_KEY)
+            if carried:
+                merged.update(json.loads(carried))
+        merged.update({k: v for k, v in self.options.items() if v is not None})
+        return merged
+
+    def schema(self) -> StructType:
+        from cdkds.connector.options import OPTIONS_METADATA_KEY, location, read_options
+
+        options = self._options()
+        where = location(options)
+        read = read_options(options, where.view, where.name)
+        dataset = open_dataset(where, read.version, read.timestamp)
+        struct = dataset.descriptor.spark_schema_json()
+        if read.columns is not None:
+            by_name = {f["name"]: f for f in struct["fields"]}
+            unknown = [c for c in read.columns if c not in by_name]
+            if unknown:
+                raise_option_error(f"dataset {dataset.name!r}: option columns names unknown column {unknown[0]!r}; "
+                                   f"columns are {list(by_name)}")
+            struct = {**struct, "fields": [by_name[c] for c in read.columns]}
+        if struct["fields"]:
+            carried = {k: v for k, v in options.items() if k.lower() in _CARRIED}
+            struct["fields"][0]["metadata"] = {OPTIONS_METADATA_KEY: json.dumps(carried, sort_keys=True)}
+        return StructType.fromJson(struct)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        from cdkds.connector.options import location, read_options
+
+        options = self._options(schema)
+        where = location(options)
+        read = read_options(options, where.view, where.name)
+        cls = CdkdsFilteringReader if read.push_filters else CdkdsReader
+        return cls(where, read.version, read.timestamp, read.where, schema, read.max_partition_bytes, read.batch_rows)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
+        return plan_write(self._options(schema), schema, overwrite)
+
+
+_CARRIED = {"path", "storageoptions", "where", "columns", "versionasof", "timestampasof", "maxpartitionbytes",
+            "batchrows", "pushfilters", "partitionby", "format", "compression", "recordkey", "orderingfield",
+            "partitionoverwrite", "targetfilesize"}
+
+
+def raise_option_error(message: str) -> None:
+    from cdkds.connector.options import InvalidOptionError
+
+    raise InvalidOptionError(message)
+
+
+def open_dataset(where: "Location", version: int | None = None, timestamp: str | None = None) -> "Dataset":
+    """The dataset at a location, at a revision or time if given."""
+    from cdkds.catalog import DatasetRepository
+    from cdkds.catalog.repository import split_dataset_url
+
+    parent, name = split_dataset_url(where.url)
+    return DatasetRepository(parent, dict(where.storage_options)).load(name, version=version, timestamp=timestamp)
+
+
+# ---------------------------------------------------------------- reading
+
+class FileGroup(InputPartition):
+    """The files one Spark task reads, with what it needs to read them."""
+
+    def __init__(self, tasks: "Sequence[FileScanTask]", descriptor: "DatasetDescriptor", predicate: "Expression",
+                 version: int):
+        super().__init__(len(tasks))
+        self.tasks = tuple(tasks)
+        self.descriptor = descriptor
+        self.predicate = predicate
+        self.version = version
+
+
+class CdkdsReader(DataSourceReader):
+    def __init__(self, where: "Location", version: int | None, timestamp: str | None, predicate: "Expression",
+                 schema: StructType, max_partition_bytes: int, batch_rows: int):
+        self.where = where
+        self.version = version
+        self.timestamp = timestamp
+        self.predicate = predicate
+        self.schema = schema
+        self.max_partition_bytes = max_partition_bytes
+        self.batch_rows = batch_rows
+
+    def partitions(self) -> Sequence[InputPartition]:
+        dataset = open_dataset(self.where, self.version, self.timestamp)
+        plan = dataset.plan(self.predicate, [f.name for f in self.schema.fields])
+        groups = pack(plan.tasks, self.max_partition_bytes)
+        descriptor = plan.snapshot.descriptor
+        return [FileGroup(g, descriptor, plan.predicate, dataset.version) for g in groups] or \
+            [FileGroup((), descriptor, plan.predicate, dataset.version)]
+
+    def read(self, partition: InputPartition) -> Iterator["pa.RecordBatch"]:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        from cdkds.catalog.scan import read_task
+        from cdkds.catalog.storage import ObjectStore
+
+        assert isinstance(partition, FileGroup)
+        target = to_arrow_schema(self.schema, timezone="UTC")
+        store = ObjectStore.open(self.where.url, dict(self.where.storage_options))
+        columns = [f.name for f in self.schema.fields]
+        for task in partition.tasks:
+            for batch in read_task(store, partition.descriptor, partition.predicate, columns, task, self.batch_rows):
+                yield batch.cast(target)
+
+
+class CdkdsFilteringReader(CdkdsReader):
+    """A reader that also prunes with the filters Spark pushes (option ``pushFilters``).
+
+    Every pushed filter is returned to Spark too, so Spark still evaluates it: cdkds uses
+    them only to skip partitions and files, never to decide rows.
+    """
+
+    def pushFilters(self, filters: list) -> Iterator:  # noqa: N802 - Spark's name
+        from cdkds.catalog.expressions import all_of
+
+        found = [e for e in (spark_filter_to_expression(f) for f in filters) if e is not None]
+        self.predicate = all_of([self.predicate, *found])
+        yield from filters
+
+
+def spark_filter_to_expression(f: Any) -> "Expression | None":
+    """Our expression for one of Spark's pushed filters on a top-level column, if it has one."""
+    from pyspark.sql import datasource as ds
+
+    from cdkds.catalog.expressions import Not, Predicate
+
+    simple = {ds.EqualTo: "eq", ds.GreaterThan: "gt", ds.GreaterThanOrEqual: "ge", ds.LessThan: "lt",
+              ds.LessThanOrEqual: "le"}
+    if isinstance(f, ds.Not):
+        inner = spark_filter_to_expression(f.child)
+        return None if inner is None else Not(inner)
+    attribute = getattr(f, "attribute", ())
+    if len(attribute) != 1:
+        return None
+    name = attribute[0]
+    if type(f) in simple and f.value is not None:
+        return Predicate(simple[type(f)], name, f.value)
+    if isinstance(f, ds.In):
+        return Predicate("in", name, values=tuple(v for v in f.value if v is not None))
+    if isinstance(f, ds.IsNull):
+        return Predicate("is_null", name)
+    if isinstance(f, ds.IsNotNull):
+        return Predicate("not_null", name)
+    if isinstance(f, ds.StringStartsWith):
+        return Predicate("starts_with", name, f.value)
+    return None
+
+
+def pack(tasks: "Sequence[FileScanTask]", max_bytes: int) -> list[list["FileScanTask"]]:
+    """Files packed into groups of about ``max_bytes`` (largest first, as Spark packs files)."""
+    groups: list[list[FileScanTask]] = []
+    current: list[FileScanTask] = []
+    size = 0
+    for task in sorted(tasks, key=lambda t: t.file.size, reverse=True):
+        cost = task.file.size + FILE_OPEN_COST
+        if current and size + cost > max_bytes:
+            groups.append(current)
+            current, size = [], 0
+        current.append(task)
+        size += cost
+    if current:
+        groups.append(current)
+    return groups
+
+
+# ---------------------------------------------------------------- writing
+
+class CdkdsCommitMessage(WriterCommitMessage):
+    def __init__(self, adds: "list[AddFile]"):
+        self.adds = adds
+
+
+def plan_write(options: dict[str, str], schema: StructType, overwrite: bool) -> "CdkdsWriter":
+    """Check the write on the driver, before any file is written."""
+    import uuid
+
+    from cdkds.catalog import DatasetNotFoundError
+    from cdkds.connector.options import location, write_options
+
+    where = location(options)
+    if where.view is not _always_true():
+        raise_option_error(f"dataset {where.name!r}: cannot write through a view URI; write to {where.url}")
+    write = write_options(options, where.name)
+    try:
+        dataset = open_dataset(where)
+    except DatasetNotFoundError:
+        dataset = None
+    if dataset is None:
+        descriptor = new_descriptor(where.name, schema, write)
+        descriptor_version, base = 0, None
+    else:
+        check_write_options(dataset, write)
+        descriptor, descriptor_version, base = dataset.descriptor, dataset.descriptor_version, dataset.version
+    check_dataframe_schema(where.name, descriptor, schema)
+    if overwrite:
+        mode = "overwrite_partitions" if write.dynamic_partition_overwrite else "overwrite"
+    else:
+        mode = "append"
+    target = write.target_file_size or _default_target()
+    return CdkdsWriter(where, descriptor, descriptor_version, base, uuid.uuid4().hex, mode, target)
+
+
+def _always_true() -> Any:
+    from cdkds.catalog.expressions import ALWAYS_TRUE
+
+    return ALWAYS_TRUE
+
+
+def _default_target() -> int:
+    from cdkds.catalog.writer import DEFAULT_TARGET_FILE_SIZE
+
+    return DEFAULT_TARGET_FILE_SIZE
+
+
+def new_descriptor(name: str, schema: StructType, write: Any) -> "DatasetDescriptor":
+    from cdkds.catalog import CdkdsError, DatasetDescriptor
+    from cdkds.connector.options import InvalidOptionError
+
+    try:
+        avro = write.schema if write.schema else None
+        kwargs = dict(partition_strategy=write.partition_by, format=write.format or "parquet",
+                      compression=write.compression, record_key=write.record_key,
+                      ordering_field=write.ordering_field, properties=dict(write.properties))
+        if avro is not None:
+            return DatasetDescriptor(avro, **kwargs)
+        return DatasetDescriptor.from_spark_json(schema.jsonValue(), name=_record_name(name), **kwargs)
+    except CdkdsError as e:
+        raise InvalidOptionError(f"dataset {name!r}: cannot create it from this write: {e}") from None
+
+
+def _record_name(name: str) -> str:
+    return "".join(part.capitalize() for part in name.split("_")) or "Record"
+
+
+def check_write_options(dataset: "Dataset", write: Any) -> None:
+    """Options that would create a dataset must agree with an existing one."""
+    from cdkds.catalog import PartitionStrategy
+    from cdkds.connector.options import InvalidOptionError
+
+    d = dataset.descriptor
+    conflicts = []
+    if write.partition_by is not None:
+        wanted = PartitionStrategy.parse(write.partition_by)
+        if wanted != d.partition_strategy:
+            have = d.partition_strategy.to_text() if d.partition_strategy else "no partitioning"
+            conflicts.append(f"partitionBy={wanted.to_text()!r} but the dataset has {have!r}")
+    if write.format is not None and write.format != d.format:
+        conflicts.append(f"format={write.format!r} but the dataset is {d.format!r}")
+    if write.record_key is not None and tuple(write.record_key) != d.record_key:
+        conflicts.append(f"recordKey={','.join(write.record_key)!r} but the dataset's is {','.join(d.record_key)!r}")
+    if write.ordering_field is not None and write.ordering_field != d.ordering_field:
+        conflicts.append(f"orderingField={write.ordering_field!r} but the dataset's is {d.ordering_field!r}")
+    if conflicts:
+        raise InvalidOptionError(f"dataset {dataset.name!r} exists with other settings: " + "; ".join(conflicts))
+
+
+def check_dataframe_schema(name: str, descriptor: "DatasetDescriptor", schema: StructType) -> None:
+    from cdkds.catalog import SchemaMismatchError
+    from cdkds.formats.schema import from_spark_json, writable_from
+
+    problems = writable_from(from_spark_json(schema.jsonValue()), descriptor.schema)
+    if problems:
+        raise SchemaMismatchError(f"dataset {name!r}: the DataFrame does not fit the dataset's schema: "
+                                  + "; ".join(problems))
+
+
+class CdkdsWriter(DataSourceArrowWriter):
+    def __init__(self, where: "Location", descriptor: "DatasetDescriptor", descriptor_version: int,
+                 base: int | None, transaction: str, mode: str, target_file_size: int):
+        self.where = where
+        self.descriptor = descriptor
+        self.descriptor_version = descriptor_version
+        self.base = base
+        self.transaction = transaction
+        self.mode = mode
+        self.target_file_size = target_file_size
+
+    def write(self, iterator: Iterator["pa.RecordBatch"]) -> CdkdsCommitMessage:
+        from cdkds.catalog.storage import ObjectStore
+        from cdkds.catalog.writer import PartitionedWriter
+
+        store = ObjectStore.open(self.where.url, dict(self.where.storage_options))
+        files = PartitionedWriter(store, self.where.name, self.descriptor, self.descriptor_version,
+                                  self.base if self.base is not None else 0, self.transaction,
+                                  self.mode, target_file_size=self.target_file_size)
+        try:
+            for batch in iterator:
+                files.write_batch(batch)
+            return CdkdsCommitMessage(files.close())
+        except BaseException:
+            files.abort()
+            raise
+
+    def commit(self, messages: list) -> None:
+        from cdkds.catalog import CommitConflictError, DatasetExistsError, DatasetRepository
+        from cdkds.catalog.repository import split_dataset_url
+        from cdkds.catalog.writer import write_mode
+
+        adds = [a for m in messages if m is not None for a in m.adds]
+        parent, name = split_dataset_url(self.where.url)
+        repo = DatasetRepository(parent, dict(self.where.storage_options))
+        if self.base is None:
+            try:
+                dataset = repo.create(name, self.descriptor)
+            except DatasetExistsError:
+                dataset = repo.load(name, version=0)  # a concurrent first write won: commit onto it
+                if dataset.descriptor != self.descriptor:
+                    raise CommitConflictError(
+                        f"dataset {name!r} was created by a concurrent write with another descriptor "
+                        f"while this write created it; nothing of this write was committed") from None
+        else:
+            dataset = repo.load(name, version=self.base)
+        names = self.descriptor.partition_strategy.names if self.descriptor.is_partitioned else []
+        mode = write_mode(self.mode, names)
+        removes, rule = mode.plan(dataset.snapshot, adds, set(), True)
+        info = {"rows": sum(a.row_count for a in adds), "files": len(adds), "engine.spark": True}
+        dataset._commit(mode.operation, [*removes, *adds], info, self.transaction, rule)
+
+    def abort(self, messages: list) -> None:
+        from cdkds.catalog.storage import ObjectStore
+        from cdkds.catalog.writer import delete_files
+
+        store = ObjectStore.open(self.where.url, dict(self.where.storage_options))
+        delete_files(store, [a.path for m in messages if m is not None for a in m.adds])

@@ -1,0 +1,204 @@
+import datetime as dt
+import json
+
+import pyarrow as pa
+import pytest
+
+from cdkds.catalog import DatasetDescriptor, DatasetRepository
+from cdkds.connector.options import InvalidOptionError, parse_view_uri
+from cdkds.connector.source import pack
+from cdkds.catalog.scan import FileScanTask
+from cdkds.catalog.actions import AddFile
+
+pytestmark = pytest.mark.slow
+
+UTC = dt.timezone.utc
+SCHEMA = {"type": "record", "name": "Event", "fields": [
+    {"name": "id", "type": "long"},
+    {"name": "userId", "type": "long"},
+    {"name": "country", "type": ["null", "string"], "default": None},
+    {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+    {"name": "amount", "type": ["null", "double"], "default": None},
+    {"name": "d", "type": {"type": "int", "logicalType": "date"}},
+    {"name": "small", "type": "int"},
+]}
+T0 = dt.datetime(2026, 2, 27, tzinfo=UTC)
+
+
+def events(n, start=0):
+    return pa.table({
+        "id": list(range(start, start + n)), "userId": [i % 53 for i in range(start, start + n)],
+        "country": [[None, "NZ", "AU", "US"][i % 4] for i in range(start, start + n)],
+        "ts": [T0 + dt.timedelta(hours=5 * i) for i in range(start, start + n)],
+        "amount": [i / 2 for i in range(start, start + n)],
+        "d": [dt.date(2026, 1, 1) + dt.timedelta(days=i % 30) for i in range(start, start + n)],
+        "small": pa.array([i % 100 for i in range(start, start + n)], pa.int32()),
+    })
+
+
+@pytest.fixture
+def lake(tmp_path):
+    repo = DatasetRepository(f"file://{tmp_path}/lake")
+    ds = repo.create("events", DatasetDescriptor(SCHEMA, "hash(userId, 53), day(ts)"))
+    with ds.writer() as w:
+        w.write_batch(events(300))
+    return repo, f"file://{tmp_path}/lake/events"
+
+
+def ids(df):
+    return sorted(r["id"] for r in df.select("id").collect())
+
+
+def test_read_all_types_and_prune(spark, lake):
+    repo, url = lake
+    df = spark.read.format("cdkds").load(url)
+    assert df.schema.simpleString() == ("struct<id:bigint,userId:bigint,country:string,ts:timestamp,amount:double,"
+                                        "d:date,small:int>")
+    assert df.count() == 300
+    row = df.filter("id = 7").collect()[0]
+    assert row.ts.replace(tzinfo=UTC) == T0 + dt.timedelta(hours=35) and row.d == dt.date(2026, 1, 8)
+    assert ids(spark.read.format("cdkds").option("where", "userId = 7").load(url)) == [7, 60, 113, 166, 219, 272]
+    pruned = spark.read.format("cdkds").option("where", "userId = 7").load(url)
+    assert pruned.rdd.getNumPartitions() >= 1
+    assert ids(spark.read.format("cdkds").option("path", url).option("where", "ts >= '2026-03-30'").load()) == \
+        [i for i in range(300) if T0 + dt.timedelta(hours=5 * i) >= dt.datetime(2026, 3, 30, tzinfo=UTC)]
+
+
+def test_columns_option_and_user_schema_read_only_those_columns(spark, lake):
+    _, url = lake
+    df = spark.read.format("cdkds").option("columns", "amount,id").load(url)
+    assert df.columns == ["amount", "id"] and df.count() == 300
+    df = spark.read.format("cdkds").schema("id bigint, country string").load(url)
+    assert df.columns == ["id", "country"] and df.filter("country = 'NZ'").count() == 75
+
+
+def test_view_uri_constraints(spark, lake):
+    _, url = lake
+    view = "view:" + url.replace("file://", "file:") + "?userId=7&id=[0,200)"
+    assert ids(spark.read.format("cdkds").load(view)) == [7, 60, 113, 166]
+    assert ids(spark.read.format("cdkds").load("view:" + url + "?country=NZ,AU&id=(,10]")) == [1, 2, 5, 6, 9, 10]
+
+
+def test_time_travel_and_snapshot_per_load(spark, lake):
+    repo, url = lake
+    ds = repo.load("events")
+    with ds.writer() as w:
+        w.write_batch(events(10, 1000))
+    assert spark.read.format("cdkds").option("versionAsOf", 1).load(url).count() == 300
+    assert spark.read.format("cdkds").load(url).count() == 310
+    stamp = ds.history()[1].timestamp
+    at = dt.datetime.fromtimestamp(stamp / 1000, tz=UTC).isoformat()
+    assert spark.read.format("cdkds").option("timestampAsOf", at).load(url).count() == 300
+
+
+def test_write_creates_appends_overwrites(spark, tmp_path):
+    url = f"file://{tmp_path}/lake/sales"
+    df = spark.createDataFrame([(i, f"c{i % 3}", float(i)) for i in range(20)], "id long, customer string, total double")
+    df.write.format("cdkds").mode("append").option("partitionBy", "identity(customer)").option("format", "avro").save(url)
+    ds = DatasetRepository(f"file://{tmp_path}/lake").load("sales")
+    assert ds.descriptor.format == "avro" and ds.descriptor.partition_strategy.to_text() == "identity(customer)"
+    assert ds.version == 1 and len(ds.history()) == 2  # create, then one commit for the whole job
+    df.filter("id < 5").write.format("cdkds").mode("append").save(url)
+    assert spark.read.format("cdkds").load(url).count() == 25
+    spark.createDataFrame([(100, "c0", 1.0)], df.schema).write.format("cdkds").mode("overwrite") \
+        .option("partitionOverwrite", "dynamic").save(url)
+    assert ids(spark.read.format("cdkds").load(url)) == sorted([100] + [i for i in range(20) if i % 3] +
+                                                                [i for i in range(5) if i % 3])
+    spark.createDataFrame([(7, "c9", 2.0)], df.schema).write.format("cdkds").mode("overwrite").save(url)
+    assert ids(spark.read.format("cdkds").load(url)) == [7]
+    assert [h.operation for h in ds.history()] == ["create", "append", "append", "overwrite_partitions", "overwrite"]
+
+
+def test_bad_writes_fail_before_any_file(spark, lake, tmp_path):
+    repo, url = lake
+    before = repo.load("events").version
+    bad = spark.createDataFrame([(1, "x")], "id long, nope string")
+    with pytest.raises(Exception, match="unknown columns \\['nope'\\]"):
+        bad.write.format("cdkds").mode("append").save(url)
+    nullable = spark.read.format("cdkds").load(url).selectExpr("id", "userId", "ts", "small", "CAST(NULL AS DATE) AS d")
+    with pytest.raises(Exception, match="columns \\['d'\\] may hold nulls"):
+        nullable.write.format("cdkds").mode("append").save(url)
+    with pytest.raises(Exception, match="partitionBy='identity\\(country\\)' but the dataset has 'hash\\(userId, 53\\), day\\(ts\\)'"):
+        spark.read.format("cdkds").load(url).write.format("cdkds").mode("append").option("partitionBy", "identity(country)").save(url)
+    with pytest.raises(Exception, match="cannot be written in the \"ErrorIfExists\" mode"):
+        spark.read.format("cdkds").load(url).write.format("cdkds").save(url)
+    with pytest.raises(Exception, match="option versionAsOf must be an integer"):
+        spark.read.format("cdkds").option("versionAsOf", "x").load(url).count()
+    with pytest.raises(Exception, match="cannot parse predicate"):
+        spark.read.format("cdkds").option("where", "id = = 1").load(url).count()
+    with pytest.raises(Exception, match="does not exist"):
+        spark.read.format("cdkds").load(f"file://{tmp_path}/lake/nothing").count()
+    assert repo.load("events").version == before
+    assert sorted(k for k, _ in repo.load("events").store.walk_files("data")) == \
+        sorted(f.path for f in repo.load("events").files)
+
+
+def test_round_trip_through_spark_keeps_rows(spark, lake, tmp_path):
+    repo, url = lake
+    copy = f"file://{tmp_path}/lake/copy"
+    spark.read.format("cdkds").load(url).write.format("cdkds").mode("append").option("partitionBy", "identity(country)").save(copy)
+    a = sorted(map(tuple, spark.read.format("cdkds").load(url).collect()))
+    b = sorted(map(tuple, spark.read.format("cdkds").load(copy).collect()))
+    assert a == b and len(a) == 300
+    assert repo.load("copy").descriptor.fields["small"].kind == "int"
+
+
+def test_sql_temporary_view_select_insert_overwrite(spark, lake):
+    repo, url = lake
+    create = f"CREATE OR REPLACE TEMPORARY VIEW ev USING cdkds OPTIONS (path '{url}')"
+    spark.sql(create)
+    assert spark.sql("SELECT count(*) AS n FROM ev WHERE country = 'NZ'").collect()[0].n == 75
+    spark.sql("INSERT INTO ev SELECT id + 1000, userId, country, ts, amount, d, small FROM ev WHERE id < 10")
+    assert repo.load("events").snapshot.row_count == 310
+    # like a DataFrame, a temporary view keeps the snapshot Spark planned it on: re-create it to see new commits
+    assert spark.sql("SELECT count(*) AS n FROM ev").collect()[0].n == 300
+    spark.sql(create)
+    assert spark.sql("SELECT count(*) AS n FROM ev").collect()[0].n == 310
+    spark.sql("INSERT OVERWRITE ev SELECT id, userId, country, ts, amount, d, small FROM ev WHERE id < 3")
+    spark.sql(create)
+    assert ids(spark.sql("SELECT id FROM ev")) == [0, 1, 2]
+
+
+def test_a_dataframe_keeps_its_snapshot_and_a_new_load_sees_new_commits(spark, lake):
+    repo, url = lake
+    df = spark.read.format("cdkds").load(url)
+    assert df.count() == 300
+    with repo.load("events").writer() as w:
+        w.write_batch(events(5, 2000))
+    assert df.count() == 300 and spark.read.format("cdkds").load(url).count() == 305
+
+
+def test_sql_catalog_table_keeps_its_path_in_the_schema(spark, lake):
+    _, url = lake
+    spark.sql("DROP TABLE IF EXISTS ev_table")
+    spark.sql(f"CREATE TABLE ev_table USING cdkds OPTIONS (path '{url}')")
+    assert spark.sql("SELECT count(*) AS n FROM ev_table").collect()[0].n == 300
+    spark.sql("INSERT INTO ev_table SELECT id + 5000, userId, country, ts, amount, d, small FROM ev_table WHERE id < 2")
+    assert spark.sql("SELECT count(*) AS n FROM ev_table").collect()[0].n == 302
+    assert spark.sql("SELECT count(*) AS n FROM ev_table WITH ('version' = '1')").collect()[0].n == 300
+    spark.sql("DROP TABLE ev_table")
+
+
+def test_register_a_repository(spark, lake, tmp_path):
+    repo, url = lake
+    repo.create("shop/orders", DatasetDescriptor({"type": "record", "name": "O", "fields": [{"name": "o", "type": "long"}]}))
+    from cdkds.connector import register
+    assert register(spark, repo.url) == ["events", "shop_orders"]
+    assert spark.sql("SELECT count(*) AS n FROM events").collect()[0].n == 300
+    assert spark.sql("SELECT count(*) AS n FROM shop_orders").collect()[0].n == 0
+
+
+def test_pack_files_into_partitions():
+    tasks = [FileScanTask(AddFile(f"f{i}", {}, size, 1)) for i, size in enumerate([100, 50, 30, 20, 10])]
+    groups = pack(tasks, 4 * 1024 * 1024 * 2 + 100)
+    assert sum(len(g) for g in groups) == 5 and all(len(g) <= 2 for g in groups)
+
+
+def test_parse_view_uri():
+    base, expr = parse_view_uri("view:file:/data/users?userId=1234&ts=[2026-01-01,2026-02-01)&c=NZ,AU")
+    assert base == "file:/data/users"
+    assert str(expr) == "(((userId = '1234' and ts >= '2026-01-01') and ts < '2026-02-01') and c in ('NZ', 'AU'))"
+    with pytest.raises(InvalidOptionError, match="range for 'x' has no bounds"):
+        parse_view_uri("view:file:/d/u?x=[,]")
+    with pytest.raises(InvalidOptionError, match="constraint 'x' has no value"):
+        parse_view_uri("view:file:/d/u?x=")
