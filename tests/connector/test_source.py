@@ -1,14 +1,9 @@
 import datetime as dt
-import json
 
 import pyarrow as pa
 import pytest
 
 from cdkds.catalog import DatasetDescriptor, DatasetRepository
-from cdkds.connector.options import InvalidOptionError, parse_view_uri
-from cdkds.connector.source import pack
-from cdkds.catalog.scan import FileScanTask
-from cdkds.catalog.actions import AddFile
 
 pytestmark = pytest.mark.slow
 
@@ -186,19 +181,3 @@ def test_register_a_repository(spark, lake, tmp_path):
     assert register(spark, repo.url) == ["events", "shop_orders"]
     assert spark.sql("SELECT count(*) AS n FROM events").collect()[0].n == 300
     assert spark.sql("SELECT count(*) AS n FROM shop_orders").collect()[0].n == 0
-
-
-def test_pack_files_into_partitions():
-    tasks = [FileScanTask(AddFile(f"f{i}", {}, size, 1)) for i, size in enumerate([100, 50, 30, 20, 10])]
-    groups = pack(tasks, 4 * 1024 * 1024 * 2 + 100)
-    assert sum(len(g) for g in groups) == 5 and all(len(g) <= 2 for g in groups)
-
-
-def test_parse_view_uri():
-    base, expr = parse_view_uri("view:file:/data/users?userId=1234&ts=[2026-01-01,2026-02-01)&c=NZ,AU")
-    assert base == "file:/data/users"
-    assert str(expr) == "(((userId = '1234' and ts >= '2026-01-01') and ts < '2026-02-01') and c in ('NZ', 'AU'))"
-    with pytest.raises(InvalidOptionError, match="range for 'x' has no bounds"):
-        parse_view_uri("view:file:/d/u?x=[,]")
-    with pytest.raises(InvalidOptionError, match="constraint 'x' has no value"):
-        parse_view_uri("view:file:/d/u?x=")

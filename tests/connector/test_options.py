@@ -1,0 +1,78 @@
+"""Options, view URIs and file packing: the connector's logic that needs no Spark session."""
+
+import pytest
+
+from cdkds.catalog.actions import AddFile
+from cdkds.catalog.expressions import ALWAYS_TRUE
+from cdkds.catalog.scan import FileScanTask
+from cdkds.connector.options import InvalidOptionError, location, parse_view_uri, read_options, write_options
+from cdkds.connector.source import FILE_OPEN_COST, pack
+
+
+def test_pack_files_into_partitions():
+    tasks = [FileScanTask(AddFile(f"f{i}", {}, size, 1)) for i, size in enumerate([100, 50, 30, 20, 10])]
+    groups = pack(tasks, FILE_OPEN_COST * 2 + 100)
+    assert sum(len(g) for g in groups) == 5 and all(len(g) <= 2 for g in groups)
+
+
+def test_parse_view_uri():
+    base, expr = parse_view_uri("view:file:/data/users?userId=1234&ts=[2026-01-01,2026-02-01)&c=NZ,AU")
+    assert base == "file:/data/users"
+    assert str(expr) == "(((userId = '1234' and ts >= '2026-01-01') and ts < '2026-02-01') and c in ('NZ', 'AU'))"
+    with pytest.raises(InvalidOptionError, match="range for 'x' has no bounds"):
+        parse_view_uri("view:file:/d/u?x=[,]")
+    with pytest.raises(InvalidOptionError, match="constraint 'x' has no value"):
+        parse_view_uri("view:file:/d/u?x=")
+
+
+def test_location_and_storage_options():
+    where = location({"path": "file:/data/lake/users", "storageOptions": '{"anon": true}'})
+    assert where.url == "file:///data/lake/users" and where.storage_options == {"anon": True} and where.name == "users"
+    assert location({"PATH": "s3://b/lake/t"}).url == "s3://b/lake/t"
+
+
+@pytest.mark.parametrize("options, message", [
+    ({}, "needs a dataset URL"),
+    ({"path": "file:///x/t", "storageOptions": "{bad"}, "storageOptions must be a JSON object"),
+    ({"path": "file:///x/t", "storageOptions": "[1]"}, "storageOptions must be a JSON object"),
+])
+def test_bad_locations(options, message):
+    with pytest.raises(InvalidOptionError, match=message):
+        location(options)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"versionAsOf": "x"}, "dataset 't': option versionAsOf must be an integer >= 0, got 'x'"),
+    ({"versionAsOf": "-1"}, "option versionAsOf must be an integer >= 0"),
+    ({"versionAsOf": "1", "timestampAsOf": "2026-01-01"}, "not both"),
+    ({"versionAsOf": "1", "version": "2"}, "disagree"),
+    ({"where": "id = = 1"}, "option where: cannot parse predicate"),
+    ({"columns": " , "}, "option columns names no column"),
+    ({"pushFilters": "yes"}, "option pushFilters must be true or false"),
+    ({"maxPartitionBytes": "0"}, "option maxPartitionBytes must be an integer >= 1"),
+    ({"batchRows": "many"}, "option batchRows must be an integer"),
+])
+def test_bad_read_options(options, message):
+    with pytest.raises(InvalidOptionError, match=message):
+        read_options(options, ALWAYS_TRUE, "t")
+
+
+def test_read_options():
+    read = read_options({"version": "3", "where": "id > 1", "columns": "a, b", "pushFilters": "TRUE"}, ALWAYS_TRUE, "t")
+    assert (read.version, read.columns, read.push_filters, str(read.where)) == (3, ("a", "b"), True, "id > 1")
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"partitionOverwrite": "sometimes"}, "option partitionOverwrite must be static or dynamic"),
+    ({"targetFileSize": "0"}, "option targetFileSize must be an integer >= 1"),
+])
+def test_bad_write_options(options, message):
+    with pytest.raises(InvalidOptionError, match=message):
+        write_options(options, "t")
+
+
+def test_write_options():
+    write = write_options({"partitionBy": "hash(id, 4)", "recordKey": "a, b", "partitionOverwrite": "DYNAMIC",
+                           "property.checkpoint.interval": "5"}, "t")
+    assert write.record_key == ("a", "b") and write.dynamic_partition_overwrite
+    assert write.properties == {"checkpoint.interval": "5"}
