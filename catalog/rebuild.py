@@ -64,7 +64,7 @@ def rebuild_log(store: ObjectStore, name: str) -> tuple[TransactionLog, list[str
     ordered = sorted(transactions.values(), key=lambda t: (t.base_revision, t.written))
     if store.list(LOG_FOLDER):
         stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%f")
-        store.fs.mv(store.path(LOG_FOLDER), store.path(f"{LOG_FOLDER}.broken-{stamp}"), recursive=True)
+        store.move_tree(LOG_FOLDER, f"{LOG_FOLDER}.broken-{stamp}")
     log = TransactionLog(store, name)
     snapshot = log.create(ordered[0].descriptor, {"rebuilt": True})
     for txn in ordered:

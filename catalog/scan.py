@@ -99,7 +99,7 @@ def read_task(store: ObjectStore, descriptor: DatasetDescriptor, predicate: Expr
         needed = [schema.names[0]]  # a file must be read to count its rows
     read_schema = pa.schema([schema.field(n) for n in needed])
     fmt = file_format(descriptor.format)
-    for batch in fmt.read(store.fs, store.path(task.file.path), read_schema, batch_rows):
+    for batch in fmt.read(store.fs, store.path(task.file.path), read_schema, batch_rows, task.file.size):
         batch = conform(batch, read_schema, descriptor.defaults)
         batch = filter_batch(drop_matching(batch, task.tombstones), predicate)
         if batch.num_rows:

@@ -135,6 +135,13 @@ class ObjectStore:
         except FileNotFoundError:
             pass
 
+    def move_tree(self, prefix: str, destination: str) -> None:
+        """Move every object under ``prefix`` to the same name under ``destination``."""
+        for key, _ in list(self.walk_files(prefix)):
+            target = destination + key[len(prefix):]
+            self.put(target, self.read(key))
+            self.delete(key)
+
     def delete_tree(self, prefix: str) -> None:
         try:
             self.fs.rm(self.path(prefix), recursive=True)

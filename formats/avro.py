@@ -90,8 +90,9 @@ class AvroFormat:
                     compression: str, metadata: Mapping[str, str]) -> AvroFileWriter:
         return AvroFileWriter(fs, path, avro_schema, arrow_schema, compression, metadata)
 
-    def read(self, fs: Any, path: str, schema: pa.Schema, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
-        with fs.open(path, "rb") as f:
+    def read(self, fs: Any, path: str, schema: pa.Schema, batch_rows: int = DEFAULT_BATCH_ROWS,
+             size: int | None = None) -> Iterator[pa.RecordBatch]:
+        with fs.open(path, "rb", **({"size": size} if size is not None else {})) as f:
             try:
                 reader = fastavro.reader(f)
             except Exception as e:  # fastavro raises ValueError, EOFError, its own types...

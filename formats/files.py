@@ -55,8 +55,10 @@ class FileFormat(Protocol):
     def open_writer(self, fs: Any, path: str, avro_schema: dict, arrow_schema: pa.Schema,
                     compression: str, metadata: Mapping[str, str]) -> DataFileWriter: ...
 
-    def read(self, fs: Any, path: str, schema: pa.Schema, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
-        """Batches with the columns of ``schema`` that the file has, in the file's own types."""
+    def read(self, fs: Any, path: str, schema: pa.Schema, batch_rows: int = DEFAULT_BATCH_ROWS,
+             size: int | None = None) -> Iterator[pa.RecordBatch]:
+        """Batches with the columns of ``schema`` that the file has, in the file's own types.
+        A known ``size`` saves object stores a metadata request."""
         ...
 
     def metadata(self, fs: Any, path: str) -> dict[str, str]: ...

@@ -77,8 +77,9 @@ class ParquetFormat:
                     compression: str, metadata: Mapping[str, str]) -> ParquetFileWriter:
         return ParquetFileWriter(fs, path, arrow_schema, compression, metadata)
 
-    def read(self, fs: Any, path: str, schema: pa.Schema, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
-        with fs.open(path, "rb") as f:
+    def read(self, fs: Any, path: str, schema: pa.Schema, batch_rows: int = DEFAULT_BATCH_ROWS,
+             size: int | None = None) -> Iterator[pa.RecordBatch]:
+        with fs.open(path, "rb", **({"size": size} if size is not None else {})) as f:
             try:
                 parquet = pq.ParquetFile(f)
             except (pa.ArrowInvalid, OSError) as e:

@@ -16,17 +16,66 @@ settings.register_profile("thorough", max_examples=2000, deadline=None, suppress
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
-@pytest.fixture(params=["file", "memory"])
-def repo_url(request, tmp_path) -> str:
-    """A fresh repository URL on local files and on fsspec's memory store."""
+@pytest.fixture(scope="session")
+def s3_endpoint() -> str:
+    """A real S3 endpoint on loopback: moto's server in its own process (so it does not
+    compete with the tests for the GIL), started once per test session."""
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    endpoint = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while True:
+        try:
+            urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1)
+            break
+        except OSError:
+            if time.time() > deadline or server.poll() is not None:
+                server.kill()
+                raise RuntimeError("moto's S3 server did not start")
+            time.sleep(0.2)
+    yield endpoint
+    server.terminate()
+    server.wait(10)
+
+
+def s3_options(endpoint: str) -> dict:
+    return {"client_kwargs": {"endpoint_url": endpoint}, "use_listings_cache": False, "skip_instance_cache": True}
+
+
+def new_bucket(endpoint: str) -> str:
+    """A fresh bucket (moto's state is process-wide, so every test gets its own)."""
+    import boto3
+
+    name = f"lake-{uuid.uuid4().hex[:20]}"
+    boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture(params=["file", "memory", pytest.param("s3", marks=pytest.mark.slow)])
+def backend(request, tmp_path) -> tuple[str, dict]:
+    """A fresh repository URL and its storage options on local files, fsspec's memory
+    store and S3 (moto on loopback)."""
     if request.param == "file":
-        return f"file://{tmp_path}/lake"
-    return f"memory://lake-{uuid.uuid4().hex}"
+        return f"file://{tmp_path}/lake", {}
+    if request.param == "memory":
+        return f"memory://lake-{uuid.uuid4().hex}", {}
+    endpoint = request.getfixturevalue("s3_endpoint")
+    return f"s3://{new_bucket(endpoint)}/lake", s3_options(endpoint)
 
 
 @pytest.fixture
-def repo(repo_url) -> DatasetRepository:
-    return DatasetRepository(repo_url)
+def repo(backend) -> DatasetRepository:
+    return DatasetRepository(*backend)
 
 
 USER_SCHEMA = {"type": "record", "name": "User", "fields": [

@@ -16,7 +16,7 @@ T0 = dt.datetime(2026, 2, 27, tzinfo=UTC)
 
 def events(n, start=0):
     return [{"id": i, "userId": i % 97, "country": [None, "NZ", "AU", "US"][i % 4],
-             "ts": T0 + dt.timedelta(hours=7 * i), "amount": i / 2 if i % 5 else None} for i in range(start, start + n)]
+             "ts": T0 + dt.timedelta(hours=2 * i), "amount": i / 2 if i % 5 else None} for i in range(start, start + n)]
 
 
 def data_files(dataset):
