@@ -31,7 +31,7 @@ from cdkds.catalog.conflicts import BlindAppend, ConflictRule
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import (
     CommitConflictError, CorruptLogError, CorruptLogWarning, DatasetExistsError, DatasetNotFoundError,
-    InvalidTimeTravelError,
+    InvalidTimeTravelError, StorageError,
 )
 from cdkds.catalog.snapshot import Snapshot
 from cdkds.catalog.storage import ObjectStore
@@ -41,6 +41,7 @@ from cdkds.formats.errors import SchemaMismatchError
 LOG_FOLDER = "_log"
 ENGINE = "cdkds/0.1.0"
 MAX_COMMIT_ATTEMPTS = 20
+MAX_STORE_FAILURES = 5  # transient store errors tolerated in one commit
 DEFAULT_CHECKPOINT_INTERVAL = 10
 _MISSING_PROBE = 3  # after a missing commit, look this far ahead for later ones (a hole is corruption)
 
@@ -316,20 +317,27 @@ class TransactionLog:
         rule = rule or BlindAppend()
         commit_uuid = commit_uuid or uuid.uuid4().hex
         current = base
+        failures = 0
         for attempt in range(MAX_COMMIT_ATTEMPTS):
             commit = Commit(current.version + 1, commit_uuid, current.commit_uuid, _now(current.timestamp),
                             operation, _info(info), actions)
             try:
                 self.store.put_if_absent(commit_key(commit.revision), commit.to_bytes(current.descriptor))
             except FileExistsError:
-                current = self._catch_up(current, commit, rule, base)
-                if current.commit_uuid == commit_uuid:
-                    return current  # an earlier attempt landed though its acknowledgement was lost
-                time.sleep(random.uniform(0, min(0.2, 0.005 * 2 ** attempt)))
-                continue
-            snapshot = current.apply(commit)
-            self._maybe_checkpoint(snapshot)
-            return snapshot
+                pass
+            except (OSError, TimeoutError) as e:  # a transient store failure: the object may or may not be there
+                failures += 1
+                if failures > MAX_STORE_FAILURES:
+                    raise StorageError(f"dataset {self.dataset!r}: committing {operation!r} failed {failures} "
+                                       f"times on the object store; last error: {e}") from e
+            else:
+                snapshot = current.apply(commit)
+                self._maybe_checkpoint(snapshot)
+                return snapshot
+            current = self._catch_up(current, commit, rule, base)
+            if current.commit_uuid == commit_uuid:
+                return current  # an earlier attempt landed though its acknowledgement was lost
+            time.sleep(random.uniform(0, min(0.2, 0.005 * 2 ** attempt)))
         raise CommitConflictError(f"dataset {self.dataset!r}: gave up committing {operation!r} after "
                                   f"{MAX_COMMIT_ATTEMPTS} attempts lost to concurrent writers")
 

@@ -15,7 +15,7 @@ from typing import Iterator, Sequence
 
 import pyarrow as pa
 
-from cdkds.catalog.errors import ExpressionError
+from cdkds.catalog.errors import CdkdsError, DataFileError, ExpressionError
 from cdkds.catalog.expressions import (
     ALWAYS_TRUE, Expression, as_expression, bind, drop_matching, evaluate, filter_batch, may_match, references,
 )
@@ -99,8 +99,19 @@ def read_task(store: ObjectStore, descriptor: DatasetDescriptor, predicate: Expr
         needed = [schema.names[0]]  # a file must be read to count its rows
     read_schema = pa.schema([schema.field(n) for n in needed])
     fmt = file_format(descriptor.format)
-    for batch in fmt.read(store.fs, store.path(task.file.path), read_schema, batch_rows, task.file.size):
-        batch = conform(batch, read_schema, descriptor.defaults)
-        batch = filter_batch(drop_matching(batch, task.tombstones), predicate)
-        if batch.num_rows:
-            yield batch.select(list(columns)) if needed != list(columns) else batch
+    where = store.display(task.file.path)
+    try:
+        for batch in fmt.read(store.fs, store.path(task.file.path), read_schema, batch_rows, task.file.size):
+            batch = conform(batch, read_schema, descriptor.defaults)
+            batch = filter_batch(drop_matching(batch, task.tombstones), predicate)
+            if batch.num_rows:
+                yield batch.select(list(columns)) if needed != list(columns) else batch
+    except FileNotFoundError:
+        raise DataFileError(f"data file {where} (added at revision {task.file.revision}) is missing") from None
+    except DataFileError as e:
+        raise DataFileError(f"{e} (added at revision {task.file.revision})") from None
+    except CdkdsError:
+        raise
+    except (pa.ArrowException, OSError, ValueError, EOFError) as e:
+        raise DataFileError(f"data file {where} (added at revision {task.file.revision}) is damaged: "
+                            f"{type(e).__name__}: {e}") from None
