@@ -95,6 +95,8 @@ class AvroFormat:
         with fs.open(path, "rb", **({"size": size} if size is not None else {})) as f:
             try:
                 reader = fastavro.reader(f)
+            except FileNotFoundError:
+                raise
             except Exception as e:  # fastavro raises ValueError, EOFError, its own types...
                 raise DataFileError(f"data file {path} is not a readable Avro file: {e}") from None
             present = {fl["name"]: fl["type"] for fl in reader.writer_schema["fields"]}

@@ -82,6 +82,8 @@ class ParquetFormat:
         with fs.open(path, "rb", **({"size": size} if size is not None else {})) as f:
             try:
                 parquet = pq.ParquetFile(f)
+            except FileNotFoundError:
+                raise
             except (pa.ArrowInvalid, OSError) as e:
                 raise DataFileError(f"data file {path} is not a readable Parquet file: {e}") from None
             present = set(parquet.schema_arrow.names)

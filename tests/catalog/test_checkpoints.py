@@ -163,3 +163,25 @@ class _no_warning:
 
     def __exit__(self, *exc):
         self._catch.__exit__(*exc)
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("truncate", "is damaged|not a readable"),
+    ("garble", "is damaged|not a readable"),
+    ("delete", "is missing"),
+])
+def test_damaged_data_files_are_named(repo, damage, message):
+    from cdkds.catalog.errors import DataFileError
+
+    ds = make(repo, 2)
+    victim = ds.files[0].path
+    data = ds.store.read(victim)
+    if damage == "truncate":
+        ds.store.put(victim, data[: len(data) // 2])
+    elif damage == "garble":
+        ds.store.put(victim, data[:4] + bytes(b ^ 0x5A for b in data[4:-8]) + data[-8:])
+    else:
+        ds.store.delete(victim)
+    with pytest.raises(DataFileError, match=message) as info:
+        list(repo.load("t").reader())
+    assert victim in str(info.value) and "added at revision 1" in str(info.value)
