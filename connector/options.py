@@ -168,6 +168,7 @@ class WriteOptions:
     dynamic_partition_overwrite: bool
     target_file_size: int | None
     properties: Mapping[str, str]
+    check_null_schema: bool  # refuse nullable columns for required fields up front (else check values)
 
 
 def write_options(options: Mapping[str, str], dataset: str) -> WriteOptions:
@@ -175,11 +176,14 @@ def write_options(options: Mapping[str, str], dataset: str) -> WriteOptions:
     if overwrite not in ("static", "dynamic"):
         raise InvalidOptionError(f"dataset {dataset!r}: option partitionOverwrite must be static or dynamic, "
                                  f"got {overwrite!r}")
+    nulls = (_get(options, "checkNulls") or "schema").lower()
+    if nulls not in ("schema", "values"):
+        raise InvalidOptionError(f"dataset {dataset!r}: option checkNulls must be schema or values, got {nulls!r}")
     key = _get(options, "recordKey")
     properties = {k[len("property."):]: v for k, v in options.items() if k.lower().startswith("property.")}
     return WriteOptions(
         _get(options, "partitionBy"), _get(options, "format"), _get(options, "compression"),
         tuple(k.strip() for k in key.split(",") if k.strip()) if key else None,
         _get(options, "orderingField"), _get(options, "schema"), overwrite == "dynamic",
-        _int(options, "targetFileSize", None, dataset, 1), properties,
+        _int(options, "targetFileSize", None, dataset, 1), properties, nulls == "schema",
     )

@@ -92,7 +92,7 @@ class CdkdsDataSource(DataSource):
 
 _CARRIED = {"path", "storageoptions", "where", "columns", "versionasof", "timestampasof", "maxpartitionbytes",
             "batchrows", "pushfilters", "partitionby", "format", "compression", "recordkey", "orderingfield",
-            "partitionoverwrite", "targetfilesize"}
+            "partitionoverwrite", "targetfilesize", "checknulls"}
 
 
 def raise_option_error(message: str) -> None:
@@ -246,7 +246,7 @@ def plan_write(options: dict[str, str], schema: StructType, overwrite: bool) -> 
     else:
         check_write_options(dataset, write)
         descriptor, descriptor_version, base = dataset.descriptor, dataset.descriptor_version, dataset.version
-    check_dataframe_schema(where.name, descriptor, schema)
+    check_dataframe_schema(where.name, descriptor, schema, write.check_null_schema)
     if overwrite:
         mode = "overwrite_partitions" if write.dynamic_partition_overwrite else "overwrite"
     else:
@@ -309,11 +309,12 @@ def check_write_options(dataset: "Dataset", write: Any) -> None:
         raise InvalidOptionError(f"dataset {dataset.name!r} exists with other settings: " + "; ".join(conflicts))
 
 
-def check_dataframe_schema(name: str, descriptor: "DatasetDescriptor", schema: StructType) -> None:
+def check_dataframe_schema(name: str, descriptor: "DatasetDescriptor", schema: StructType,
+                           nullability: bool = True) -> None:
     from cdkds.catalog import SchemaMismatchError
     from cdkds.formats.schema import from_spark_json, writable_from
 
-    problems = writable_from(from_spark_json(schema.jsonValue()), descriptor.schema)
+    problems = writable_from(from_spark_json(schema.jsonValue()), descriptor.schema, nullability)
     if problems:
         raise SchemaMismatchError(f"dataset {name!r}: the DataFrame does not fit the dataset's schema: "
                                   + "; ".join(problems))

@@ -507,9 +507,10 @@ _WRITABLE = {  # kinds a column of the left kind may be written into (converted 
 }
 
 
-def writable_from(writer: dict, dataset: dict) -> list[str]:
+def writable_from(writer: dict, dataset: dict, nullability: bool = True) -> list[str]:
     """Why records of schema ``writer`` cannot be written into a dataset of schema
-    ``dataset`` (empty when they can)."""
+    ``dataset`` (empty when they can). Without ``nullability``, nullable columns may feed
+    required fields (their values are then checked as they are written)."""
     problems = []
     have = fields(writer)
     target = fields(dataset)
@@ -521,9 +522,9 @@ def writable_from(writer: dict, dataset: dict) -> list[str]:
     if missing:
         problems.append(f"missing required columns {missing}")
     nullable = [n for n, t in target.items() if n in have and have[n].nullable and not t.nullable]
-    if nullable:
+    if nullable and nullability:
         problems.append(f"columns {nullable} may hold nulls but the dataset requires values (declare them "
-                        f"NOT NULL, e.g. with a schema of nullable=False fields)")
+                        f"NOT NULL, or set option checkNulls=values to check each value as it is written)")
     for name, t in target.items():
         if name in have and have[name].kind not in unwrap_kinds(t.kind):
             problems.append(f"column {name!r} is {have[name].kind}, which cannot be written as {t.kind}")
