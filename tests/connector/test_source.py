@@ -183,3 +183,23 @@ def test_register_a_repository(spark, lake, tmp_path):
     assert register(spark, repo.url) == ["events", "shop_orders"]
     assert spark.sql("SELECT count(*) AS n FROM events").collect()[0].n == 300
     assert spark.sql("SELECT count(*) AS n FROM shop_orders").collect()[0].n == 0
+
+
+def test_a_failed_job_commits_nothing_and_its_files_stay_invisible(spark, lake):
+    repo, url = lake
+    from pyspark.sql.functions import udf
+
+    @udf("long")
+    def fail_on_seven(value):
+        if value == 7:
+            raise ValueError("task failure injected")
+        return value
+
+    before = repo.load("events")
+    df = spark.read.format("cdkds").load(url)
+    failing = df.repartition(4).withColumn("id", fail_on_seven(df.id))
+    with pytest.raises(Exception, match="task failure injected"):
+        failing.write.format("cdkds").mode("append").option("checkNulls", "values").save(url)
+    after = repo.load("events")
+    assert after.version == before.version and sorted(f.path for f in after.files) == sorted(f.path for f in before.files)
+    assert spark.read.format("cdkds").load(url).count() == 300
