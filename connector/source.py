@@ -230,10 +230,12 @@ def plan_write(options: dict[str, str], schema: StructType, overwrite: bool) -> 
     import uuid
 
     from cdkds.catalog import DatasetNotFoundError
+    from cdkds.catalog.expressions import ALWAYS_TRUE
+    from cdkds.catalog.writer import DEFAULT_TARGET_FILE_SIZE
     from cdkds.connector.options import location, write_options
 
     where = location(options)
-    if where.view is not _always_true():
+    if where.view is not ALWAYS_TRUE:
         raise_option_error(f"dataset {where.name!r}: cannot write through a view URI; write to {where.url}")
     write = write_options(options, where.name)
     try:
@@ -251,20 +253,8 @@ def plan_write(options: dict[str, str], schema: StructType, overwrite: bool) -> 
         mode = "overwrite_partitions" if write.dynamic_partition_overwrite else "overwrite"
     else:
         mode = "append"
-    target = write.target_file_size or _default_target()
+    target = write.target_file_size or DEFAULT_TARGET_FILE_SIZE
     return CdkdsWriter(where, descriptor, descriptor_version, base, uuid.uuid4().hex, mode, target)
-
-
-def _always_true() -> Any:
-    from cdkds.catalog.expressions import ALWAYS_TRUE
-
-    return ALWAYS_TRUE
-
-
-def _default_target() -> int:
-    from cdkds.catalog.writer import DEFAULT_TARGET_FILE_SIZE
-
-    return DEFAULT_TARGET_FILE_SIZE
 
 
 def new_descriptor(name: str, schema: StructType, write: Any) -> "DatasetDescriptor":

@@ -11,7 +11,6 @@ import pytest
 
 from cdkds.catalog import DatasetDescriptor, DatasetRepository
 from cdkds.catalog.errors import CdkdsError, CorruptLogWarning
-from cdkds.catalog.log import commit_key
 from tests.conftest import new_bucket, s3_options
 from tests.faults import Fault, FaultInjector, is_checkpoint, is_commit, is_data_file
 
