@@ -40,7 +40,8 @@ if TYPE_CHECKING:
 
 DATA_FOLDER = "data"
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
-DEFAULT_MAX_OPEN_FILES = 32
+DEFAULT_MAX_OPEN_FILES = 256
+DEFAULT_MEMORY_BUDGET = 256 * 1024 * 1024  # bytes all open files may hold before the largest is flushed
 RECORD_BUFFER_ROWS = 8192
 
 
@@ -235,6 +236,8 @@ class PartitionedWriter:
         writer.write(batch)
         if writer.bytes_written >= self.target_file_size:
             self._close_file(key)
+        elif len(self._open) > 1 and sum(w.buffered_bytes for w, _ in self._open.values()) > DEFAULT_MEMORY_BUDGET:
+            max(self._open.values(), key=lambda entry: entry[0].buffered_bytes)[0].flush_buffer()
 
     def _open_file(self, key: tuple) -> tuple[DataFileWriter, dict]:
         strategy = self._strategy

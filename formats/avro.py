@@ -31,6 +31,13 @@ class AvroFileWriter:
     def bytes_written(self) -> int:
         return self._stream.tell()
 
+    @property
+    def buffered_bytes(self) -> int:
+        return 0  # fastavro writes a block every few kilobytes
+
+    def flush_buffer(self) -> None:
+        pass
+
     def write(self, batch: pa.RecordBatch) -> None:
         self._statistics.update(batch)
         for record in batch.to_pylist():

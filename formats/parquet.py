@@ -38,6 +38,13 @@ class ParquetFileWriter:
     def bytes_written(self) -> int:
         return self._stream.tell() + self._pending_bytes
 
+    @property
+    def buffered_bytes(self) -> int:
+        return self._pending_bytes
+
+    def flush_buffer(self) -> None:
+        self._flush_row_group()
+
     def write(self, batch: pa.RecordBatch) -> None:
         self._statistics.update(batch)
         self._pending.append(batch)

@@ -203,3 +203,18 @@ def test_a_failed_job_commits_nothing_and_its_files_stay_invisible(spark, lake):
     after = repo.load("events")
     assert after.version == before.version and sorted(f.path for f in after.files) == sorted(f.path for f in before.files)
     assert spark.read.format("cdkds").load(url).count() == 300
+
+
+@pytest.mark.parametrize("statement, message", [
+    ("CREATE OR REPLACE TEMPORARY VIEW bad USING cdkds", "needs a dataset URL"),
+    ("CREATE OR REPLACE TEMPORARY VIEW bad USING cdkds OPTIONS (path 'file:///nowhere/at/all')", "does not exist"),
+    ("CREATE OR REPLACE TEMPORARY VIEW bad USING cdkds OPTIONS (path '{url}', where 'nope = 1')", "unknown field 'nope'"),
+    ("CREATE OR REPLACE TEMPORARY VIEW bad USING cdkds OPTIONS (path '{url}', columns 'id,nope')", "unknown column 'nope'"),
+    ("CREATE OR REPLACE TEMPORARY VIEW bad USING cdkds OPTIONS (path '{url}', versionAsOf '99')", "has no revision 99"),
+])
+def test_bad_sql_is_refused_clearly(spark, lake, statement, message):
+    repo, url = lake
+    with pytest.raises(Exception, match=message):
+        spark.sql(statement.format(url=url))
+        spark.sql("SELECT count(*) FROM bad").collect()
+    assert repo.load("events").version == 1
