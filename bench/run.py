@@ -141,11 +141,11 @@ def bench_spark(root: str, rows: int, repeat: int) -> None:
     source.count()
 
     def write_cdkds():
-        target = f"file://{root}/w-{time.monotonic_ns()}"
+        target = f"file://{root}/w_{time.monotonic_ns()}"
         source.write.format("cdkds").mode("append").option("partitionBy", "hash(userId, 16), day(ts)").save(target)
 
     def write_parquet():
-        target = f"{root}/p-{time.monotonic_ns()}"
+        target = f"{root}/p_{time.monotonic_ns()}"
         source.selectExpr("*", "pmod(hash(userId), 16) AS userId_bucket", "to_date(ts) AS day") \
             .write.partitionBy("userId_bucket", "day").parquet(target)
 
@@ -166,8 +166,9 @@ def bench_commits(root: str, repeat: int, s3_endpoint: str | None) -> None:
             os.environ.setdefault(name, "testing")  # moto accepts any credentials
         os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 
-        boto3.client("s3", endpoint_url=s3_endpoint).create_bucket(Bucket="bench")
-        targets.append(("s3 (moto)", "s3://bench/lake", {"client_kwargs": {"endpoint_url": s3_endpoint},
+        bucket = f"bench-{time.time_ns()}"
+        boto3.client("s3", endpoint_url=s3_endpoint).create_bucket(Bucket=bucket)
+        targets.append(("s3 (moto)", f"s3://{bucket}/lake", {"client_kwargs": {"endpoint_url": s3_endpoint},
                                                           "use_listings_cache": False}))
     for label, url, options in targets:
         repo = DatasetRepository(url, options)
