@@ -139,8 +139,7 @@ class PartitionedWriter:
         self._fields = descriptor.fields
         self._open: OrderedDict[tuple, tuple[DataFileWriter, dict]] = OrderedDict()
         self._written: list[AddFile] = []
-        kinds = self._strategy.kinds(self._fields) if self._strategy is not None else {}
-        self._kinds = kinds
+        self._kinds = self._strategy.kinds(self._fields) if self._strategy is not None else {}
         self._metadata = {
             "cdkds.dataset": dataset,
             "cdkds.transaction": transaction,

@@ -526,7 +526,7 @@ def writable_from(writer: dict, dataset: dict, nullability: bool = True) -> list
         problems.append(f"columns {nullable} may hold nulls but the dataset requires values (declare them "
                         f"NOT NULL, or set option checkNulls=values to check each value as it is written)")
     for name, t in target.items():
-        if name in have and have[name].kind not in unwrap_kinds(t.kind):
+        if name in have and have[name].kind not in kinds_writable_into(t.kind):
             problems.append(f"column {name!r} is {have[name].kind}, which cannot be written as {t.kind}")
         elif name in have and t.kind in ("record", "array", "map", "decimal") and \
                 arrow_type(have[name].avro, name) != arrow_type(t.avro, name) and \
@@ -536,7 +536,7 @@ def writable_from(writer: dict, dataset: dict, nullability: bool = True) -> list
     return problems
 
 
-def unwrap_kinds(target_kind: str) -> set[str]:
+def kinds_writable_into(target_kind: str) -> set[str]:
     """The kinds that may be written into a field of ``target_kind``."""
     return {k for k, allowed in _WRITABLE.items() if target_kind in allowed} | {target_kind}
 
