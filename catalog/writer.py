@@ -41,7 +41,8 @@ if TYPE_CHECKING:
 DATA_FOLDER = "data"
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
 DEFAULT_MAX_OPEN_FILES = 256
-DEFAULT_MEMORY_BUDGET = 256 * 1024 * 1024  # bytes all open files may hold before the largest is flushed
+DEFAULT_MEMORY_BUDGET = 256 * 1024 * 1024
+COMBINE_TABLE_BYTES = 1024 * 1024 * 1024  # tables up to this size are routed as one batch  # bytes all open files may hold before the largest is flushed
 RECORD_BUFFER_ROWS = 8192
 
 
@@ -156,6 +157,8 @@ class PartitionedWriter:
     def write_batch(self, batch: pa.RecordBatch | pa.Table) -> None:
         """Check a batch (or table) against the schema and write its rows to their partitions."""
         if isinstance(batch, pa.Table):
+            if batch.num_rows and batch.nbytes <= COMBINE_TABLE_BYTES:
+                batch = batch.combine_chunks()  # route the table at once: one file per partition, not per chunk
             for b in batch.to_batches():
                 self.write_batch(b)
             return

@@ -235,3 +235,13 @@ def test_property_write_then_read_returns_the_same_rows(fmt, rows, strategy):
         w.write_batch(pa.Table.from_pylist(rows[len(rows) // 2:], schema=ds.descriptor.arrow_schema))
     key = lambda r: tuple(sorted(r.items()))
     assert Counter(map(key, repo.load("events").reader())) == Counter(map(key, rows))
+
+
+def test_a_chunked_table_makes_one_file_per_partition(repo):
+    ds = repo.create("events", DatasetDescriptor(EVENT_SCHEMA, "identity(country)"))
+    table = pa.Table.from_batches([b for start in range(0, 40, 10)
+                                   for b in pa.Table.from_pylist(events(10, start), schema=ds.descriptor.arrow_schema).to_batches()])
+    assert table.column("id").num_chunks == 4
+    with ds.writer(max_open_files=2) as w:
+        w.write_batch(table)
+    assert len(ds.files) == 4 and ds.snapshot.row_count == 40
