@@ -102,14 +102,16 @@ class RewriteFiles(WriteMode):
         return [RemoveFile(f.path) for f in self.files], Rewrite(self.files)
 
 
-def write_mode(mode: "str | WriteMode", names: list[str]) -> WriteMode:
+def write_mode(mode: "str | WriteMode", descriptor: DatasetDescriptor) -> WriteMode:
+    """The write mode named ``mode`` for a dataset with ``descriptor``."""
     if isinstance(mode, WriteMode):
         return mode
     modes = {"append": Append, "overwrite": Overwrite}
     if mode in modes:
         return modes[mode]()
     if mode in ("overwrite_partitions", "dynamic"):
-        return PartitionOverwrite(names)
+        strategy = descriptor.partition_strategy
+        return PartitionOverwrite(strategy.names if strategy is not None else [])
     raise CdkdsError(f"unknown write mode {mode!r}; use 'append', 'overwrite' or 'overwrite_partitions'")
 
 
@@ -280,7 +282,7 @@ class DatasetWriter:
         self.descriptor = dataset.descriptor
         self.target_file_size = target_file_size
         self.max_open_files = max_open_files
-        self.mode = write_mode(mode, dataset.descriptor.partition_strategy.names if dataset.descriptor.is_partitioned else [])
+        self.mode = write_mode(mode, dataset.descriptor)
         self._schema = self.descriptor.arrow_schema
         self._validate = record_validator(self.descriptor.schema)
         self._strategy = self.descriptor.partition_strategy

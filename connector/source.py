@@ -366,8 +366,7 @@ class CdkdsWriter(DataSourceArrowWriter):
                         f"while this write created it; nothing of this write was committed") from None
         else:
             dataset = repo.load(name, version=self.base)
-        names = self.descriptor.partition_strategy.names if self.descriptor.is_partitioned else []
-        mode = write_mode(self.mode, names)
+        mode = write_mode(self.mode, self.descriptor)
         removes, rule = mode.plan(dataset.snapshot, adds, set(), True)
         info = {"rows": sum(a.row_count for a in adds), "files": len(adds), "engine.spark": True}
         dataset._commit(mode.operation, [*removes, *adds], info, self.transaction, rule)
