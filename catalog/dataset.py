@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
-from cdkds.catalog.conflicts import ConflictRule
+from cdkds.catalog.log.conflicts import ConflictRule
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.expressions import Expression
-from cdkds.catalog.actions import Action, AddFile
+from cdkds.catalog.log.actions import Action, AddFile
 from cdkds.catalog.log import HistoryEntry, TransactionLog
-from cdkds.catalog.snapshot import Snapshot
+from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.scan import ScanPlan, plan_scan, read_plan
 from cdkds.catalog.storage import ObjectStore
 from cdkds.catalog import maintenance

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cdkds.catalog.actions import Action, AddFile, RemoveFile, Tombstone
-from cdkds.catalog.conflicts import ReadPartitions
+from cdkds.catalog.log.actions import Action, AddFile, RemoveFile, Tombstone
+from cdkds.catalog.log.conflicts import ReadPartitions
 from cdkds.catalog.expressions import ALWAYS_TRUE, Expression, as_expression, bind, evaluate, may_match, must_match
-from cdkds.catalog.snapshot import Snapshot
+from cdkds.catalog.log.snapshot import Snapshot
 
 
 @dataclass(frozen=True)

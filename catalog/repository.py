@@ -13,15 +13,15 @@ import warnings
 from abc import ABC, abstractmethod
 from typing import Any
 
-from cdkds.catalog.conflicts import Exclusive
+from cdkds.catalog.log.conflicts import Exclusive
 from cdkds.catalog.dataset import Dataset
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import (
     CorruptLogWarning, DatasetNotFoundError, IncompatibleDescriptorError, InvalidDescriptorError, InvalidNameError, InvalidTimeTravelError,
 )
-from cdkds.catalog.actions import SetMetadata
+from cdkds.catalog.log.actions import SetMetadata
 from cdkds.catalog.log import LOG_FOLDER, TransactionLog, commit_key
-from cdkds.catalog.rebuild import rebuild_log
+from cdkds.catalog.maintenance.rebuild import rebuild_log
 from cdkds.catalog.storage import ObjectStore
 
 _NAME_PART = re.compile(r"[A-Za-z0-9_]+")
@@ -184,7 +184,7 @@ class DatasetRepository:
         return self.metadata.list()
 
     def rebuild(self, name: str) -> Dataset:
-        """Rebuild the log of dataset ``name`` from its data files (see :mod:`cdkds.catalog.rebuild`);
+        """Rebuild the log of dataset ``name`` from its data files (see :mod:`cdkds.catalog.maintenance.rebuild`);
         the damaged log is kept aside as ``_log.broken-<time>/``. Unreadable files are
         skipped with a :class:`CorruptLogWarning` naming them."""
         check_name(name)

@@ -19,9 +19,9 @@ from cdkds.catalog.errors import CdkdsError, DataFileError, ExpressionError
 from cdkds.catalog.expressions import (
     ALWAYS_TRUE, Expression, as_expression, bind, drop_matching, evaluate, filter_batch, may_match, references,
 )
-from cdkds.catalog.actions import AddFile
+from cdkds.catalog.log.actions import AddFile
 from cdkds.catalog.descriptor import DatasetDescriptor
-from cdkds.catalog.snapshot import Snapshot
+from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.storage import ObjectStore
 from cdkds.formats.files import DEFAULT_BATCH_ROWS, conform, file_format
 

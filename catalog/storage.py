@@ -13,7 +13,9 @@ A backend that cannot create-if-absent is refused unless the user declares a sin
 
 from __future__ import annotations
 
+import datetime as dt
 import os
+import time
 import threading
 import uuid
 from typing import Any, Iterator
@@ -178,3 +180,18 @@ def _s3_put_if_absent(fs: Any, path: str, data: bytes) -> None:
         if "409" in str(e) or "ConditionalRequestConflict" in str(e):
             raise FileExistsError(path) from e
         raise
+
+
+def modified(info: dict[str, Any]) -> float:
+    """Modification time (epoch seconds) from an fsspec ``info`` dict of any backend."""
+    for name in ("mtime", "LastModified", "last_modified", "created", "updated"):
+        value = info.get(name)
+        if value is None:
+            continue
+        if isinstance(value, dt.datetime):
+            return (value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)).timestamp()
+        if isinstance(value, (int, float)):
+            return float(value)
+        if isinstance(value, str):
+            return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    return time.time()  # unknown age: treat as new, so it is never collected by mistake

@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 
-from cdkds.catalog.actions import Action, AddFile, RemoveFile
-from cdkds.catalog.conflicts import BlindAppend, ConflictRule, ReadPartitions, ReplacePartitions, Rewrite
+from cdkds.catalog.log.actions import Action, AddFile, RemoveFile
+from cdkds.catalog.log.conflicts import BlindAppend, ConflictRule, ReadPartitions, ReplacePartitions, Rewrite
 from cdkds.catalog.errors import CdkdsError, InvalidRecordError
 from cdkds.catalog.descriptor import DatasetDescriptor
-from cdkds.catalog.snapshot import Snapshot
+from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.storage import ObjectStore
 from cdkds.catalog.partitioning.functions import IdentityFunction
 from cdkds.catalog.partitioning.layout import partition_path

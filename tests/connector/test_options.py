@@ -2,7 +2,7 @@
 
 import pytest
 
-from cdkds.catalog.actions import AddFile
+from cdkds.catalog.log.actions import AddFile
 from cdkds.catalog.expressions import ALWAYS_TRUE
 from cdkds.catalog.scan import FileScanTask
 from cdkds.connector.options import InvalidOptionError, location, parse_view_uri, read_options, write_options

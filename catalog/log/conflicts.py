@@ -12,12 +12,12 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
 
-from cdkds.catalog.actions import Action, AddFile, RemoveFile, SetMetadata, Tombstone
+from cdkds.catalog.log.actions import Action, AddFile, RemoveFile, SetMetadata, Tombstone
 from cdkds.catalog.expressions import ALWAYS_TRUE, Expression, evaluate, may_match
 
 if TYPE_CHECKING:
-    from cdkds.catalog.log import Commit
-    from cdkds.catalog.snapshot import Snapshot
+    from cdkds.catalog.log.transaction import Commit
+    from cdkds.catalog.log.snapshot import Snapshot
 
 
 class ConflictRule(ABC):

@@ -17,13 +17,12 @@ import datetime as dt
 import json
 from dataclasses import dataclass, field
 
-from cdkds.catalog.actions import Action, AddFile, RemoveFile, SetMetadata
+from cdkds.catalog.log.actions import Action, AddFile, RemoveFile, SetMetadata
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import DatasetNotFoundError
 from cdkds.catalog.log import LOG_FOLDER, TransactionLog
-from cdkds.catalog.maintenance import modified
-from cdkds.catalog.snapshot import Snapshot
-from cdkds.catalog.storage import ObjectStore
+from cdkds.catalog.log.snapshot import Snapshot
+from cdkds.catalog.storage import ObjectStore, modified
 from cdkds.catalog.writer import DATA_FOLDER
 from cdkds.formats import values
 from cdkds.formats.files import conform, file_format

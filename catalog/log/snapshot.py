@@ -6,12 +6,12 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Mapping
 
-from cdkds.catalog.actions import AddFile, RemoveFile, SetMetadata, SetProtocol, Tombstone
+from cdkds.catalog.log.actions import AddFile, RemoveFile, SetMetadata, SetProtocol, Tombstone
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.expressions import may_match
 
 if TYPE_CHECKING:
-    from cdkds.catalog.log import Commit
+    from cdkds.catalog.log.transaction import Commit
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,9 @@ from types import MappingProxyType
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from cdkds.catalog.actions import AddFile, SetMetadata, Tombstone, decode_actions, encode_actions
+from cdkds.catalog.log.actions import AddFile, SetMetadata, Tombstone, decode_actions, encode_actions
 from cdkds.catalog.errors import CorruptLogError
-from cdkds.catalog.snapshot import Snapshot
+from cdkds.catalog.log.snapshot import Snapshot
 
 LAST_CHECKPOINT = "_last_checkpoint"
 SUFFIX = ".checkpoint.parquet"

@@ -4,7 +4,7 @@ Commit ``n`` of a dataset is the object ``_log/<n as 20 digits>.json``, created 
 absent (see :mod:`cdkds.catalog.storage`), so writers racing for ``n`` have exactly one
 winner. Each commit holds its revision, a uuid, the previous commit's uuid, a timestamp
 (strictly increasing, kept in the commit), the operation, engine information, its actions
-(:mod:`cdkds.catalog.actions`) and a checksum. Every ``checkpoint.interval`` commits
+(:mod:`cdkds.catalog.log.actions`) and a checksum. Every ``checkpoint.interval`` commits
 (a descriptor property, default 10) a checkpoint holds the whole state, so opening a
 dataset reads one checkpoint and at most that many commits. The byte format is
 specified in ``docs/FORMAT.md``.
@@ -23,17 +23,17 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Mapping, Sequence
 
-from cdkds.catalog import checkpoint
-from cdkds.catalog.actions import (
+from cdkds.catalog.log import checkpoint
+from cdkds.catalog.log.actions import (
     READER_VERSION, Action, AddFile, SetMetadata, SetProtocol, decode_actions, encode_actions,
 )
-from cdkds.catalog.conflicts import BlindAppend, ConflictRule
+from cdkds.catalog.log.conflicts import BlindAppend, ConflictRule
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import (
     CommitConflictError, CorruptLogError, CorruptLogWarning, DatasetExistsError, DatasetNotFoundError,
     InvalidTimeTravelError, StorageError,
 )
-from cdkds.catalog.snapshot import Snapshot
+from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.storage import ObjectStore
 from cdkds.formats import values
 from cdkds.formats.errors import SchemaMismatchError
