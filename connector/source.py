@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from cdkds.catalog import Dataset, DatasetDescriptor
-    from cdkds.catalog.actions import AddFile
+    from cdkds.catalog.log.actions import AddFile
     from cdkds.catalog.expressions import Expression
     from cdkds.catalog.scan import FileScanTask
     from cdkds.connector.options import Location
