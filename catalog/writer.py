@@ -56,6 +56,10 @@ class WriteMode(ABC):
         """The removals for a commit of ``adds`` on ``base``; ``own`` holds the files this writer
         committed before, ``first`` says whether this is its first commit."""
 
+    def commits_without_files(self, first: bool) -> bool:
+        """Whether a commit that adds no file still changes the dataset (so must be made)."""
+        return False
+
 
 class Append(WriteMode):
     operation = "append"
@@ -73,6 +77,9 @@ class Overwrite(WriteMode):
         if not first:
             return [], BlindAppend()  # a later flush of the same overwrite only adds
         return [RemoveFile(p) for p in base.files], ReadPartitions()
+
+    def commits_without_files(self, first: bool) -> bool:
+        return first  # an overwrite with no rows still empties the dataset
 
 
 class PartitionOverwrite(WriteMode):
@@ -100,6 +107,9 @@ class RewriteFiles(WriteMode):
 
     def plan(self, base: Snapshot, adds: list[AddFile], own: set[str], first: bool) -> tuple[list[Action], ConflictRule]:
         return [RemoveFile(f.path) for f in self.files], Rewrite(self.files)
+
+    def commits_without_files(self, first: bool) -> bool:
+        return first  # files whose rows are all deleted are removed and replaced by nothing
 
 
 def write_mode(mode: "str | WriteMode", descriptor: DatasetDescriptor) -> WriteMode:
@@ -343,8 +353,8 @@ class DatasetWriter:
         self._check_open()
         self._drain_records()
         adds = self._files.close()
-        if not adds and not (isinstance(self.mode, Overwrite) and not self._committed):
-            return None  # an overwrite with no rows still empties the dataset
+        if not adds and not self.mode.commits_without_files(not self._committed):
+            return None
         removes, rule = self.mode.plan(self.dataset.snapshot, adds, self._own, not self._committed)
         info = {"rows": sum(a.row_count for a in adds), "files": len(adds)}
         try:

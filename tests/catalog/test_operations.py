@@ -163,3 +163,28 @@ def test_bad_operation_arguments(ds):
         ds.vacuum(retention=dt.timedelta(minutes=5))
     with pytest.raises(CdkdsError, match="must be a datetime.timedelta"):
         ds.vacuum(retention=7)
+
+
+def test_compaction_of_fully_deleted_files_removes_them_and_spends_the_tombstone(repo, ds):
+    write(ds, rows(range(0, 3), g="a"))
+    write(ds, rows(range(3, 6), g="a"))
+    write(ds, rows(range(6, 9), g="b"))
+    ds.delete("id in (0, 1, 2, 3, 4, 5)")  # every row of the two g=a files; statistics cannot prove it
+    assert len(ds.snapshot.tombstones) == 1 and len(ds.files) == 3
+    before = ds.version
+    version = ds.compact()
+    assert version == before + 1 and ds.history()[-1].operation == "compact"
+    assert ids(ds) == [6, 7, 8] and [f.partition for f in ds.files] == [{"g_copy": "b"}]
+    assert ds.snapshot.tombstones == ()  # no file predates it any more
+    assert ids(repo.load("t")) == [6, 7, 8] and repo.load("t").compact() is None
+
+
+def test_a_removing_compaction_conflicts_with_a_concurrent_delete_of_its_files(repo, ds):
+    write(ds, rows(range(0, 3), g="a"))
+    write(ds, rows(range(3, 6), g="b"))
+    ds.delete("id in (0, 1, 2)")
+    stale = repo.load("t")
+    ds.delete("g = 'a'")  # removes the whole file the stale compaction would remove
+    with pytest.raises(CommitConflictError):
+        stale.compact()
+    assert ids(repo.load("t")) == [3, 4, 5]
