@@ -4,6 +4,12 @@
 A repository is a root URL; dataset ``ns/name`` lives under ``<root>/ns/name/`` with its
 transaction log in ``_log/`` and data files in ``data/``. The descriptor is kept in the
 log (so it is versioned with the data) by the default :class:`LogMetadataProvider`.
+
+A folder is a dataset or a namespace, never both: ``create`` refuses ``a/b`` while ``a`` is
+a dataset and ``a`` while ``a/...`` datasets exist, and names that a dataset's own folders
+use (``data``, and anything starting with ``_`` such as ``_log``). Two processes creating
+``a`` and ``a/b`` at once both pass the first check; each looks again after creating, and
+one that then finds the other undoes its create and fails, so at most one of them stays.
 """
 
 from __future__ import annotations
@@ -23,19 +29,53 @@ from cdkds.catalog.log.actions import SetMetadata
 from cdkds.catalog.log import LOG_FOLDER, TransactionLog, commit_key
 from cdkds.catalog.maintenance.rebuild import rebuild_log
 from cdkds.catalog.storage import ObjectStore
+from cdkds.catalog.writer import DATA_FOLDER
 
-_NAME_PART = re.compile(r"[A-Za-z0-9_]+")
+_NAME_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9_]*")
+RESERVED_NAMES = frozenset({DATA_FOLDER})  # a dataset's own folders; ``_log`` and the like start with ``_``
 
 
 def check_name(name: Any) -> str:
-    """``name`` or ``namespace/name``, each part ``[A-Za-z0-9_]+``; raises :class:`InvalidNameError`."""
+    """``name`` or ``namespace/name``, each part ``[A-Za-z0-9][A-Za-z0-9_]*`` and not a
+    reserved folder name; raises :class:`InvalidNameError`."""
     if not isinstance(name, str):
         raise InvalidNameError(f"a dataset name must be a string, got {type(name).__name__}: {name!r:.100}")
     parts = name.split("/")
-    if len(parts) > 2 or not all(_NAME_PART.fullmatch(p) for p in parts):
+    if len(parts) > 2 or not all(_is_name_part(p) for p in parts):
         raise InvalidNameError(
-            f"invalid dataset name {name!r}: use 'name' or 'namespace/name' with letters, digits and '_' only")
+            f"invalid dataset name {name!r}: use 'name' or 'namespace/name' with letters, digits and '_' only, "
+            f"not starting with '_', and not {sorted(RESERVED_NAMES)} (a dataset's own folders)")
     return name
+
+
+def _is_name_part(part: str) -> bool:
+    return bool(_NAME_PART.fullmatch(part)) and part not in RESERVED_NAMES
+
+
+def _is_dataset(store: ObjectStore, name: str) -> bool:
+    return store.exists(f"{name}/{commit_key(0)}" if name else commit_key(0))
+
+
+def overlapping_datasets(store: ObjectStore, name: str) -> list[str]:
+    """The datasets that dataset ``name`` of the repository at ``store`` would overlap: the
+    repository itself or its namespace when that is a dataset, and the datasets inside it."""
+    namespace, _, _ = name.rpartition("/")
+    found = [f"the repository root {store.url}"] if _is_dataset(store, "") else []
+    if namespace and _is_dataset(store, namespace):
+        found.append(namespace)
+    if not namespace:
+        found += [f"{name}/{child}" for child in store.list(name)
+                  if _is_name_part(child) and _is_dataset(store, f"{name}/{child}")]
+    return found
+
+
+def _overlap_error(name: str, found: list[str], concurrently: bool = False) -> InvalidNameError:
+    inside = [f for f in found if f.startswith(f"{name}/")]
+    reasons = [f"{f!r} is a dataset, so it cannot also be a namespace" for f in found if f not in inside]
+    if inside:
+        reasons.append(f"it is the namespace of dataset {', '.join(repr(f) for f in inside)}")
+    when = "; they were created concurrently, so this create was undone" if concurrently else ""
+    return InvalidNameError(f"cannot create dataset {name!r}: {'; '.join(reasons)}{when}")
 
 
 def split_dataset_url(url: str) -> tuple[str, str]:
@@ -103,23 +143,27 @@ class LogMetadataProvider(MetadataProvider):
         return self.log(name).exists()
 
     def delete(self, name: str) -> bool:
+        """Removes the dataset's own folders (its log first, so it stops existing before its
+        data goes), never a dataset nested in it."""
         dataset = self.store.child(name)
         if not dataset.exists(commit_key(0)):
             return False
-        dataset.delete_tree(LOG_FOLDER)  # first, so the dataset stops existing before its data goes
-        dataset.delete_tree("")
+        dataset.delete_tree(LOG_FOLDER)
+        for child in dataset.list(""):
+            if not _is_name_part(child):
+                dataset.delete_tree(child)
+        dataset.remove_empty_folder("")
         return True
 
     def list(self) -> list[str]:
         names = []
         for first in self.store.list(""):
-            if not _NAME_PART.fullmatch(first):
+            if not _is_name_part(first):
                 continue
             if self.exists(first):
                 names.append(first)
-                continue
             for second in self.store.list(first):
-                if _NAME_PART.fullmatch(second) and self.exists(f"{first}/{second}"):
+                if _is_name_part(second) and self.exists(f"{first}/{second}"):
                     names.append(f"{first}/{second}")
         return sorted(names)
 
@@ -141,9 +185,17 @@ class DatasetRepository:
         check_name(name)
         if not isinstance(descriptor, DatasetDescriptor):
             raise InvalidDescriptorError(f"dataset {name!r}: create takes a DatasetDescriptor, got {type(descriptor).__name__}")
+        found = overlapping_datasets(self.store, name)
+        if found:
+            raise _overlap_error(name, found)
         store = self.store.child(name)
         log = TransactionLog(store, name)
-        return Dataset(self, name, store, log, log.create(descriptor))
+        snapshot = log.create(descriptor)
+        found = overlapping_datasets(self.store, name)
+        if found:  # an overlapping create ran at the same time: at most one may stay
+            store.delete_tree(LOG_FOLDER)
+            raise _overlap_error(name, found, concurrently=True)
+        return Dataset(self, name, store, log, snapshot)
 
     def load(self, name: str, version: int | None = None, timestamp: Any = None) -> Dataset:
         """Dataset ``name`` at its latest commit, at revision ``version``, or as of ``timestamp``."""
