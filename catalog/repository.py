@@ -23,11 +23,11 @@ from cdkds.catalog.log.conflicts import Exclusive
 from cdkds.catalog.dataset import Dataset
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import (
-    CorruptLogWarning, DatasetNotFoundError, IncompatibleDescriptorError, InvalidDescriptorError, InvalidNameError, InvalidTimeTravelError,
+    DatasetNotFoundError, IncompatibleDescriptorError, InvalidDescriptorError, InvalidNameError, InvalidTimeTravelError,
 )
 from cdkds.catalog.log.actions import SetMetadata
 from cdkds.catalog.log import LOG_FOLDER, TransactionLog, commit_key
-from cdkds.catalog.maintenance.rebuild import rebuild_log
+from cdkds.catalog.maintenance.rebuild import IncompleteRebuildWarning, rebuild_log
 from cdkds.catalog.storage import ObjectStore
 from cdkds.catalog.writer import DATA_FOLDER
 
@@ -237,12 +237,12 @@ class DatasetRepository:
 
     def rebuild(self, name: str) -> Dataset:
         """Rebuild the log of dataset ``name`` from its data files (see :mod:`cdkds.catalog.maintenance.rebuild`);
-        the damaged log is kept aside as ``_log.broken-<time>/``. Unreadable files are
-        skipped with a :class:`CorruptLogWarning` naming them."""
+        the damaged log is kept aside as ``_log.broken-<time>/``. What the files cannot tell
+        (unreadable files, commits that left no file, the order of concurrent writes...) is
+        reported by an :class:`IncompleteRebuildWarning` whose ``report`` lists it."""
         check_name(name)
         store = self.store.child(name)
-        log, skipped = rebuild_log(store, name)
-        if skipped:
-            warnings.warn(f"dataset {name!r}: rebuild skipped unreadable data files: {skipped}", CorruptLogWarning,
-                          stacklevel=2)
+        log, report = rebuild_log(store, name)
+        if not report.complete:
+            warnings.warn(IncompleteRebuildWarning(report), stacklevel=2)
         return Dataset(self, name, store, log, log.snapshot())
