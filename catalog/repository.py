@@ -60,7 +60,7 @@ def overlapping_datasets(store: ObjectStore, name: str) -> list[str]:
     """The datasets that dataset ``name`` of the repository at ``store`` would overlap: the
     repository itself or its namespace when that is a dataset, and the datasets inside it."""
     namespace, _, _ = name.rpartition("/")
-    found = [f"the repository root {store.url}"] if _is_dataset(store, "") else []
+    found = [""] if _is_dataset(store, "") else []  # "": the repository root itself
     if namespace and _is_dataset(store, namespace):
         found.append(namespace)
     if not namespace:
@@ -69,9 +69,10 @@ def overlapping_datasets(store: ObjectStore, name: str) -> list[str]:
     return found
 
 
-def _overlap_error(name: str, found: list[str], concurrently: bool = False) -> InvalidNameError:
+def _overlap_error(store: ObjectStore, name: str, found: list[str], concurrently: bool = False) -> InvalidNameError:
     inside = [f for f in found if f.startswith(f"{name}/")]
-    reasons = [f"{f!r} is a dataset, so it cannot also be a namespace" for f in found if f not in inside]
+    reasons = [f"{repr(f) if f else f'the repository root {store.url}'} is a dataset, so it cannot also be a namespace"
+               for f in found if f not in inside]
     if inside:
         reasons.append(f"it is the namespace of dataset {', '.join(repr(f) for f in inside)}")
     when = "; they were created concurrently, so this create was undone" if concurrently else ""
@@ -187,14 +188,14 @@ class DatasetRepository:
             raise InvalidDescriptorError(f"dataset {name!r}: create takes a DatasetDescriptor, got {type(descriptor).__name__}")
         found = overlapping_datasets(self.store, name)
         if found:
-            raise _overlap_error(name, found)
+            raise _overlap_error(self.store, name, found)
         store = self.store.child(name)
         log = TransactionLog(store, name)
         snapshot = log.create(descriptor)
         found = overlapping_datasets(self.store, name)
         if found:  # an overlapping create ran at the same time: at most one may stay
             store.delete_tree(LOG_FOLDER)
-            raise _overlap_error(name, found, concurrently=True)
+            raise _overlap_error(self.store, name, found, concurrently=True)
         return Dataset(self, name, store, log, snapshot)
 
     def load(self, name: str, version: int | None = None, timestamp: Any = None) -> Dataset:

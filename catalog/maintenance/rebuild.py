@@ -7,8 +7,10 @@ flushes; a Spark job is one flush) and, for compaction, the files it replaced.
 
 Rebuilding groups files by transaction, orders transactions by the revision they were
 planned on (a writer's next flush is planned on the revision its previous flush committed,
-so one writer's history is totally ordered) and commits each again with the removals its
-write mode makes (:meth:`WriteMode.plan`, the writer's own rule): an overwrite's first
+so one writer's history is totally ordered) and commits each again, at the revision after
+the one it was planned on or later (empty ``unrecovered`` commits stand for commits that
+left no file, so revisions keep their numbers and later writers' files sort after), with
+the removals its write mode makes (:meth:`WriteMode.plan`, the writer's own rule): an overwrite's first
 flush removes every live file and its later flushes only add; a partition overwrite's flush
 removes the live files of its partitions except its writer's earlier files; a compaction
 removes the files it replaced. Statistics are recomputed from the files.
@@ -54,7 +56,8 @@ from cdkds.formats.files import conform, file_format
 from cdkds.formats.statistics import StatisticsCollector
 
 OPERATIONS = frozenset({"append", "overwrite", "overwrite_partitions", "compact"})
-COMMUTING = frozenset({"append", "compact"})  # operations whose order among themselves does not matter
+COMMUTING = frozenset({"append", "compact"})
+UNRECOVERED = "unrecovered"  # the operation of an empty commit standing for one that left no file  # operations whose order among themselves does not matter
 
 
 @dataclass(frozen=True)
@@ -147,6 +150,8 @@ def rebuild_log(store: ObjectStore, name: str) -> tuple[TransactionLog, RebuildR
                 f"compaction {txn.uuid} (planned on revision {txn.base_revision}) replaces stored files that are not "
                 f"live at its place, so it cannot have committed there; left out")))
             continue
+        while snapshot.version < txn.base_revision:  # keep revisions where the files say they were
+            snapshot = log.commit(snapshot, UNRECOVERED, [], {"rebuilt": True})
         adds = [_add(store, f, txn.descriptor) for f in txn.files]
         first = not own[txn.writer]  # its writer's first flush, or the first one that left files
         removes, _ = mode.plan(snapshot, adds, own[txn.writer], first)

@@ -269,6 +269,21 @@ def test_rebuild_reports_commits_that_left_no_file(repo, ds):
     [lost] = report.unrecoverable
     assert lost.reason == "commits without files" and "at least 1 commits" in lost.detail
     assert "revision(s) [1]" in lost.detail and "dataset 't'" in str(report)
+    assert [h.operation for h in rebuilt.history()] == ["create", "append", "unrecovered", "append"]
+
+
+def test_a_second_rebuild_orders_writes_after_the_first_one(repo, ds):
+    """Revisions keep their numbers across a rebuild, so files written after it (planned
+    on the rebuilt log) sort after the older files of a later rebuild."""
+    write(ds, rows(range(0, 3)))
+    for k in range(3):
+        ds.delete(f"id = {k}")  # commits that leave no file
+    write(ds, rows(range(3, 6)), mode="overwrite")
+    rebuilt, _ = rebuild(repo)
+    write(rebuilt, rows([7]))
+    expected = ids(rebuilt)
+    again, _ = rebuild(repo)
+    assert ids(again) == expected == [3, 4, 5, 7]
 
 
 def test_rebuild_reports_the_order_of_concurrent_writes(repo, ds):

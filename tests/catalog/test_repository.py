@@ -129,3 +129,10 @@ def test_a_create_racing_an_overlapping_create_is_undone(repo, monkeypatch):
     with pytest.raises(InvalidNameError, match="'a': it is the namespace of dataset 'a/b'; they were created concurrently"):
         repo.create("a", _descriptor())
     assert repo.list() == ["a/b"] and not repo.exists("a")
+
+
+def test_a_dataset_cannot_hold_a_repository(repo):
+    repo.create("a", _descriptor())
+    inner = DatasetRepository(f"{repo.url}/a", repo.store.fs.storage_options)
+    with pytest.raises(InvalidNameError, match=f"'b': the repository root {repo.url}/a is a dataset"):
+        inner.create("b", _descriptor())
