@@ -6,8 +6,8 @@ transaction log in ``_log/`` and data files in ``data/``. The descriptor is kept
 log (so it is versioned with the data) by the default :class:`LogMetadataProvider`.
 
 A folder is a dataset or a namespace, never both: ``create`` refuses ``a/b`` while ``a`` is
-a dataset and ``a`` while ``a/...`` datasets exist, and names that a dataset's own folders
-use (``data``, and anything starting with ``_`` such as ``_log``). Two processes creating
+a dataset (so ``a/data`` and ``a/_log`` can never share a dataset's own folders) and ``a``
+while ``a/...`` datasets exist. Two processes creating
 ``a`` and ``a/b`` at once both pass the first check; each looks again after creating, and
 one that then finds the other undoes its create and fails, so at most one of them stays.
 """
@@ -29,27 +29,23 @@ from cdkds.catalog.log.actions import SetMetadata
 from cdkds.catalog.log import LOG_FOLDER, TransactionLog, commit_key
 from cdkds.catalog.maintenance.rebuild import IncompleteRebuildWarning, rebuild_log
 from cdkds.catalog.storage import ObjectStore
-from cdkds.catalog.writer import DATA_FOLDER
 
-_NAME_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9_]*")
-RESERVED_NAMES = frozenset({DATA_FOLDER})  # a dataset's own folders; ``_log`` and the like start with ``_``
+_NAME_PART = re.compile(r"[A-Za-z0-9_]+")
 
 
 def check_name(name: Any) -> str:
-    """``name`` or ``namespace/name``, each part ``[A-Za-z0-9][A-Za-z0-9_]*`` and not a
-    reserved folder name; raises :class:`InvalidNameError`."""
+    """``name`` or ``namespace/name``, each part ``[A-Za-z0-9_]+``; raises :class:`InvalidNameError`."""
     if not isinstance(name, str):
         raise InvalidNameError(f"a dataset name must be a string, got {type(name).__name__}: {name!r:.100}")
     parts = name.split("/")
     if len(parts) > 2 or not all(_is_name_part(p) for p in parts):
         raise InvalidNameError(
-            f"invalid dataset name {name!r}: use 'name' or 'namespace/name' with letters, digits and '_' only, "
-            f"not starting with '_', and not {sorted(RESERVED_NAMES)} (a dataset's own folders)")
+            f"invalid dataset name {name!r}: use 'name' or 'namespace/name' with letters, digits and '_' only")
     return name
 
 
 def _is_name_part(part: str) -> bool:
-    return bool(_NAME_PART.fullmatch(part)) and part not in RESERVED_NAMES
+    return bool(_NAME_PART.fullmatch(part))
 
 
 def _is_dataset(store: ObjectStore, name: str) -> bool:
@@ -145,13 +141,13 @@ class LogMetadataProvider(MetadataProvider):
 
     def delete(self, name: str) -> bool:
         """Removes the dataset's own folders (its log first, so it stops existing before its
-        data goes), never a dataset nested in it."""
+        data goes), never a dataset nested in it (which only older versions could create)."""
         dataset = self.store.child(name)
         if not dataset.exists(commit_key(0)):
             return False
         dataset.delete_tree(LOG_FOLDER)
         for child in dataset.list(""):
-            if not _is_name_part(child):
+            if not _is_dataset(dataset, child):
                 dataset.delete_tree(child)
         dataset.remove_empty_folder("")
         return True
