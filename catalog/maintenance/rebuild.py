@@ -56,8 +56,8 @@ from cdkds.formats.files import conform, file_format
 from cdkds.formats.statistics import StatisticsCollector
 
 OPERATIONS = frozenset({"append", "overwrite", "overwrite_partitions", "compact"})
-COMMUTING = frozenset({"append", "compact"})
-UNRECOVERED = "unrecovered"  # the operation of an empty commit standing for one that left no file  # operations whose order among themselves does not matter
+COMMUTING = frozenset({"append", "compact"})  # operations whose order among themselves does not matter
+UNRECOVERED = "unrecovered"  # the operation of an empty commit standing for one that left no file
 
 
 @dataclass(frozen=True)
