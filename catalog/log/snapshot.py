@@ -11,7 +11,7 @@ from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.expressions import may_match
 
 if TYPE_CHECKING:
-    from cdkds.catalog.log.transaction import Commit
+    from cdkds.catalog.log.commit import Commit
 
 
 @dataclass(frozen=True)

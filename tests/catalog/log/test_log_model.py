@@ -109,7 +109,7 @@ class LogModel(RuleBasedStateMachine):
         retained = sorted(v for v in self.versions if v == 0 or v >= self.expired_below)
         cutoff_version = data.draw(st.sampled_from(retained))
         cutoff = self.stamps[cutoff_version]
-        self.ds.expire_log(cutoff)
+        self.ds.expire_log(cutoff, force=True)
         eligible = [c for c in self.checkpoints if self.stamps[c] <= cutoff and c >= self.expired_below]
         if eligible:
             keep = max(eligible)
