@@ -118,6 +118,11 @@ def clock() -> int:
     return int(time.time() * 1000)
 
 
+def age_ms(timestamp: int) -> int:
+    """How long ago ``timestamp`` (ms) was, by this process's clock."""
+    return clock() - timestamp
+
+
 def next_timestamp(previous: int) -> int:
     """The timestamp of a commit after one at ``previous``: now, but always later."""
     return max(clock(), previous + 1)

@@ -25,7 +25,7 @@ from typing import Any, Mapping, Sequence
 from cdkds.catalog.errors import CommitConflictError, CommitFailedError, CommitStateUnknownError, CorruptLogError
 from cdkds.catalog.log.actions import Action
 from cdkds.catalog.log.checkpointer import Checkpointer
-from cdkds.catalog.log.commit import Commit, clock, commit_key, engine_info, next_timestamp
+from cdkds.catalog.log.commit import Commit, age_ms, commit_key, engine_info, next_timestamp
 from cdkds.catalog.log.conflicts import BlindAppend, ConflictRule
 from cdkds.catalog.log.replay import Replay
 from cdkds.catalog.log.snapshot import Snapshot
@@ -60,7 +60,7 @@ class Committer:
     def accept(self, commit: Commit, before: Snapshot) -> Snapshot:
         """The snapshot ``commit`` (ours, in the log) makes after ``before``, once it is known
         to be reachable; a commit in an expired gap is deleted and reported as a conflict."""
-        if clock() - before.timestamp >= GAP_CHECK_AGE_MS:
+        if age_ms(before.timestamp) >= GAP_CHECK_AGE_MS:
             try:
                 reachable = self._reachable(commit)
             except Exception as e:  # noqa: BLE001 - whatever failed, the outcome is not known

@@ -8,7 +8,7 @@ from typing import Any
 
 from cdkds.catalog.errors import CdkdsError
 from cdkds.catalog.log.actions import AddFile
-from cdkds.catalog.log.commit import clock, commit_key, cutoff_millis
+from cdkds.catalog.log.commit import age_ms, commit_key, cutoff_millis
 from cdkds.catalog.log.listing import checkpoint_key
 from cdkds.catalog.log.replay import Replay
 
@@ -32,7 +32,7 @@ class LogExpiry:
         about to be expired could otherwise still be committing after it. Returns the keys removed.
         """
         cutoff = cutoff_millis(older_than)
-        if clock() - cutoff < MINIMUM_LOG_AGE.total_seconds() * 1000 and not force:
+        if age_ms(cutoff) < MINIMUM_LOG_AGE.total_seconds() * 1000 and not force:
             raise CdkdsError(
                 f"dataset {self.dataset!r}: expiring the log up to {older_than!r} is closer to now than the safe "
                 f"minimum of {MINIMUM_LOG_AGE}: a writer that read a revision being expired could still commit "
