@@ -49,5 +49,5 @@ class Checkpointer:
             try:
                 self.write(snapshot)
             except Exception as e:  # noqa: BLE001 - the commit stands; the next checkpoint or listing covers it
-                warnings.warn(f"dataset {self.listing.dataset!r}: checkpoint at revision {snapshot.version} failed: {e}",
-                              CorruptLogWarning, stacklevel=4)
+                warnings.warn(f"dataset {self.listing.dataset!r}: checkpoint at revision {snapshot.version} "
+                              f"failed: {e}", CorruptLogWarning, stacklevel=4)

@@ -107,17 +107,13 @@ class _Attempt:
             return self._attempts()
         except CommitFailedError:
             raise
-        except _TRANSIENT as e:
-            if self.unsettled is None:
+        except Exception as e:  # an interrupt propagates as it is: the caller keeps the files
+            if self.unsettled is not None:
+                return self._settle(e)
+            if isinstance(e, _TRANSIENT):  # no PUT of ours can have landed
                 raise CommitFailedError(f"dataset {self.dataset!r}: committing {self.operation!r} failed on the "
                                         f"object store ({e}); nothing of it was committed") from e
-            return self._settle(e)
-        except BaseException as e:
-            if self.unsettled is None:
-                raise
-            if not isinstance(e, Exception):  # interrupted: no time to read the log back
-                raise CommitStateUnknownError(self.dataset, self.unsettled, self.uuid, repr(e)) from e
-            return self._settle(e)
+            raise
 
     def _attempts(self) -> Snapshot:
         failures = 0
@@ -125,7 +121,8 @@ class _Attempt:
             commit = Commit(self.current.version + 1, self.uuid, self.current.commit_uuid,
                             next_timestamp(self.current.timestamp), self.operation, self.info, self.actions)
             try:
-                self.committer.store.put_if_absent(commit_key(commit.revision), commit.to_bytes(self.current.descriptor))
+                data = commit.to_bytes(self.current.descriptor)
+                self.committer.store.put_if_absent(commit_key(commit.revision), data)
             except FileExistsError:
                 pass
             except _TRANSIENT as e:  # the object may or may not be there
