@@ -11,7 +11,7 @@ import pytest
 
 from cdkds.catalog import DatasetDescriptor, DatasetRepository
 from cdkds.catalog.errors import (
-    CdkdsError, CommitConflictError, CorruptLogError, CorruptLogWarning, InvalidTimeTravelError,
+    CdkdsError, CommitConflictError, CorruptLogError, CorruptLogWarning,
 )
 from cdkds.catalog.log import checkpoint_key, commit_key
 from cdkds.catalog.log import commit as commits
