@@ -118,10 +118,11 @@ class Dataset:
         deleted unless ``dry_run`` (the default only lists them)."""
         return maintenance.vacuum(self, retention, dry_run, force)
 
-    def expire_log(self, older_than: Any) -> list[str]:
+    def expire_log(self, older_than: Any, force: bool = False) -> list[str]:
         """Remove commits and checkpoints older than a time (a datetime, or a timedelta ago)
-        from the start of the log, keeping every later revision readable."""
-        return self.log.expire(older_than)
+        from the start of the log, keeping every later revision readable. A time less than
+        an hour ago needs ``force`` (no writer may be running on a revision it expires)."""
+        return self.log.expire(older_than, force)
 
     def checkpoint(self) -> None:
         """Write a checkpoint of the revision this dataset shows."""

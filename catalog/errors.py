@@ -7,6 +7,8 @@ from cdkds.formats.errors import CdkdsError, DataFileError, InvalidSchemaError, 
 __all__ = [
     "CdkdsError",
     "CommitConflictError",
+    "CommitFailedError",
+    "CommitStateUnknownError",
     "CorruptLogError",
     "CorruptLogWarning",
     "DataFileError",
@@ -61,8 +63,31 @@ class InvalidRecordError(SchemaMismatchError):
     """A record or batch that does not match its dataset's schema or partition strategy."""
 
 
-class CommitConflictError(CdkdsError):
+class CommitFailedError(CdkdsError):
+    """A commit known not to have landed: nothing of it is in the log, so the data files
+    written for it may be deleted."""
+
+
+class CommitConflictError(CommitFailedError):
     """A commit lost a race to a concurrent commit it cannot be rebased onto."""
+
+
+class CommitStateUnknownError(CdkdsError):
+    """A commit that may or may not have landed (as Iceberg's ``CommitStateUnknownException``):
+    the store failed before the outcome could be read back. Its data files must stay;
+    re-read the log to learn the outcome (vacuum collects them if it did not land)."""
+
+    def __init__(self, dataset: str, revision: int, commit_uuid: str, cause: BaseException | str):
+        super().__init__(f"dataset {dataset!r}: the commit {commit_uuid} tried at revision {revision} may or may not "
+                         f"have landed: {cause}; its data files were kept — re-read the dataset to see whether it is "
+                         f"there before writing it again")
+        self.dataset = dataset
+        self.revision = revision
+        self.commit_uuid = commit_uuid
+        self._cause = str(cause)
+
+    def __reduce__(self):  # exceptions cross process boundaries (Spark) pickled
+        return type(self), (self.dataset, self.revision, self.commit_uuid, self._cause)
 
 
 class CorruptLogError(CdkdsError):

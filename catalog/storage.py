@@ -117,12 +117,14 @@ class ObjectStore:
                 f"single_writer=True if only one process ever writes to it")
 
     def put(self, key: str, data: bytes) -> None:
-        """Write (or overwrite) an object."""
+        """Write (or overwrite) an object; readers see the old or the new bytes, never a mix."""
         path = self.path(key)
-        parent = path.rsplit("/", 1)[0]
         if isinstance(self.fs, LocalFileSystem):
-            os.makedirs(parent, exist_ok=True)
-        self.fs.pipe_file(path, data)
+            temporary = _local_temporary(path, data)
+            os.replace(temporary, path)
+            _fsync_directory(os.path.dirname(path))
+        else:
+            self.fs.pipe_file(path, data)
 
     def open_output(self, key: str) -> str:
         """The path to write a new object at (parents created where the backend needs it)."""
@@ -165,17 +167,41 @@ def _protocols(fs: Any) -> tuple[str, ...]:
 
 
 def _local_put_if_absent(path: str, data: bytes) -> None:
+    temporary = _local_temporary(path, data)
+    try:
+        os.link(temporary, path)
+    finally:
+        os.unlink(temporary)
+    _fsync_directory(os.path.dirname(path))  # the new name survives a crash once acknowledged
+
+
+def _local_temporary(path: str, data: bytes) -> str:
+    """A synced temporary file beside ``path`` holding ``data`` (its folder created, and synced, if new)."""
     folder = os.path.dirname(path)
-    os.makedirs(folder, exist_ok=True)
+    if not os.path.isdir(folder):
+        os.makedirs(folder, exist_ok=True)
+        _fsync_directory(os.path.dirname(folder))
     temporary = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
     with open(temporary, "wb") as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
+    return temporary
+
+
+def _fsync_directory(folder: str) -> None:
+    descriptor = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
-        os.link(temporary, path)
+        os.fsync(descriptor)
     finally:
-        os.unlink(temporary)
+        os.close(descriptor)
+
+
+# S3 answers a conditional create that lost with 412 PreconditionFailed (s3fs raises
+# FileExistsError for it) or, while a concurrent conditional write is in flight, with
+# 409 ConditionalRequestConflict (s3fs raises a plain OSError with the ClientError as cause).
+_EXISTS_CODES = frozenset({"PreconditionFailed", "ConditionalRequestConflict"})
+_EXISTS_STATUSES = frozenset({409, 412})
 
 
 def _s3_put_if_absent(fs: Any, path: str, data: bytes) -> None:
@@ -184,10 +210,20 @@ def _s3_put_if_absent(fs: Any, path: str, data: bytes) -> None:
     except FileExistsError:
         raise
     except OSError as e:
-        # A 409 (a concurrent conditional write in flight) means someone else is creating it.
-        if "409" in str(e) or "ConditionalRequestConflict" in str(e):
+        if _s3_says_exists(e):
             raise FileExistsError(path) from e
         raise
+
+
+def _s3_says_exists(error: BaseException) -> bool:
+    """Whether an S3 error (or the botocore ``ClientError`` behind it) is a lost conditional create."""
+    for e in (error, error.__cause__):
+        response = getattr(e, "response", None)
+        if isinstance(response, dict):
+            code = response.get("Error", {}).get("Code")
+            status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            return code in _EXISTS_CODES or status in _EXISTS_STATUSES
+    return False
 
 
 def modified(info: dict[str, Any]) -> float:

@@ -4,7 +4,8 @@ Records (dicts) and Arrow batches are checked against the schema, routed to thei
 partitions, and written to a bounded number of open files, each rolled at a target
 size. ``flush()`` commits what was written so far as one commit; ``close()`` commits
 the rest; leaving a ``with`` block by an exception commits nothing and deletes the
-files written since the last commit.
+files written since the last commit. A commit's files are deleted only when it is known
+not to have landed (:class:`CommitFailedError`); when its outcome is unknown they stay.
 
 The :class:`WriteMode` decides what else a commit does: nothing (append), remove every
 live file (overwrite), remove the live files of the partitions written (dynamic
@@ -24,7 +25,7 @@ import pyarrow as pa
 
 from cdkds.catalog.log.actions import Action, AddFile, RemoveFile
 from cdkds.catalog.log.conflicts import BlindAppend, ConflictRule, ReadPartitions, ReplacePartitions, Rewrite
-from cdkds.catalog.errors import CdkdsError, InvalidRecordError
+from cdkds.catalog.errors import CdkdsError, CommitFailedError, InvalidRecordError
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.storage import ObjectStore
@@ -366,7 +367,7 @@ class DatasetWriter:
         info = {"rows": sum(a.row_count for a in adds), "files": len(adds)}
         try:
             self.dataset._commit(self.mode.operation, [*removes, *adds], info, self._files.transaction, rule)
-        except BaseException:
+        except CommitFailedError:  # known not to have landed; on any other error the files may be committed
             delete_files(self.dataset.store, [a.path for a in adds])
             raise
         self._own.update(a.path for a in adds)

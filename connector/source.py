@@ -387,8 +387,21 @@ class CdkdsWriter(DataSourceArrowWriter):
         dataset._commit(mode.operation, [*removes, *adds], info, self.transaction, rule)
 
     def abort(self, messages: list) -> None:
+        """Delete the written files, but only once a complete read of the log shows that the
+        commit (uuid ``transaction``) did not land: ``commit()`` may have failed after it
+        landed, and this runs in a fresh worker that knows nothing of it."""
+        import warnings
+
+        from cdkds.catalog.log import TransactionLog
         from cdkds.catalog.storage import ObjectStore
         from cdkds.catalog.writer import delete_files
 
         store = ObjectStore.open(self.where.url, dict(self.where.storage_options))
-        delete_files(store, [a.path for m in messages if m is not None for a in m.adds])
+        try:
+            landed = TransactionLog(store, self.where.name).landed(self.transaction, self.base or 0)
+        except Exception as e:  # noqa: BLE001 - the outcome is unknown: keep the files for vacuum
+            warnings.warn(f"dataset {self.where.name!r}: cannot tell whether the aborted write {self.transaction} "
+                          f"landed ({e}); its files were kept (vacuum collects them if it did not)", stacklevel=2)
+            return
+        if landed is None:
+            delete_files(store, [a.path for m in messages if m is not None for a in m.adds])

@@ -13,6 +13,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+import pyarrow as pa
+
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.expressions import Expression, from_json as expression_from_json
 from cdkds.formats import values
@@ -62,6 +64,31 @@ class AddFile:
             {k: ColumnStatistics.from_json(s, fields[k].kind) for k, s in data.get("stats", {}).items() if k in fields},
             int(data.get("schemaVersion", 0)), revision,
         )
+
+
+def promote_statistics(files: Mapping[str, AddFile], before: DatasetDescriptor,
+                       after: DatasetDescriptor) -> Mapping[str, AddFile]:
+    """``files`` with their statistics converted to the column types of ``after``, as their
+    values are when read (an Arrow cast: string -> bytes is UTF-8, int -> long or double...).
+    Bounds that cannot be converted are dropped, which means "anything"."""
+    old, new = before.arrow_schema, after.arrow_schema
+    changed = {f.name: (old.field(f.name).type, f.type) for f in new
+               if old.get_field_index(f.name) >= 0 and not old.field(f.name).type.equals(f.type)}
+    if not changed:
+        return files
+    return {path: dataclasses.replace(add, statistics={
+        name: _promoted(stats, *changed[name]) if name in changed else stats for name, stats in add.statistics.items()})
+        for path, add in files.items()}
+
+
+def _promoted(statistics: ColumnStatistics, source: pa.DataType, target: pa.DataType) -> ColumnStatistics:
+    if statistics.min is None:
+        return statistics
+    try:
+        lo, hi = pa.array([statistics.min, statistics.max], type=source).cast(target, safe=True).to_pylist()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return ColumnStatistics(statistics.null_count)
+    return ColumnStatistics(statistics.null_count, lo, hi)
 
 
 @dataclass(frozen=True)

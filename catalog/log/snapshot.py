@@ -6,12 +6,12 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Mapping
 
-from cdkds.catalog.log.actions import AddFile, RemoveFile, SetMetadata, SetProtocol, Tombstone
+from cdkds.catalog.log.actions import AddFile, RemoveFile, SetMetadata, SetProtocol, Tombstone, promote_statistics
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.expressions import may_match
 
 if TYPE_CHECKING:
-    from cdkds.catalog.log.transaction import Commit
+    from cdkds.catalog.log.commit import Commit
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,8 @@ class Snapshot:
             elif isinstance(action, Tombstone):
                 tombstones.append(action.at(commit.revision))
             elif isinstance(action, SetMetadata):
+                if descriptor is not None:
+                    files = dict(promote_statistics(files, descriptor, action.descriptor))
                 descriptor, descriptor_version = action.descriptor, commit.revision
             elif isinstance(action, SetProtocol):
                 protocol = action

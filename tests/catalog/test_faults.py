@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from cdkds.catalog import DatasetDescriptor, DatasetRepository
-from cdkds.catalog.errors import CdkdsError, CorruptLogWarning
+from cdkds.catalog.errors import CdkdsError, CommitStateUnknownError, CorruptLogWarning
 from tests.conftest import new_bucket, s3_options
 from tests.faults import Fault, FaultInjector, is_checkpoint, is_commit, is_data_file
 
@@ -45,6 +45,46 @@ def test_lost_acknowledgement_of_a_commit_is_recognised_as_ours(faulty):
     assert injector.injected == 1
     assert ds.version == 1 and repo.load("t").version == 1 and rows(repo) == [0, 1, 2]
     assert [h.revision for h in ds.history()] == [0, 1]  # written once, not twice
+
+
+def is_log_read(kwargs: dict) -> bool:
+    return "/_log/" in kwargs.get("Key", "")
+
+
+def data_keys(ds):
+    return sorted(k for k, _ in ds.store.walk_files("data"))
+
+
+def test_a_lost_acknowledgement_then_a_failed_log_read_keeps_the_commit_and_its_files(faulty):
+    repo, ds, injector = faulty
+    injector.faults.append(Fault("put_object", when="after", match=is_commit, error=lambda: TimeoutError("injected")))
+    injector.faults.append(Fault("get_object", match=is_log_read))
+    append(ds, range(3))
+    assert injector.injected == 2 and ds.version == 1 and rows(repo) == [0, 1, 2]
+    assert data_keys(ds) == sorted(f.path for f in repo.load("t").files)
+
+
+def test_a_commit_whose_outcome_cannot_be_read_is_unknown_and_keeps_its_files(faulty):
+    repo, ds, injector = faulty
+    injector.faults.append(Fault("put_object", when="after", match=is_commit, error=lambda: TimeoutError("injected")))
+    injector.faults.append(Fault("get_object", match=is_log_read, times=100))
+    with pytest.raises(CommitStateUnknownError, match="tried at revision 1 may or may not have landed"):
+        append(ds, range(3))
+    injector.faults.clear()
+    assert rows(repo) == [0, 1, 2] and len(data_keys(ds)) == 2
+
+
+def test_a_key_containing_409_is_not_taken_for_a_conflict(s3_endpoint):
+    repo = DatasetRepository(f"s3://{new_bucket(s3_endpoint)}/lake409", s3_options(s3_endpoint))
+    ds = repo.create("t409", DatasetDescriptor(SCHEMA))
+    injector = FaultInjector()
+    injector.install(ds.store.fs)
+    injector.faults.append(Fault("put_object", match=is_commit, times=100,
+                                 error=lambda: OSError(5, "We encountered an internal error writing lake409/t409/_log")))
+    with pytest.raises(CdkdsError, match="failed 6 times on the object store"):
+        with ds.writer() as w:
+            w.write_batch(pa.table({"id": [1], "g": ["a"]}))
+    assert repo.load("t409").version == 0 and data_keys(ds) == []
 
 
 def test_a_commit_that_timed_out_before_landing_is_retried(faulty):
@@ -97,7 +137,7 @@ def test_failures_during_expiry_and_vacuum_lose_nothing(faulty):
     cutoff = dt.datetime.now(dt.timezone.utc)
     for attempt in range(5):
         try:
-            ds.expire_log(cutoff)
+            ds.expire_log(cutoff, force=True)
             break
         except OSError:
             assert rows(repo) == expected  # every step leaves a readable log

@@ -72,7 +72,7 @@ def test_killed_spark_jobs_never_leave_a_partial_commit(tmp_path):
         assert all(count == 3000 for count in jobs.values()), jobs  # whole jobs only
     ds = repo.load("t")
     ds.checkpoint()
-    ds.expire_log(dt.datetime.now(dt.timezone.utc))
+    ds.expire_log(dt.datetime.now(dt.timezone.utc), force=True)
     collected = ds.vacuum(retention=dt.timedelta(0), force=True, dry_run=False)
     assert sorted(k for k, _ in ds.store.walk_files("data")) == sorted(f.path for f in ds.files)
     assert collected  # the killed jobs had written files

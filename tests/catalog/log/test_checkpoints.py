@@ -93,7 +93,7 @@ def test_time_travel_by_timestamp_uses_checkpoints(repo):
 def test_expire_keeps_every_later_revision_readable(repo):
     ds = make(repo, 10)
     cutoff = ds.history()[7].timestamp  # revision 7
-    removed = ds.expire_log(cutoff)
+    removed = ds.expire_log(cutoff, force=True)
     assert commit_key(1) in removed and checkpoint_key(3) in removed and commit_key(6) not in removed
     assert checkpoint_key(6) not in removed and commit_key(0) not in removed
     assert [h.revision for h in ds.history()] == [0, 6, 7, 8, 9, 10]
@@ -116,7 +116,7 @@ def test_vacuum_collects_only_unreferenced_old_files(repo):
     # the overwritten files are still referenced by earlier revisions; only the orphan goes
     assert ds.vacuum(retention=dt.timedelta(0), force=True) == ["data/g=a/part-orphan.parquet"]
     ds.checkpoint()
-    ds.expire_log(ds.history()[-1].timestamp)
+    ds.expire_log(ds.history()[-1].timestamp, force=True)
     doomed = ds.vacuum(retention=dt.timedelta(0), force=True)
     assert len(doomed) == 6 + 1 and "data/g=a/part-orphan.parquet" in doomed
     assert ds.vacuum(retention=dt.timedelta(days=1)) == []  # all too young

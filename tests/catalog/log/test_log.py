@@ -9,7 +9,7 @@ from cdkds.catalog import DatasetDescriptor, DatasetRepository
 from cdkds.catalog.errors import CommitConflictError, CorruptLogError, DatasetExistsError, StorageError
 from cdkds.catalog.log.actions import AddFile, SetMetadata
 from cdkds.catalog.log.conflicts import Exclusive
-from cdkds.catalog.log.transaction import _checksum, commit_key
+from cdkds.catalog.log.commit import _checksum, commit_key
 from cdkds.catalog.storage import ObjectStore
 from tests.conftest import USER_SCHEMA
 

@@ -1,8 +1,11 @@
 """A state-machine test of the log against an in-memory model.
 
 Random sequences of append, overwrite, partition overwrite, delete, compaction,
-checkpoint, log expiry and vacuum; after every step, every retained revision must read
-exactly the rows the model says it holds, and expired revisions must be refused.
+checkpoint, log expiry (forced, or refused until its cut-off is an hour old), the clock
+moving on by hours, a stale writer appending on a revision it read long ago, and vacuum;
+after every step, every retained revision must read exactly the rows the model says it
+holds, and expired revisions must be refused. The stale writer's append either lands or
+is refused as a conflict (it was planned below the expired part of the log), never lost.
 """
 
 import datetime as dt
@@ -15,7 +18,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from cdkds.catalog import DatasetDescriptor, DatasetRepository
-from cdkds.catalog.errors import InvalidTimeTravelError
+from cdkds.catalog.errors import CdkdsError, CommitConflictError, InvalidTimeTravelError
+from cdkds.catalog.log import commit as commits
+from cdkds.catalog.log.expiry import MINIMUM_LOG_AGE
 
 SCHEMA = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}, {"name": "g", "type": "string"}]}
 INTERVAL = 3
@@ -33,6 +38,13 @@ class LogModel(RuleBasedStateMachine):
         self.checkpoints: set[int] = set()
         self.expired_below = 1  # revisions 1 .. expired_below-1 are gone
         self.next_id = 0
+        self.stale = None  # a dataset handle some writer read long ago
+        self.offset = 0  # how far the log's clock has moved on (ms)
+        self._clock = commits.clock
+        commits.clock = lambda: self._clock() + self.offset
+
+    def teardown(self):
+        commits.clock = self._clock
 
     def _new_rows(self, n, group):
         out = [(self.next_id + i, group or GROUPS[(self.next_id + i) % 3]) for i in range(n)]
@@ -52,8 +64,8 @@ class LogModel(RuleBasedStateMachine):
     def current(self):
         return self.versions[self.ds.version]
 
-    def _write(self, rows, mode):
-        with self.ds.writer(mode=mode, max_open_files=2) as w:
+    def _write(self, rows, mode, ds=None):
+        with (ds or self.ds).writer(mode=mode, max_open_files=2) as w:
             half = len(rows) // 2
             for i, g in rows[:half]:
                 w.write({"id": i, "g": g})
@@ -104,12 +116,43 @@ class LogModel(RuleBasedStateMachine):
         self.ds.checkpoint()
         self.checkpoints.add(self.ds.version)
 
-    @rule(data=st.data())
-    def expire(self, data):
+    @rule(hours=st.sampled_from([0.5, 2]))
+    def wait(self, hours):
+        self.offset += int(hours * 3600 * 1000)
+
+    @rule()
+    def read_for_later(self):
+        self.stale = self.repo.load("t")
+
+    @rule(n=st.integers(1, 4))
+    def stale_append(self, n):
+        if self.stale is None:
+            return
+        rows = self._new_rows(n, None)
+        before = self.current
+        try:
+            self._write(rows, "append", self.stale)
+        except CommitConflictError as e:
+            assert "expired past it" in str(e)
+            assert self.ds.refresh().version == max(self.versions)  # nothing of it landed
+            return
+        finally:
+            self.stale = None
+        self.ds.refresh()
+        self._committed(before + rows)
+
+    @rule(data=st.data(), force=st.booleans())
+    def expire(self, data, force):
         retained = sorted(v for v in self.versions if v == 0 or v >= self.expired_below)
         cutoff_version = data.draw(st.sampled_from(retained))
         cutoff = self.stamps[cutoff_version]
-        self.ds.expire_log(cutoff)
+        if not force and commits.clock() - cutoff < MINIMUM_LOG_AGE.total_seconds() * 1000:
+            with pytest.raises(CdkdsError, match="safe minimum"):
+                self.ds.expire_log(cutoff)
+            return
+        if force:
+            self.stale = None  # forcing asserts that no writer holds an old revision
+        self.ds.expire_log(cutoff, force=force)
         eligible = [c for c in self.checkpoints if self.stamps[c] <= cutoff and c >= self.expired_below]
         if eligible:
             keep = max(eligible)

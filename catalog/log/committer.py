@@ -1,0 +1,181 @@
+"""Committing: put-if-absent of the next revision, retry and catch-up, and never an
+acknowledgement the log does not show.
+
+The outcome of every commit is one of three: it landed (a snapshot is returned), it is
+known not to have landed (:class:`CommitFailedError`, of which :class:`CommitConflictError`
+is one: its data files may be deleted), or it cannot be told
+(:class:`CommitStateUnknownError`: its data files must stay). A PUT that failed may have
+landed, so the commit is settled by reading the log back before anything is reported.
+
+A commit must also be reachable: a writer that read an old revision may find the name of
+an expired commit free again (expiry deletes commits below the newest old checkpoint), and
+its put-if-absent would succeed in a gap no reader replays. When the revision it built on
+is old enough to have been expired, one LIST checks that the commit is the log's newest
+or that the next commit follows it; otherwise the commit is deleted and reported as a
+conflict (``docs/RELIABILITY.md``, "Commits in an expired gap").
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from typing import Any, Mapping, Sequence
+
+from cdkds.catalog.errors import CommitConflictError, CommitFailedError, CommitStateUnknownError, CorruptLogError
+from cdkds.catalog.log.actions import Action
+from cdkds.catalog.log.checkpointer import Checkpointer
+from cdkds.catalog.log.commit import Commit, age_ms, commit_key, engine_info, next_timestamp
+from cdkds.catalog.log.conflicts import BlindAppend, ConflictRule
+from cdkds.catalog.log.replay import Replay
+from cdkds.catalog.log.snapshot import Snapshot
+
+MAX_COMMIT_ATTEMPTS = 20
+MAX_STORE_FAILURES = 5  # transient store errors tolerated in one commit
+SETTLE_ATTEMPTS = 3  # reads of the log to learn whether a failed PUT landed
+GAP_CHECK_AGE_MS = 30 * 60 * 1000  # half of expiry's minimum age: tolerates clocks up to 30 minutes apart
+_TRANSIENT = (OSError, TimeoutError)
+
+
+class Committer:
+    """Appends commits to one dataset's log."""
+
+    def __init__(self, replay: Replay, checkpointer: Checkpointer):
+        self.replay = replay
+        self.listing = replay.listing
+        self.store = replay.listing.store
+        self.dataset = replay.dataset
+        self.checkpointer = checkpointer
+
+    def commit(self, base: Snapshot, operation: str, actions: Sequence[Action],
+               info: Mapping[str, Any] | None = None, commit_uuid: str | None = None,
+               rule: ConflictRule | None = None) -> Snapshot:
+        """Append one commit after ``base``; returns the snapshot it makes (see the module docstring)."""
+        attempt = _Attempt(self, base, operation, tuple(actions), engine_info(info), commit_uuid or uuid.uuid4().hex,
+                           rule or BlindAppend())
+        snapshot = attempt.run()
+        self.checkpointer.after_commit(snapshot)
+        return snapshot
+
+    def accept(self, commit: Commit, before: Snapshot) -> Snapshot:
+        """The snapshot ``commit`` (ours, in the log) makes after ``before``, once it is known
+        to be reachable; a commit in an expired gap is deleted and reported as a conflict."""
+        if age_ms(before.timestamp) >= GAP_CHECK_AGE_MS:
+            try:
+                reachable = self._reachable(commit)
+            except Exception as e:  # noqa: BLE001 - whatever failed, the outcome is not known
+                raise CommitStateUnknownError(self.dataset, commit.revision, commit.uuid, e) from e
+            if not reachable:
+                try:
+                    self.store.delete(commit_key(commit.revision))
+                except Exception:  # noqa: BLE001 - left behind, it stays unreachable; the next expiry removes it
+                    pass
+                raise CommitConflictError(
+                    f"dataset {self.dataset!r}: {commit.operation!r} planned on revision {before.version} was written "
+                    f"as revision {commit.revision}, but the log had been expired past it (revision "
+                    f"{before.version} is older than the newest retained checkpoint); nothing of "
+                    f"{commit.operation!r} was committed — re-read the dataset and retry")
+        return before.apply(commit)
+
+    def _reachable(self, commit: Commit) -> bool:
+        """Whether readers replay ``commit``: nothing later exists, or the next commit follows it."""
+        listing = self.listing.list()
+        if not any(r > commit.revision for r in listing.commits):
+            return True
+        following = self.listing.raw(commit.revision + 1)
+        return following is not None and following["previous"] == commit.uuid
+
+
+class _Attempt:
+    """One commit's attempts: the state the retry loop carries."""
+
+    def __init__(self, committer: Committer, base: Snapshot, operation: str, actions: tuple[Action, ...],
+                 info: Mapping[str, Any], commit_uuid: str, rule: ConflictRule):
+        self.committer = committer
+        self.dataset = committer.dataset
+        self.base = base
+        self.operation = operation
+        self.actions = actions
+        self.info = info
+        self.uuid = commit_uuid
+        self.rule = rule
+        self.current = base
+        self.unsettled: int | None = None  # the revision of a PUT that failed and may have landed
+
+    def run(self) -> Snapshot:
+        try:
+            return self._attempts()
+        except CommitFailedError:
+            raise
+        except Exception as e:  # an interrupt propagates as it is: the caller keeps the files
+            if self.unsettled is not None:
+                return self._settle(e)
+            if isinstance(e, _TRANSIENT):  # no PUT of ours can have landed
+                raise CommitFailedError(f"dataset {self.dataset!r}: committing {self.operation!r} failed on the "
+                                        f"object store ({e}); nothing of it was committed") from e
+            raise
+
+    def _attempts(self) -> Snapshot:
+        failures = 0
+        for attempt in range(MAX_COMMIT_ATTEMPTS):
+            commit = Commit(self.current.version + 1, self.uuid, self.current.commit_uuid,
+                            next_timestamp(self.current.timestamp), self.operation, self.info, self.actions)
+            try:
+                data = commit.to_bytes(self.current.descriptor)
+                self.committer.store.put_if_absent(commit_key(commit.revision), data)
+            except FileExistsError:
+                pass
+            except _TRANSIENT as e:  # the object may or may not be there
+                self.unsettled = commit.revision
+                failures += 1
+                if failures > MAX_STORE_FAILURES:
+                    return self._settle(e, f"failed {failures} times on the object store")
+            else:
+                self.unsettled = commit.revision
+                return self.committer.accept(commit, self.current)
+            landed = self._catch_up(commit)
+            if landed is not None:
+                return landed  # an earlier attempt landed though its acknowledgement was lost
+            time.sleep(random.uniform(0, min(0.2, 0.005 * 2 ** attempt)))
+        raise CommitConflictError(f"dataset {self.dataset!r}: gave up committing {self.operation!r} after "
+                                  f"{MAX_COMMIT_ATTEMPTS} attempts lost to concurrent writers")
+
+    def _catch_up(self, ours: Commit) -> Snapshot | None:
+        """Apply the commits others made since ``current``; the snapshot of ours if it is among them."""
+        for theirs, after in self.committer.replay.walk(self.current):
+            if theirs.uuid == ours.uuid:
+                return self.committer.accept(theirs, self.current)
+            if theirs.revision == self.unsettled:
+                self.unsettled = None  # that revision is someone else's: our PUT there did not land
+            reason = self.rule.conflict(ours.actions, theirs, self.base)
+            if reason is not None:
+                raise CommitConflictError(
+                    f"dataset {self.dataset!r}: {ours.operation!r} planned on revision {self.base.version} conflicts "
+                    f"with revision {theirs.revision} ({theirs.operation!r}), which committed first: {reason}; "
+                    f"nothing of {ours.operation!r} was committed — re-read the dataset and retry")
+            self.current = after
+        return None
+
+    def _settle(self, error: BaseException, what: str = "") -> Snapshot:
+        """Read the log back after a PUT that may have landed: our snapshot if it did,
+        :class:`CommitFailedError` if it did not, :class:`CommitStateUnknownError` if the
+        log cannot be read."""
+        last: BaseException = error
+        for attempt in range(SETTLE_ATTEMPTS):
+            try:
+                revision = self.committer.replay.landed(self.uuid, self.current.version)
+                if revision is not None:
+                    before = self.committer.replay.forward(self.current, upto=revision - 1)
+                    ours = self.committer.listing.commit(revision, before.descriptor)
+                    if ours is None or before.version != revision - 1:
+                        raise CorruptLogError(f"dataset {self.dataset!r}: commit {revision} vanished while read back")
+                    return self.committer.accept(ours, before)
+            except (*_TRANSIENT, CorruptLogError) as e:
+                last = e
+                time.sleep(0.05 * 2 ** attempt)
+                continue
+            raise CommitFailedError(f"dataset {self.dataset!r}: committing {self.operation!r} "
+                                    f"{what or f'failed ({error})'}; the log, read back, does not hold it: "
+                                    f"nothing of it was committed") from error
+        raise CommitStateUnknownError(self.dataset, self.unsettled if self.unsettled is not None else -1,
+                                      self.uuid, last) from last

@@ -1,0 +1,59 @@
+"""Retention of the log: expiring its oldest commits and checkpoints, and the data files
+the retained revisions reference (what garbage collection must keep)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from cdkds.catalog.errors import CdkdsError
+from cdkds.catalog.log.actions import AddFile
+from cdkds.catalog.log.commit import age_ms, commit_key, cutoff_millis
+from cdkds.catalog.log.listing import checkpoint_key
+from cdkds.catalog.log.replay import Replay
+
+MINIMUM_LOG_AGE = dt.timedelta(hours=1)
+
+
+class LogExpiry:
+    """Expiry and retained files of one dataset's log."""
+
+    def __init__(self, replay: Replay):
+        self.replay = replay
+        self.listing = replay.listing
+        self.dataset = replay.dataset
+
+    def expire(self, older_than: Any, force: bool = False) -> list[str]:
+        """Remove commits and checkpoints older than a time, from the start of the log only.
+
+        The newest readable checkpoint at or before the time is kept, so every revision from
+        it on stays readable; commit 0 is kept as the dataset's birth record. A time less
+        than :data:`MINIMUM_LOG_AGE` ago needs ``force``: a writer that read a revision
+        about to be expired could otherwise still be committing after it. Returns the keys removed.
+        """
+        cutoff = cutoff_millis(older_than)
+        if age_ms(cutoff) < MINIMUM_LOG_AGE.total_seconds() * 1000 and not force:
+            raise CdkdsError(
+                f"dataset {self.dataset!r}: expiring the log up to {older_than!r} is closer to now than the safe "
+                f"minimum of {MINIMUM_LOG_AGE}: a writer that read a revision being expired could still commit "
+                f"after it; pass force=True if no writer is running")
+        listing = self.listing.list()
+        keep = self.replay.checkpoint_at(cutoff, listing)
+        if keep is None:
+            return []
+        # checkpoints first, then commits oldest first: every intermediate state reads as expired up to a
+        # retained checkpoint, never as a log with a hole
+        doomed = [checkpoint_key(r) for r in listing.checkpoints if r < keep.version]
+        doomed += [commit_key(r) for r in listing.commits if 0 < r < keep.version]
+        for key in doomed:
+            self.listing.store.delete(key)
+        return doomed
+
+    def retained_files(self) -> set[str]:
+        """Paths of the data files any retained revision references; fails (rather than
+        answer from part of the log) when the log cannot be read whole."""
+        start = self.replay.oldest()
+        paths = set(start.files)
+        for commit, _ in self.replay.walk(start):
+            paths.update(a.path for a in commit.actions if isinstance(a, AddFile))
+        return paths

@@ -1,0 +1,64 @@
+"""The object store's audited operations (issue 10 item 9): S3 conflicts are told by the
+error code, never by text, and local commits survive a crash once acknowledged."""
+
+import os
+import stat
+
+import pytest
+from botocore.exceptions import ClientError
+from s3fs.errors import translate_boto_error
+
+from cdkds.catalog.storage import ObjectStore, _s3_put_if_absent
+
+
+class RaisingS3:
+    protocol = ("s3", "s3a")
+
+    def __init__(self, error):
+        self.error = error
+
+    def pipe_file(self, path, data, mode="overwrite"):
+        raise self.error
+
+
+def s3_error(code, status, message):
+    """The exception s3fs raises for an S3 error response."""
+    return translate_boto_error(ClientError({"Error": {"Code": code, "Message": message},
+                                             "ResponseMetadata": {"HTTPStatusCode": status}}, "PutObject"))
+
+
+@pytest.mark.parametrize("code, status", [("ConditionalRequestConflict", 409), ("PreconditionFailed", 412)])
+def test_a_lost_conditional_create_is_an_existing_object(code, status):
+    with pytest.raises(FileExistsError):
+        _s3_put_if_absent(RaisingS3(s3_error(code, status, "At least one of the pre-conditions you specified did "
+                                                           "not hold")), "lake/t/_log/1.json", b"{}")
+
+
+def test_an_error_naming_a_key_with_409_is_not_a_conflict():
+    key = "lake/t409/_log/00000000000000000409.json"
+    for error in (s3_error("SlowDown", 503, f"Please reduce your request rate for {key}"),
+                  OSError(f"[Errno 5] Internal error writing {key}")):
+        with pytest.raises(OSError) as info:
+            _s3_put_if_absent(RaisingS3(error), key, b"{}")
+        assert not isinstance(info.value, FileExistsError)
+
+
+def test_local_commits_sync_the_folder_after_linking(tmp_path, monkeypatch):
+    synced = []
+    real = os.fsync
+
+    def fsync(fd):
+        synced.append((stat.S_ISDIR(os.fstat(fd).st_mode), sorted(os.listdir(tmp_path / "t" / "_log"))
+                       if (tmp_path / "t" / "_log").exists() else None))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    store = ObjectStore.open(str(tmp_path))
+    store.put_if_absent("t/_log/00000000000000000000.json", b"{}")
+    folders = [names for is_dir, names in synced if is_dir]
+    assert folders, "no directory was synced"
+    assert "00000000000000000000.json" in folders[-1]  # the folder holding the new name, after the link
+    store.put("t/_log/_last_checkpoint", b"{}")
+    assert synced[-1][0] and "_last_checkpoint" in synced[-1][1]
+    assert store.read("t/_log/_last_checkpoint") == b"{}" and not [n for n in os.listdir(tmp_path / "t" / "_log")
+                                                                  if n.endswith(".tmp")]
