@@ -164,6 +164,17 @@ class Predicate(Expression):
         return text if self.op == "starts_with" else f"not {text}"
 
 
+@dataclass(frozen=True)
+class BoundPredicate(Predicate):
+    """A predicate checked against its field: ``value`` and ``values`` are values of the
+    field's type (``kind``), as :func:`~cdkds.catalog.expressions.binding.bind` makes them."""
+
+    kind: str = ""
+
+    def negate(self) -> Expression:
+        return BoundPredicate(NEGATIONS[self.op], self.name, self.value, self.values, self.kind)
+
+
 def and_(left: Expression, right: Expression) -> Expression:
     if left is ALWAYS_FALSE or right is ALWAYS_FALSE:
         return ALWAYS_FALSE
