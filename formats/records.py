@@ -168,16 +168,16 @@ def _value_validator(avro: AvroType) -> Validator:  # noqa: C901 - one branch pe
             return v
     elif kind == "decimal":
         precision, scale = avro["precision"], avro.get("scale", 0)
+        unit = decimal.Decimal(1).scaleb(-scale)
 
         def check(v, p):
             if isinstance(v, bool) or not isinstance(v, (decimal.Decimal, int)):
                 raise _mismatch(p, v, f"a Decimal({precision},{scale})")
             d = decimal.Decimal(v)
-            exponent = d.as_tuple().exponent
-            if not d.is_finite() or (isinstance(exponent, int) and -exponent > scale) or \
-                    len(d.quantize(decimal.Decimal(1).scaleb(-scale), context=DECIMAL_CONTEXT).as_tuple().digits) > precision:
+            fitted = d.quantize(unit, context=DECIMAL_CONTEXT) if d.is_finite() else None
+            if fitted is None or fitted != d or len(fitted.as_tuple().digits) > precision:
                 raise _mismatch(p, v, f"representable as decimal({precision},{scale})")
-            return d
+            return fitted
     elif kind == "record":
         inner = record_validator(avro)
 
