@@ -140,9 +140,6 @@ class Predicate(Expression):
     def negate(self) -> Expression:
         return Predicate(NEGATIONS[self.op], self.name, self.value, self.values)
 
-    def with_literals(self, value: Any = None, values: Iterable = ()) -> "Predicate":
-        return Predicate(self.op, self.name, value, tuple(values))
-
     def to_json(self) -> Any:
         out: dict[str, Any] = {"op": self.op, "field": self.name}
         if self.op in SET_OPS:
