@@ -22,6 +22,7 @@ class _MetricsEvaluator(BoundPredicateVisitor[bool]):
     def __init__(self, row_count: int, statistics: Mapping[str, ColumnStatistics]):
         self.row_count = row_count
         self.statistics = statistics
+        self.stats: ColumnStatistics | None = None  # of the predicate being visited
 
     def visit_true(self) -> bool:
         return True
