@@ -2,7 +2,8 @@
 and normalised, and records read back from batches.
 
 Both write paths follow the same rules — records are checked here one by one, then
-buffered into batches that pass :func:`batch_conformer` as every batch does:
+buffered into batches that pass :func:`batch_conformer` as every batch does (which
+checks nested columns holding such values through the record checks):
 
 - UUIDs are stored in their canonical text form (lower case, hyphenated);
 - enum values must be one of the symbols;
@@ -214,6 +215,9 @@ def batch_conformer(schema: dict) -> Callable[[pa.RecordBatch], pa.RecordBatch]:
     arrow = to_arrow(schema)
     kinds = {name: (ft.kind, ft.avro) for name, ft in fields(schema).items()}
     defaults = field_defaults(schema)
+    # nested columns holding values with rules go through the record path, value by value
+    by_record = {f["name"]: _validator(f["type"]) for f in schema["fields"]
+                 if kinds[f["name"]][0] in _NESTED_KINDS and _has_rules(kinds[f["name"]][1])}
 
     def conform(batch: pa.RecordBatch) -> pa.RecordBatch:
         unknown = [n for n in batch.schema.names if arrow.get_field_index(n) < 0]
@@ -227,7 +231,10 @@ def batch_conformer(schema: dict) -> Callable[[pa.RecordBatch], pa.RecordBatch]:
                 columns.append(pa.array([defaults[f.name]] * batch.num_rows, type=f.type))
                 continue
             kind, avro = kinds[f.name]
-            column = _checked_values(_cast(batch.column(f.name), f, kind), f.name, kind, avro)
+            if f.name in by_record:
+                column = _through_records(batch.column(f.name), f, by_record[f.name])
+            else:
+                column = _checked_values(_cast(batch.column(f.name), f, kind), f.name, kind, avro)
             if not f.nullable and column.null_count:
                 row = column.is_null().to_pylist().index(True)
                 raise SchemaMismatchError(f"field {f.name!r} is required but row {row} of the batch is null")
@@ -235,6 +242,28 @@ def batch_conformer(schema: dict) -> Callable[[pa.RecordBatch], pa.RecordBatch]:
         return pa.RecordBatch.from_arrays(columns, schema=arrow)
 
     return conform
+
+
+_NESTED_KINDS = {"record", "array", "map"}
+
+
+def _has_rules(avro: AvroType) -> bool:
+    """Whether a (nested) type holds values of a kind with rules beyond Arrow's cast."""
+    kind = type_kind(avro)
+    if kind == "record":
+        return any(_has_rules(f["type"]) for f in unwrap(avro).avro["fields"])
+    if kind in ("array", "map"):
+        inner = unwrap(avro).avro
+        return _has_rules(inner["items"] if kind == "array" else inner["values"])
+    return kind in ("enum", "uuid") or kind in MILLIS_KINDS
+
+
+def _through_records(column: pa.Array, f: pa.Field, check: Validator) -> pa.Array:
+    checked = [check(v, f.name) for v in column.to_pylist(maps_as_pydicts="lossy")]
+    try:
+        return pa.array(checked, type=f.type)
+    except (pa.ArrowException, TypeError, ValueError) as e:
+        raise SchemaMismatchError(f"column {f.name!r} of type {column.type} cannot be written as {f.type}: {e}") from None
 
 
 def _cast(column: pa.Array, f: pa.Field, kind: str) -> pa.Array:

@@ -67,3 +67,15 @@ def test_uuids_are_stored_canonical():
     assert out.column(0).to_pylist() == [str(u), str(u), None]
     with pytest.raises(SchemaMismatchError, match="field 'x': value 'nope' .* is not a UUID"):
         conform(pa.RecordBatch.from_pydict({"x": ["nope"]}))
+
+
+def test_nested_values_follow_the_same_rules_on_the_batch_path():
+    schema = _schema({"type": "array", "items": {"type": "record", "name": "I", "fields": [
+        {"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["A", "B"]}},
+        {"name": "u", "type": {"type": "string", "logicalType": "uuid"}}]}})
+    conform = batch_conformer(schema)
+    u = uuid.UUID(int=7)
+    out = conform(pa.RecordBatch.from_pylist([{"x": [{"e": "A", "u": str(u).upper()}]}, {"x": None}]))
+    assert to_records(out) == [{"x": [{"e": "A", "u": str(u)}]}, {"x": None}]
+    with pytest.raises(SchemaMismatchError, match=r"'ZZZ'.*enum symbols \['A', 'B'\]"):
+        conform(pa.RecordBatch.from_pylist([{"x": [{"e": "ZZZ", "u": str(u)}]}]))
