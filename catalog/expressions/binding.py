@@ -10,7 +10,7 @@ A NaN literal compares unknown with every value, as a null does.
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Callable, Mapping
 
 from cdkds.catalog.errors import ExpressionError
 from cdkds.catalog.expressions.literals import Literal, prefix_for, to_field_type
@@ -79,7 +79,7 @@ def _bind(p: Predicate, field: FieldType) -> Expression:
     return _bind_comparison(p.op, to_field_type(p.value, field), bound)
 
 
-def _bind_comparison(op: str, literal: Literal, bound) -> Expression:
+def _bind_comparison(op: str, literal: Literal, bound: Callable[..., BoundPredicate]) -> Expression:
     if literal.exact:
         return bound(op, literal.value)
     if not literal.ordered:
