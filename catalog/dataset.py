@@ -19,6 +19,7 @@ from cdkds.catalog import maintenance
 from cdkds.catalog.delete import plan_delete
 from cdkds.catalog.writer import DEFAULT_TARGET_FILE_SIZE, DatasetWriter
 from cdkds.formats.files import DEFAULT_BATCH_ROWS
+from cdkds.formats.records import to_records
 
 if TYPE_CHECKING:
     from cdkds.catalog.repository import DatasetRepository
@@ -153,7 +154,7 @@ class DatasetReader:
                 if not self._open:
                     raise
                 try:
-                    self._rows = iter(next(self._batches).to_pylist())
+                    self._rows = iter(to_records(next(self._batches)))
                 except StopIteration:
                     self.close()
                     raise

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from cdkds.catalog.log.actions import Action, AddFile, RemoveFile, Tombstone
 from cdkds.catalog.log.conflicts import ReadPartitions
-from cdkds.catalog.expressions import ALWAYS_TRUE, Expression, as_expression, bind, evaluate, may_match, must_match
+from cdkds.catalog.expressions import Expression, as_expression, bind
+from cdkds.catalog.expressions.pruning import FileFilter
 from cdkds.catalog.log.snapshot import Snapshot
 
 
@@ -33,19 +34,10 @@ class DeletePlan:
 
 def plan_delete(dataset: str, snapshot: Snapshot, where: Expression | str) -> DeletePlan:
     """What deleting the rows matching ``where`` takes."""
-    descriptor = snapshot.descriptor
-    fields = descriptor.fields
-    predicate = bind(as_expression(where), fields, dataset)
-    strategy = descriptor.partition_strategy
-    inclusive = strategy.project(predicate, fields) if strategy is not None else ALWAYS_TRUE
-    strict = strategy.project_strict(predicate, fields) if strategy is not None else None
+    predicate = bind(as_expression(where), snapshot.descriptor.fields, dataset)
+    matches = FileFilter.of(predicate, snapshot.descriptor)
     removed, partial = [], []
     for f in snapshot.files.values():
-        if inclusive is not ALWAYS_TRUE and evaluate(inclusive, f.partition) is not True:
-            continue
-        if not may_match(predicate, f.row_count, f.statistics):
-            continue
-        whole = predicate is ALWAYS_TRUE or must_match(predicate, f.row_count, f.statistics) or \
-            (strict is not None and evaluate(strict, f.partition) is True)
-        (removed if whole else partial).append(f)
-    return DeletePlan(predicate, tuple(removed), tuple(partial), ReadPartitions(inclusive, predicate))
+        if matches.may_match(f):
+            (removed if matches.must_match(f) else partial).append(f)
+    return DeletePlan(predicate, tuple(removed), tuple(partial), ReadPartitions(matches))

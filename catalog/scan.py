@@ -16,9 +16,8 @@ from typing import Iterator, Sequence
 import pyarrow as pa
 
 from cdkds.catalog.errors import CdkdsError, DataFileError, ExpressionError
-from cdkds.catalog.expressions import (
-    ALWAYS_TRUE, Expression, as_expression, bind, drop_matching, evaluate, filter_batch, may_match, references,
-)
+from cdkds.catalog.expressions import Expression, as_expression, bind, drop_matching, filter_batch, references
+from cdkds.catalog.expressions.pruning import FileFilter
 from cdkds.catalog.log.actions import AddFile
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.log.snapshot import Snapshot
@@ -28,7 +27,7 @@ from cdkds.formats.files import DEFAULT_BATCH_ROWS, conform, file_format
 
 @dataclass(frozen=True)
 class FileScanTask:
-    """One file to read and the tombstone predicates that apply to it."""
+    """One file to read and the (bound) tombstone predicates that apply to it."""
 
     file: AddFile
     tombstones: tuple[Expression, ...] = ()
@@ -73,13 +72,9 @@ def plan_scan(dataset: str, snapshot: Snapshot, where: Expression | str | None =
         if unknown:
             raise ExpressionError(f"dataset {dataset!r}: unknown column {unknown[0]!r}; columns are {list(fields)}")
         selected = tuple(dict.fromkeys(columns))
-    strategy = descriptor.partition_strategy
-    partition_filter = strategy.project(predicate, fields) if strategy is not None else ALWAYS_TRUE
-    tasks = tuple(
-        FileScanTask(f, tuple(t.predicate for t in snapshot.tombstones_for(f))) for f in snapshot.files.values()
-        if (partition_filter is ALWAYS_TRUE or evaluate(partition_filter, f.partition) is True)
-        and may_match(predicate, f.row_count, f.statistics)
-    )
+    matches = FileFilter.of(predicate, descriptor)
+    tasks = tuple(FileScanTask(f, tuple(t.predicate for t in snapshot.tombstones_for(f)))
+                  for f in snapshot.files.values() if matches.may_match(f))
     return ScanPlan(dataset, snapshot, predicate, selected, tasks)
 
 

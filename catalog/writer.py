@@ -34,7 +34,7 @@ from cdkds.catalog.partitioning.layout import partition_path
 from cdkds.formats import values
 from cdkds.formats.errors import SchemaMismatchError
 from cdkds.formats.files import DataFileWriter, file_format
-from cdkds.formats.schema import record_validator
+from cdkds.formats.records import batch_conformer, record_validator
 
 if TYPE_CHECKING:
     from cdkds.catalog.dataset import Dataset
@@ -155,6 +155,7 @@ class PartitionedWriter:
         self._schema = descriptor.arrow_schema
         self._strategy = descriptor.partition_strategy
         self._fields = descriptor.fields
+        self._conform = batch_conformer(descriptor.schema)
         self._open: OrderedDict[tuple, tuple[DataFileWriter, dict]] = OrderedDict()
         self._written: list[AddFile] = []
         self._kinds = self._strategy.kinds(self._fields) if self._strategy is not None else {}
@@ -183,7 +184,11 @@ class PartitionedWriter:
             return
         if not isinstance(batch, pa.RecordBatch):
             raise self.error(f"batches must be pyarrow RecordBatches or Tables, not {type(batch).__name__}")
-        self._route(self._conform(batch))
+        try:
+            batch = self._conform(batch)
+        except SchemaMismatchError as e:
+            raise self.error(e) from None
+        self._route(batch)
 
     def close(self) -> list[AddFile]:
         """Close every open file; the files written since the last call."""
@@ -202,31 +207,6 @@ class PartitionedWriter:
         self._open.clear()
         delete_files(self.store, [a.path for a in self._written])
         self._written = []
-
-    def _conform(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        names = set(batch.schema.names)
-        unknown = [n for n in batch.schema.names if self._schema.get_field_index(n) < 0]
-        if unknown:
-            raise self.error(f"unknown column {unknown[0]!r}; the schema has {self._schema.names}")
-        columns = []
-        for f in self._schema:
-            if f.name not in names:
-                if f.name not in self.descriptor.defaults:
-                    raise self.error(f"required column {f.name!r} is missing from the batch")
-                columns.append(pa.array([self.descriptor.defaults[f.name]] * batch.num_rows, type=f.type))
-                continue
-            column = batch.column(f.name)
-            if not column.type.equals(f.type):
-                try:
-                    column = column.cast(f.type, safe=True)
-                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-                    raise self.error(f"column {f.name!r} of type {column.type} cannot be written as "
-                                     f"{self._fields[f.name].kind} ({f.type}): {e}") from None
-            if not f.nullable and column.null_count:
-                row = column.is_null().to_pylist().index(True)
-                raise self.error(f"field {f.name!r} is required but row {row} of the batch is null")
-            columns.append(column)
-        return pa.RecordBatch.from_arrays(columns, schema=self._schema)
 
     def _route(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows == 0:

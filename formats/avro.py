@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Iterator, Mapping
 
 import fastavro
 import fastavro.write
@@ -10,7 +10,8 @@ import pyarrow as pa
 
 from cdkds.formats.errors import DataFileError
 from cdkds.formats.files import DEFAULT_BATCH_ROWS, WrittenFile
-from cdkds.formats.schema import arrow_field, type_kind, unwrap
+from cdkds.formats.records import to_records
+from cdkds.formats.schema import arrow_field, type_kind
 from cdkds.formats.statistics import StatisticsCollector
 
 _CODECS = {"snappy": "snappy", "deflate": "deflate", "zstd": "zstandard", "null": "null", "none": "null"}
@@ -24,7 +25,6 @@ class AvroFileWriter:
         self._stream = fs.open(path, "wb")
         self._writer = fastavro.write.Writer(self._stream, fastavro.parse_schema(avro_schema),
                                              codec=_CODECS[compression], metadata=dict(metadata))
-        self._to_avro = _record_converter(avro_schema)
         self._statistics = StatisticsCollector(arrow_schema)
 
     @property
@@ -40,8 +40,8 @@ class AvroFileWriter:
 
     def write(self, batch: pa.RecordBatch) -> None:
         self._statistics.update(batch)
-        for record in batch.to_pylist():
-            self._writer.write(self._to_avro(record))
+        for record in to_records(batch):
+            self._writer.write(record)
 
     def close(self) -> WrittenFile:
         self._writer.flush()
@@ -55,37 +55,6 @@ class AvroFileWriter:
         finally:
             if self._fs.exists(self.path):
                 self._fs.rm(self.path)
-
-
-def _record_converter(avro_schema: dict) -> Callable[[dict], dict]:
-    """Arrow's Python form of maps is a list of pairs; Avro wants dicts."""
-    converters = {f["name"]: _converter(f["type"]) for f in avro_schema["fields"]}
-    converters = {k: v for k, v in converters.items() if v is not None}
-    if not converters:
-        return lambda record: record
-
-    def convert(record: dict) -> dict:
-        for name, fn in converters.items():
-            if record[name] is not None:
-                record[name] = fn(record[name])
-        return record
-
-    return convert
-
-
-def _converter(avro: Any) -> Callable[[Any], Any] | None:
-    t = unwrap(avro).avro
-    kind = type_kind(t)
-    if kind == "map":
-        inner = _converter(t["values"]) or (lambda v: v)
-        return lambda pairs: {k: (None if v is None else inner(v)) for k, v in pairs}
-    if kind == "array":
-        inner = _converter(t["items"])
-        return None if inner is None else (lambda items: [None if v is None else inner(v) for v in items])
-    if kind == "record":
-        inner = _record_converter(t)
-        return inner
-    return None
 
 
 class AvroFormat:

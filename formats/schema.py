@@ -10,18 +10,15 @@ complex type, or its logical type (``date``, ``timestamp-micros``, ``decimal``, 
 
 from __future__ import annotations
 
-import datetime as dt
-import decimal
 import json
 import os
-import uuid
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import fastavro
 import pyarrow as pa
 
-from cdkds.formats.errors import InvalidSchemaError, SchemaMismatchError
+from cdkds.formats.errors import InvalidSchemaError
 
 AvroType = Any  # a str, dict or list in Avro's JSON form
 
@@ -336,162 +333,6 @@ def _avro_from_spark(t: Any, path: str, names: _RecordNames) -> AvroType:
             value = _avro_from_spark(t["valueType"], f"{path}.value", names)
             return {"type": "map", "values": ["null", value] if t.get("valueContainsNull", True) else value}
     raise InvalidSchemaError(f"field {path!r}: Spark type {json.dumps(t)} has no Avro form")
-
-
-# ---------------------------------------------------------------- record validation
-
-Validator = Callable[[Any, str], Any]
-
-
-def record_validator(schema: dict) -> Callable[[Mapping[str, Any]], dict]:
-    """A function that checks a record (a dict) against the schema and returns it normalised.
-
-    It raises :class:`SchemaMismatchError` naming the field and the value at fault.
-    Normalised means: unknown fields rejected, missing fields filled with their defaults,
-    UUIDs as text.
-    """
-    checks = {f["name"]: _validator(f["type"]) for f in schema["fields"]}
-    defaults = field_defaults(schema)
-
-    def validate(record: Mapping[str, Any]) -> dict:
-        if not isinstance(record, Mapping):
-            raise SchemaMismatchError(f"a record must be a dict, got {type(record).__name__}: {record!r:.200}")
-        unknown = [k for k in record if k not in checks]
-        if unknown:
-            raise SchemaMismatchError(f"unknown field {unknown[0]!r} (value {record[unknown[0]]!r:.100}); "
-                                      f"the schema has {list(checks)}")
-        out = {}
-        for name, check in checks.items():
-            if name in record:
-                out[name] = check(record[name], name)
-            elif name in defaults:
-                out[name] = defaults[name]
-            else:
-                raise SchemaMismatchError(f"field {name!r} is required and missing from the record")
-        return out
-
-    return validate
-
-
-def _validator(avro: AvroType) -> Validator:
-    ft = unwrap(avro)
-    inner = _value_validator(ft.avro)
-
-    def check(value: Any, path: str) -> Any:
-        if value is None:
-            if ft.nullable:
-                return None
-            raise SchemaMismatchError(f"field {path!r} is required (not nullable) but the value is None")
-        return inner(value, path)
-
-    return check
-
-
-def _mismatch(path: str, value: Any, expected: str) -> SchemaMismatchError:
-    return SchemaMismatchError(f"field {path!r}: value {value!r:.100} ({type(value).__name__}) is not {expected}")
-
-
-def _value_validator(avro: AvroType) -> Validator:  # noqa: C901 - one branch per Avro kind
-    kind = type_kind(avro)
-    if kind == "boolean":
-        def check(v, p):
-            if not isinstance(v, bool):
-                raise _mismatch(p, v, "a boolean")
-            return v
-    elif kind in INTEGER_KINDS:
-        lo, hi = INT_RANGES[kind]
-
-        def check(v, p):
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise _mismatch(p, v, f"an integer ({kind})")
-            if not lo <= v <= hi:
-                raise _mismatch(p, v, f"within the range of an Avro {kind}")
-            return v
-    elif kind in FLOAT_KINDS:
-        def check(v, p):
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
-                raise _mismatch(p, v, f"a number ({kind})")
-            return float(v)
-    elif kind in ("string", "uuid"):
-        def check(v, p):
-            if isinstance(v, uuid.UUID) and kind == "uuid":
-                return str(v)
-            if not isinstance(v, str):
-                raise _mismatch(p, v, "a string")
-            if kind == "uuid":
-                try:
-                    uuid.UUID(v)
-                except ValueError:
-                    raise _mismatch(p, v, "a UUID") from None
-            return v
-    elif kind == "enum":
-        symbols = set(avro["symbols"])
-
-        def check(v, p):
-            if v not in symbols:
-                raise _mismatch(p, v, f"one of the enum symbols {sorted(symbols)}")
-            return v
-    elif kind in ("bytes", "fixed"):
-        size = avro.get("size") if kind == "fixed" else None
-
-        def check(v, p):
-            if not isinstance(v, (bytes, bytearray)):
-                raise _mismatch(p, v, "bytes")
-            if size is not None and len(v) != size:
-                raise _mismatch(p, v, f"exactly {size} bytes")
-            return bytes(v)
-    elif kind == "date":
-        def check(v, p):
-            if isinstance(v, dt.datetime) or not isinstance(v, dt.date):
-                raise _mismatch(p, v, "a datetime.date")
-            return v
-    elif kind in TIMESTAMP_KINDS:
-        def check(v, p):
-            if not isinstance(v, dt.datetime):
-                raise _mismatch(p, v, "a datetime.datetime")
-            return v
-    elif kind in ("time-millis", "time-micros"):
-        def check(v, p):
-            if not isinstance(v, dt.time):
-                raise _mismatch(p, v, "a datetime.time")
-            return v
-    elif kind == "decimal":
-        precision, scale = avro["precision"], avro.get("scale", 0)
-
-        def check(v, p):
-            if isinstance(v, bool) or not isinstance(v, (decimal.Decimal, int)):
-                raise _mismatch(p, v, f"a Decimal({precision},{scale})")
-            d = decimal.Decimal(v)
-            exponent = d.as_tuple().exponent
-            if not d.is_finite() or (isinstance(exponent, int) and -exponent > scale) or \
-                    len(d.quantize(decimal.Decimal(1).scaleb(-scale)).as_tuple().digits) > precision:
-                raise _mismatch(p, v, f"representable as decimal({precision},{scale})")
-            return d
-    elif kind == "record":
-        inner = record_validator(avro)
-
-        def check(v, p):
-            try:
-                return inner(v)
-            except SchemaMismatchError as e:
-                raise SchemaMismatchError(f"in field {p!r}: {e}") from None
-    elif kind == "array":
-        item = _validator(avro["items"])
-
-        def check(v, p):
-            if isinstance(v, (str, bytes, Mapping)) or not hasattr(v, "__iter__"):
-                raise _mismatch(p, v, "a list")
-            return [item(x, f"{p}[{i}]") for i, x in enumerate(v)]
-    elif kind == "map":
-        value = _validator(avro["values"])
-
-        def check(v, p):
-            if not isinstance(v, Mapping) or not all(isinstance(k, str) for k in v):
-                raise _mismatch(p, v, "a dict with string keys")
-            return {k: value(x, f"{p}[{k!r}]") for k, x in v.items()}
-    else:
-        raise InvalidSchemaError(f"Avro type {json.dumps(avro)} is not supported")
-    return check
 
 
 # ---------------------------------------------------------------- writing and evolution

@@ -1,18 +1,26 @@
-"""The expression tree, its text parser and its visitors (see :mod:`.tree`)."""
+"""The expression tree (:mod:`.tree`), its text parser, typed binding (:mod:`.binding`,
+:mod:`.literals`) and its evaluators on records (:mod:`.rows`), Arrow batches
+(:mod:`.arrow`) and file statistics (:mod:`.metrics`), all built on one visitor base
+(:mod:`.visitors`); :mod:`.pruning` decides whether a data file can match."""
 
+from cdkds.catalog.expressions.arrow import drop_matching, filter_batch, to_arrow
+from cdkds.catalog.expressions.binding import bind
+from cdkds.catalog.expressions.metrics import may_match, must_match
 from cdkds.catalog.expressions.parser import parse
+from cdkds.catalog.expressions.rows import evaluate
 from cdkds.catalog.expressions.tree import (
-    ALWAYS_FALSE, ALWAYS_TRUE, And, Expression, Not, Or, Predicate, Reference, all_of, and_, any_of,
+    ALWAYS_FALSE, ALWAYS_TRUE, And, BoundPredicate, Expression, Not, Or, Predicate, Reference, all_of, and_, any_of,
     field, from_json, not_, or_,
 )
 from cdkds.catalog.expressions.visitors import (
-    bind, drop_matching, evaluate, filter_batch, may_match, must_match, references, rewrite_not, to_arrow, transform,
+    BooleanExpressionVisitor, BoundPredicateVisitor, references, rewrite_not, transform, visit,
 )
 
 __all__ = [
-    "ALWAYS_FALSE", "ALWAYS_TRUE", "And", "Expression", "as_expression", "Not", "Or", "Predicate", "Reference",
-    "all_of", "and_", "any_of", "bind", "drop_matching", "evaluate", "field", "filter_batch", "from_json",
-    "may_match", "must_match", "not_", "or_", "parse", "references", "rewrite_not", "to_arrow", "transform",
+    "ALWAYS_FALSE", "ALWAYS_TRUE", "And", "BooleanExpressionVisitor", "BoundPredicate", "BoundPredicateVisitor",
+    "Expression", "as_expression", "Not", "Or", "Predicate", "Reference", "all_of", "and_", "any_of", "bind",
+    "drop_matching", "evaluate", "field", "filter_batch", "from_json", "may_match", "must_match", "not_", "or_",
+    "parse", "references", "rewrite_not", "to_arrow", "transform", "visit",
 ]
 
 

@@ -10,7 +10,7 @@ Grammar (keywords are case-insensitive)::
                | name "is" ["not"] "null"
                | name ["not"] "starts" "with" literal | name ["not"] "like" 'prefix%'
     op        := "=" | "==" | "!=" | "<>" | "<" | "<=" | ">" | ">="
-    literal   := number | 'text' | true | false | null | date 'YYYY-MM-DD' | timestamp '...'
+    literal   := number (exact: a Decimal unless integral) | 'text' | true | false | null | date 'YYYY-MM-DD' | timestamp '...'
     name      := identifier | `any text` | "any text"
 
 The tokenizer is shared with the text form of partition strategies.
@@ -19,6 +19,7 @@ The tokenizer is shared with the text form of partition strategies.
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -107,11 +108,15 @@ class TokenStream:
             return token.text[1:-1].replace(quote * 2, quote)
         raise self.error("expected a field name", token)
 
-    def literal(self) -> Any:
+    def literal(self, exact: bool = False) -> Any:
+        """The next literal; with ``exact``, a number with a fraction or exponent is a
+        Decimal (so ``x = 1.005`` keeps its digits until it is bound), else a float."""
         token = self.next()
         if token.kind == "number":
             text = token.text
-            return int(text) if re.fullmatch(r"[-+]?\d+", text) else float(text)
+            if re.fullmatch(r"[-+]?\d+", text):
+                return int(text)
+            return decimal.Decimal(text) if exact else float(text)
         if token.kind == "string":
             return token.text[1:-1].replace("''", "'")
         if token.keyword in ("true", "false"):
@@ -172,7 +177,7 @@ def _not(s: TokenStream) -> Expression:
 
 def _predicate(s: TokenStream) -> Expression:
     if s.peek.kind in ("number", "string") or s.peek.keyword in ("true", "false", "date", "timestamp"):
-        value = s.literal()
+        value = s.literal(exact=True)
         op = s.next()
         if op.kind != "op":
             raise s.error("expected a comparison operator", op)
@@ -181,7 +186,7 @@ def _predicate(s: TokenStream) -> Expression:
     token = s.peek
     if token.kind == "op":
         s.next()
-        value = s.literal()
+        value = s.literal(exact=True)
         if value is None:
             raise s.error(f"comparing {name!r} with null is never true; use 'is null'", token)
         return Predicate(_OPS[token.text], name, value)
@@ -192,10 +197,10 @@ def _predicate(s: TokenStream) -> Expression:
     negated = s.accept_keyword("not")
     if s.accept_keyword("in"):
         s.expect("(")
-        items = [s.literal()]
+        items = [s.literal(exact=True)]
         while s.peek.text == ",":
             s.next()
-            items.append(s.literal())
+            items.append(s.literal(exact=True))
         s.expect(")")
         return Predicate("not_in" if negated else "in", name, values=tuple(items))
     if s.accept_keyword("starts"):

@@ -140,9 +140,6 @@ class Predicate(Expression):
     def negate(self) -> Expression:
         return Predicate(NEGATIONS[self.op], self.name, self.value, self.values)
 
-    def with_literals(self, value: Any = None, values: Iterable = ()) -> "Predicate":
-        return Predicate(self.op, self.name, value, tuple(values))
-
     def to_json(self) -> Any:
         out: dict[str, Any] = {"op": self.op, "field": self.name}
         if self.op in SET_OPS:
@@ -162,6 +159,17 @@ class Predicate(Expression):
             return f"{name} is {'null' if self.op == 'is_null' else 'not null'}"
         text = f"{name} starts with {literal_to_text(self.value)}"
         return text if self.op == "starts_with" else f"not {text}"
+
+
+@dataclass(frozen=True)
+class BoundPredicate(Predicate):
+    """A predicate checked against its field: ``value`` and ``values`` are values of the
+    field's type (``kind``), as :func:`~cdkds.catalog.expressions.binding.bind` makes them."""
+
+    kind: str = ""
+
+    def negate(self) -> Expression:
+        return BoundPredicate(NEGATIONS[self.op], self.name, self.value, self.values, self.kind)
 
 
 def and_(left: Expression, right: Expression) -> Expression:

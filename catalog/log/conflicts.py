@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
 
 from cdkds.catalog.log.actions import Action, AddFile, RemoveFile, SetMetadata, Tombstone
-from cdkds.catalog.expressions import ALWAYS_TRUE, Expression, evaluate, may_match
+from cdkds.catalog.expressions import bind
+from cdkds.catalog.expressions.pruning import FileFilter
 
 if TYPE_CHECKING:
     from cdkds.catalog.log.transaction import Commit
@@ -51,13 +52,11 @@ class ReadPartitions(ConflictRule):
     commit that adds files there would see its rows survive the overwrite, or escape
     the delete's file removals."""
 
-    predicate: Expression = ALWAYS_TRUE  # over partition names (inclusive projection)
-    rows: Expression = ALWAYS_TRUE  # over fields, for statistics
+    reads: FileFilter | None = None  # the files read; None: every file
 
     def specific_conflict(self, theirs: "Commit", base: "Snapshot") -> str | None:
         for add in _adds(theirs.actions):
-            if (self.predicate is ALWAYS_TRUE or evaluate(self.predicate, add.partition) is True) and \
-                    may_match(self.rows, add.row_count, add.statistics):
+            if self.reads is None or self.reads.may_match(add):
                 return f"it added {add.path} where this commit overwrites or deletes"
         return None
 
@@ -86,8 +85,9 @@ class Rewrite(ConflictRule):
 
     def specific_conflict(self, theirs: "Commit", base: "Snapshot") -> str | None:
         for tombstone in (a for a in theirs.actions if isinstance(a, Tombstone)):
+            deletes = FileFilter.of(bind(tombstone.predicate, base.descriptor.fields), base.descriptor)
             for f in self.files:
-                if may_match(tombstone.predicate, f.row_count, f.statistics):
+                if deletes.may_match(f):
                     return f"its delete ({tombstone.predicate}) may match {f.path}, which this commit rewrites"
         return None
 

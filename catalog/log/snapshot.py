@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from functools import cached_property
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Mapping
 
 from cdkds.catalog.log.actions import AddFile, RemoveFile, SetMetadata, SetProtocol, Tombstone, promote_statistics
 from cdkds.catalog.descriptor import DatasetDescriptor
-from cdkds.catalog.expressions import may_match
+from cdkds.catalog.expressions import bind
+from cdkds.catalog.expressions.pruning import FileFilter
 
 if TYPE_CHECKING:
     from cdkds.catalog.log.commit import Commit
@@ -33,9 +36,18 @@ class Snapshot:
         return sum(f.row_count for f in self.files.values())
 
     def tombstones_for(self, file: AddFile) -> tuple[Tombstone, ...]:
-        """The tombstones that apply to ``file``: newer than it and able to match its rows."""
-        return tuple(t for t in self.tombstones
-                     if t.revision > file.revision and may_match(t.predicate, file.row_count, file.statistics))
+        """The tombstones that apply to ``file``: newer than it and able to match its rows,
+        with their predicates bound to the schema."""
+        return tuple(t for t, deletes in self._bound_tombstones
+                     if t.revision > file.revision and deletes.may_match(file))
+
+    @cached_property
+    def _bound_tombstones(self) -> tuple[tuple[Tombstone, FileFilter], ...]:
+        out = []
+        for t in self.tombstones:
+            bound = dataclasses.replace(t, predicate=bind(t.predicate, self.descriptor.fields))
+            out.append((bound, FileFilter.of(bound.predicate, self.descriptor)))
+        return tuple(out)
 
     def apply(self, commit: "Commit") -> "Snapshot":
         descriptor, descriptor_version, protocol = self.descriptor, self.descriptor_version, self.protocol

@@ -1,4 +1,5 @@
 import datetime as dt
+import decimal
 from collections import Counter
 
 import pyarrow as pa
@@ -245,3 +246,94 @@ def test_a_chunked_table_makes_one_file_per_partition(repo):
     with ds.writer(max_open_files=2) as w:
         w.write_batch(table)
     assert len(ds.files) == 4 and ds.snapshot.row_count == 40
+
+
+# ---------------------------------------------------------------- values on both write paths (issue 10)
+
+FORMATS = ["parquet", "avro"]
+TS_MILLIS = {"type": "long", "logicalType": "timestamp-millis"}
+
+
+def dataset(tmp_path, avro_type, fmt, name="d"):
+    schema = {"type": "record", "name": "R", "fields": [{"name": "x", "type": avro_type}]}
+    return DatasetRepository(f"file://{tmp_path}/lake").create(name, DatasetDescriptor(schema, format=fmt))
+
+
+def xs(ds, where=None):
+    return [r["x"] for r in ds.reader(where)]
+
+
+def write(ds, values):
+    with ds.writer() as w:
+        for v in values:
+            w.write({"x": v})
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_uuids_are_canonical_on_every_path(tmp_path, fmt):
+    upper, braced = "ABCDEF00-0000-0000-0000-000000000001", "{abcdef00-0000-0000-0000-000000000002}"
+    ds = dataset(tmp_path, {"type": "string", "logicalType": "uuid"}, fmt)
+    write(ds, [upper])
+    with ds.writer() as w:
+        w.write_batch(pa.table({"x": pa.array([braced], pa.string())}))
+    assert sorted(xs(ds)) == ["abcdef00-0000-0000-0000-000000000001", "abcdef00-0000-0000-0000-000000000002"]
+    assert xs(ds, f"x = '{upper}'") == ["abcdef00-0000-0000-0000-000000000001"]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_bad_enum_symbols_are_rejected_on_the_batch_path(tmp_path, fmt):
+    ds = dataset(tmp_path, {"type": "enum", "name": "E", "symbols": ["A", "B"]}, fmt)
+    with pytest.raises(InvalidRecordError, match=r"'d'.*'x'.*'ZZZ'.*\['A', 'B'\]"):
+        with ds.writer() as w:
+            w.write_batch(pa.table({"x": ["A", "ZZZ"]}))
+    with pytest.raises(InvalidRecordError, match=r"'d'.*'x'.*'ZZZ'.*\['A', 'B'\]"):
+        with ds.writer() as w:
+            w.write({"x": "ZZZ"})
+    assert xs(ds) == [] and ds.version == 0
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_29_digit_decimals(tmp_path, fmt):
+    ds = dataset(tmp_path, {"type": "bytes", "logicalType": "decimal", "precision": 38, "scale": 2}, fmt)
+    big = decimal.Decimal("123456789012345678901234567.89")
+    write(ds, [big])
+    assert xs(ds) == [big]
+    assert xs(ds, f"x = {big}") == [big]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_maps_read_back_as_dicts_and_write_back(tmp_path, fmt):
+    repo = DatasetRepository(f"file://{tmp_path}/lake")
+    schema = {"type": "record", "name": "R", "fields": [
+        {"name": "m", "type": {"type": "map", "values": "long"}},
+        {"name": "a", "type": {"type": "array", "items": {"type": "map", "values": "string"}}}]}
+    ds = repo.create("maps", DatasetDescriptor(schema, format=fmt))
+    record = {"m": {"a": 1, "b": 2}, "a": [{"k": "v"}]}
+    write_records(ds, [record])
+    assert list(ds.reader()) == [record]
+    write_records(ds, list(ds.reader()))
+    assert list(ds.reader()) == [record, record]
+
+
+def write_records(ds, records):
+    with ds.writer() as w:
+        for r in records:
+            w.write(r)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("avro, value", [
+    (TS_MILLIS, dt.datetime(2020, 1, 1, 0, 0, 0, 1500, tzinfo=UTC)),
+    ({"type": "long", "logicalType": "local-timestamp-millis"}, dt.datetime(2020, 1, 1, 0, 0, 0, 1500)),
+    ({"type": "int", "logicalType": "time-millis"}, dt.time(1, 2, 3, 1500)),
+])
+def test_sub_millisecond_values_are_rejected_on_both_paths(tmp_path, fmt, avro, value):
+    ds = dataset(tmp_path, avro, fmt)
+    with pytest.raises(InvalidRecordError, match=r"'d'.*'x'.*millisecond"):
+        write(ds, [value])
+    arrow_type = {"time-millis": pa.time64("us")}.get(avro["logicalType"],
+                                                    pa.timestamp("us", tz="UTC" if avro is TS_MILLIS else None))
+    with pytest.raises(InvalidRecordError, match=r"'d'.*'x'.*millisecond"):
+        with ds.writer() as w:
+            w.write_batch(pa.table({"x": pa.array([value], arrow_type)}))
+    assert xs(ds) == [] and ds.version == 0

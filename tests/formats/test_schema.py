@@ -10,6 +10,7 @@ from pyspark.sql.types import StructType
 
 from cdkds.formats import schema as schemas
 from cdkds.formats.errors import InvalidSchemaError, SchemaMismatchError
+from cdkds.formats.records import record_validator
 
 ALL_TYPES = {"type": "record", "name": "All", "fields": [
     {"name": "b", "type": "boolean"},
@@ -84,7 +85,7 @@ def test_bad_schemas_are_rejected_clearly(bad, message):
 
 
 def test_record_validator_names_field_and_value():
-    validate = schemas.record_validator(ALL_TYPES)
+    validate = record_validator(ALL_TYPES)
     good = {"b": True, "i": 1, "l": 2, "f": 1.5, "d": 2, "s": "x", "y": b"\x00",
             "date": dt.date(2026, 1, 1), "tsm": dt.datetime(2026, 1, 1), "tsu": dt.datetime(2026, 1, 1),
             "lts": dt.datetime(2026, 1, 1), "dec": decimal.Decimal("12.34"),

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from cdkds.catalog.errors import ExpressionError
 from cdkds.catalog.expressions import (
-    ALWAYS_TRUE, Not, Predicate, bind, evaluate, field, filter_batch, from_json, may_match, parse, rewrite_not,
+    ALWAYS_TRUE, BoundPredicate, Not, Predicate, bind, evaluate, field, filter_batch, from_json, may_match, parse, rewrite_not,
 )
 from cdkds.formats.schema import fields as schema_fields, to_arrow
 from cdkds.formats.statistics import StatisticsCollector
@@ -65,7 +65,9 @@ def test_parser_errors_quote_the_text_and_position(text, message):
 
 def test_bind_checks_fields_and_converts_literals():
     bound = bind(parse("ts >= '2026-03-01' and x in (1, 2.0)"), FIELDS, "events")
-    assert bound == (field("ts") >= dt.datetime(2026, 3, 1, tzinfo=UTC)) & field("x").isin([1, 2])
+    assert bound == BoundPredicate("ge", "ts", dt.datetime(2026, 3, 1, tzinfo=UTC), kind="timestamp-micros") & \
+        BoundPredicate("in", "x", values=(1, 2), kind="long")
+    assert bind(bound, FIELDS) == bound
     with pytest.raises(ExpressionError, match="dataset 'events': unknown field 'nope'"):
         bind(parse("nope = 1"), FIELDS, "events")
     with pytest.raises(ExpressionError, match="field 'x' .* cannot be read as long"):
