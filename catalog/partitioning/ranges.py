@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, ClassVar
 
 import numpy as np
@@ -128,18 +129,21 @@ class ListFunction(PartitionFunction):
         return "int"
 
     def domain(self, kind: str) -> Domain:
-        return Domain(members=frozenset(self._index))
+        return self._domain
 
     def outside_reason(self, kind: str) -> str:
         return f"is in none of the partition lists {self.args_text()[0]}"
 
-    @property
+    @cached_property
     def _index(self) -> dict[Any, int]:
         return {v: i for i, s in enumerate(self.values) for v in s}
 
+    @cached_property
+    def _domain(self) -> Domain:
+        return Domain(members=frozenset(self._index))
+
     def transform(self, array: pa.Array, kind: str) -> pa.Array:
-        index = self._index
-        return map_distinct(array, index.__getitem__, pa.int32())
+        return map_distinct(array, self._index.__getitem__, pa.int32())
 
     def project(self, p: Predicate, kind: str) -> Expression | None:
         if p.op == "ne" and any(s == (p.value,) for s in self.values):
