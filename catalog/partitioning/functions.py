@@ -81,7 +81,7 @@ class Domain:
 
 
 def _raw(scalar: pa.Scalar) -> str:
-    return f"{scalar.cast(pa.int64()).as_py()} ({scalar.type})"
+    return f"{scalar.value} ({scalar.type})"  # only temporal scalars lack a Python form
 
 
 EVERYTHING = Domain()
@@ -152,7 +152,7 @@ class PartitionFunction(ABC):
         """The partition value of one non-null source value: :meth:`apply_array` on it."""
         value = values.coerce(value, kind)
         self.check(value, kind)
-        return self.transform(one_value_column(value, kind), kind)[0].as_py()
+        return self.transform(column_of([value], kind), kind)[0].as_py()
 
     def _outside(self, value: Any, kind: str) -> SchemaMismatchError:
         return SchemaMismatchError(f"value {value!r:.100} of field {self.source!r} {self.outside_reason(kind)}")
@@ -201,8 +201,9 @@ class PartitionFunction(ABC):
         outside = self.outside_order(p, kind)
         if outside is not None:
             return outside
-        op = {("lt", False): "le", ("le", False): "le", ("gt", False): "ge", ("ge", False): "ge",
-              ("lt", True): "lt", ("le", True): "lt", ("gt", True): "gt", ("ge", True): "gt"}[(p.op, strict)]
+        below = p.op in ("lt", "le")
+        # f(x) < f(v) implies x < v; f(x) <= f(v) is all that x <= v implies
+        op = ("lt" if below else "gt") if strict else ("le" if below else "ge")
         return Predicate(op, self.name, self.apply(p.value, kind))
 
     def _image(self, literals: Iterable[Any], kind: str) -> Expression:
@@ -210,7 +211,7 @@ class PartitionFunction(ABC):
         inside = [v for v in literals if self.domain(kind).contains(v)]
         if not inside:
             return ALWAYS_FALSE
-        image = self.transform(many_values_column(inside, kind), kind).to_pylist()
+        image = self.transform(column_of(inside, kind), kind).to_pylist()
         unique = tuple(dict.fromkeys(image))
         return Predicate("eq", self.name, unique[0]) if len(unique) == 1 else Predicate("in", self.name, values=unique)
 
@@ -259,13 +260,9 @@ def kind_arrow_type(kind: str) -> pa.DataType:
     return arrow_type(_KIND_AVRO.get(kind, kind), "partition")
 
 
-def many_values_column(items: list[Any], kind: str) -> pa.Array:
+def column_of(items: list[Any], kind: str) -> pa.Array:
     """Python values of ``kind`` as an Arrow column the functions take."""
     return pa.array(items) if kind == "decimal" else pa.array(items, type=kind_arrow_type(kind))
-
-
-def one_value_column(value: Any, kind: str) -> pa.Array:
-    return many_values_column([value], kind)
 
 
 def map_distinct(array: pa.Array, fn: Callable[[Any], Any], result: pa.DataType) -> pa.Array:

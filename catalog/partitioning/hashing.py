@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 
 from cdkds.catalog.errors import InvalidPartitionStrategyError
-from cdkds.catalog.partitioning.functions import STRING_KINDS, PartitionFunction, map_distinct, one_value_column
+from cdkds.catalog.partitioning.functions import STRING_KINDS, PartitionFunction, column_of, map_distinct
 from cdkds.formats.schema import INT_RANGES, INTEGER_KINDS
 
 HASHABLE_KINDS = INTEGER_KINDS | STRING_KINDS
@@ -46,7 +46,7 @@ def hash_codes(array: pa.Array, hashed_as: str) -> np.ndarray:
 
 def java_hash(value: Any, kind: str) -> int:
     """Java's ``hashCode`` of an Avro int, long or string value, as a signed 32-bit int."""
-    return int(hash_codes(one_value_column(value, kind), kind)[0])
+    return int(hash_codes(column_of([value], kind), kind)[0])
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """Values at and beyond the edges of each function's domain (issue 10 items 12, 13, 16)."""
 
 import datetime as dt
+import re
 
 import pyarrow as pa
 import pytest
@@ -131,3 +132,14 @@ def test_projection_literal_predicate_objects_are_only_read_through_attributes()
         op, name, value, values = "lt", "x", 200, ()
 
     assert PartitionStrategy.parse("range(x, [18, 65, 150])").functions[0].project(Bound(), "int") == ALWAYS_TRUE
+
+
+@pytest.mark.parametrize("function, array, kind", [
+    ("year", pa.array([2**31 - 1], pa.int32()).cast(pa.date32()), "date"),
+    ("day", pa.array([-(2**62)], pa.int64()).cast(pa.timestamp("ms")), "local-timestamp-millis"),
+    ("identity", pa.array([2**62], pa.int64()).cast(pa.timestamp("us", tz="UTC")), "timestamp-micros"),
+])
+def test_arrow_times_without_a_python_form_are_rejected_with_their_raw_value(function, array, kind):
+    raw = str(array[0].value)
+    with pytest.raises(SchemaMismatchError, match=re.escape(f"value '{raw} ({array.type})' of field 'ts'")):
+        make_function(function, "ts").apply_array(array, kind)
