@@ -86,10 +86,13 @@ class CalendarFunction(_TimeFunction):
 _JAVA_PATTERN = re.compile(r"'[^']*'|yyyy|yy|MM|dd|HH|mm|ss|SSS|[A-Za-z]")
 _JAVA_TO_STRFTIME = {"yyyy": "%Y", "yy": "%y", "MM": "%m", "dd": "%d", "HH": "%H", "mm": "%M", "ss": "%S"}
 _ORDER_PRESERVING = ("yyyy", "MM", "dd", "HH", "mm", "ss")
+_UNITS = {"yyyy": "year", "yy": "year", "MM": "month", "dd": "day", "HH": "hour", "mm": "minute", "ss": "second"}
+_FINEST_FIRST = ("second", "minute", "hour", "day", "month", "year")
 
 
-def _strftime(pattern: str) -> tuple[str, bool]:
-    """A Java ``SimpleDateFormat`` pattern as strftime, and whether string order is time order."""
+def _strftime(pattern: str) -> tuple[str, bool, str]:
+    """A Java ``SimpleDateFormat`` pattern as strftime, whether string order is time order,
+    and the finest unit it shows."""
     out, fields = [], []
     position = 0
     for m in _JAVA_PATTERN.finditer(pattern):
@@ -106,7 +109,9 @@ def _strftime(pattern: str) -> tuple[str, bool]:
         position = m.end()
     out.append(pattern[position:].replace("%", "%%"))
     ordered = tuple(fields) == _ORDER_PRESERVING[:len(fields)] and bool(fields)
-    return "".join(out), ordered
+    units = {_UNITS[f] for f in fields}
+    finest = next((u for u in _FINEST_FIRST if u in units), "year")
+    return "".join(out), ordered, finest
 
 
 @dataclass(frozen=True)
@@ -135,6 +140,9 @@ class DateFormatFunction(_TimeFunction):
         return "string"
 
     def transform(self, array: pa.Array, kind: str) -> pa.Array:
-        # whole seconds: Arrow's %S shows fractions of finer units, Java's ss does not
-        seconds = pc.floor_temporal(_timestamps(array, kind), unit="second").cast(pa.timestamp("s", tz="UTC"))
-        return pc.strftime(seconds, format=_strftime(self.format)[0])
+        pattern, _, finest = _strftime(self.format)
+        # floored to whole units: Arrow's %S shows fractions of seconds, Java's ss does not;
+        # Arrow's strftime is slow, so each distinct floored time is formatted once
+        floored = pc.floor_temporal(_timestamps(array, kind), unit=finest).cast(pa.timestamp("s", tz="UTC"))
+        encoded = floored.dictionary_encode()
+        return pc.strftime(encoded.dictionary, format=pattern).take(encoded.indices)
