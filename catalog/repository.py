@@ -4,6 +4,12 @@
 A repository is a root URL; dataset ``ns/name`` lives under ``<root>/ns/name/`` with its
 transaction log in ``_log/`` and data files in ``data/``. The descriptor is kept in the
 log (so it is versioned with the data) by the default :class:`LogMetadataProvider`.
+
+A folder is a dataset or a namespace, never both: ``create`` refuses ``a/b`` while ``a`` is
+a dataset (so ``a/data`` and ``a/_log`` can never share a dataset's own folders) and ``a``
+while ``a/...`` datasets exist. Two processes creating
+``a`` and ``a/b`` at once both pass the first check; each looks again after creating, and
+one that then finds the other undoes its create and fails, so at most one of them stays.
 """
 
 from __future__ import annotations
@@ -17,11 +23,11 @@ from cdkds.catalog.log.conflicts import Exclusive
 from cdkds.catalog.dataset import Dataset
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import (
-    CorruptLogWarning, DatasetNotFoundError, IncompatibleDescriptorError, InvalidDescriptorError, InvalidNameError, InvalidTimeTravelError,
+    DatasetNotFoundError, IncompatibleDescriptorError, InvalidDescriptorError, InvalidNameError, InvalidTimeTravelError,
 )
 from cdkds.catalog.log.actions import SetMetadata
 from cdkds.catalog.log import LOG_FOLDER, TransactionLog, commit_key
-from cdkds.catalog.maintenance.rebuild import rebuild_log
+from cdkds.catalog.maintenance.rebuild import IncompleteRebuildWarning, rebuild_log
 from cdkds.catalog.storage import ObjectStore
 
 _NAME_PART = re.compile(r"[A-Za-z0-9_]+")
@@ -32,10 +38,41 @@ def check_name(name: Any) -> str:
     if not isinstance(name, str):
         raise InvalidNameError(f"a dataset name must be a string, got {type(name).__name__}: {name!r:.100}")
     parts = name.split("/")
-    if len(parts) > 2 or not all(_NAME_PART.fullmatch(p) for p in parts):
+    if len(parts) > 2 or not all(_is_name_part(p) for p in parts):
         raise InvalidNameError(
             f"invalid dataset name {name!r}: use 'name' or 'namespace/name' with letters, digits and '_' only")
     return name
+
+
+def _is_name_part(part: str) -> bool:
+    return bool(_NAME_PART.fullmatch(part))
+
+
+def _is_dataset(store: ObjectStore, name: str) -> bool:
+    return store.exists(f"{name}/{commit_key(0)}" if name else commit_key(0))
+
+
+def overlapping_datasets(store: ObjectStore, name: str) -> list[str]:
+    """The datasets that dataset ``name`` of the repository at ``store`` would overlap: the
+    repository itself or its namespace when that is a dataset, and the datasets inside it."""
+    namespace, _, _ = name.rpartition("/")
+    found = [""] if _is_dataset(store, "") else []  # "": the repository root itself
+    if namespace and _is_dataset(store, namespace):
+        found.append(namespace)
+    if not namespace:
+        found += [f"{name}/{child}" for child in store.list(name)
+                  if _is_name_part(child) and _is_dataset(store, f"{name}/{child}")]
+    return found
+
+
+def _overlap_error(store: ObjectStore, name: str, found: list[str], concurrently: bool = False) -> InvalidNameError:
+    inside = [f for f in found if f.startswith(f"{name}/")]
+    reasons = [f"{repr(f) if f else f'the repository root {store.url}'} is a dataset, so it cannot also be a namespace"
+               for f in found if f not in inside]
+    if inside:
+        reasons.append(f"it is the namespace of dataset {', '.join(repr(f) for f in inside)}")
+    when = "; they were created concurrently, so this create was undone" if concurrently else ""
+    return InvalidNameError(f"cannot create dataset {name!r}: {'; '.join(reasons)}{when}")
 
 
 def split_dataset_url(url: str) -> tuple[str, str]:
@@ -102,23 +139,27 @@ class LogMetadataProvider(MetadataProvider):
         return self.log(name).exists()
 
     def delete(self, name: str) -> bool:
+        """Removes the dataset's own folders (its log first, so it stops existing before its
+        data goes), never a dataset nested in it (which only older versions could create)."""
         dataset = self.store.child(name)
         if not dataset.exists(commit_key(0)):
             return False
-        dataset.delete_tree(LOG_FOLDER)  # first, so the dataset stops existing before its data goes
-        dataset.delete_tree("")
+        dataset.delete_tree(LOG_FOLDER)
+        for child in dataset.list(""):
+            if not _is_dataset(dataset, child):
+                dataset.delete_tree(child)
+        dataset.remove_empty_folder("")
         return True
 
     def list(self) -> list[str]:
         names = []
         for first in self.store.list(""):
-            if not _NAME_PART.fullmatch(first):
+            if not _is_name_part(first):
                 continue
             if self.exists(first):
                 names.append(first)
-                continue
             for second in self.store.list(first):
-                if _NAME_PART.fullmatch(second) and self.exists(f"{first}/{second}"):
+                if _is_name_part(second) and self.exists(f"{first}/{second}"):
                     names.append(f"{first}/{second}")
         return sorted(names)
 
@@ -140,9 +181,17 @@ class DatasetRepository:
         check_name(name)
         if not isinstance(descriptor, DatasetDescriptor):
             raise InvalidDescriptorError(f"dataset {name!r}: create takes a DatasetDescriptor, got {type(descriptor).__name__}")
+        found = overlapping_datasets(self.store, name)
+        if found:
+            raise _overlap_error(self.store, name, found)
         store = self.store.child(name)
         log = TransactionLog(store, name)
-        return Dataset(self, name, store, log, log.create(descriptor))
+        snapshot = log.create(descriptor)
+        found = overlapping_datasets(self.store, name)
+        if found:  # an overlapping create ran at the same time: at most one may stay
+            store.delete_tree(LOG_FOLDER)
+            raise _overlap_error(self.store, name, found, concurrently=True)
+        return Dataset(self, name, store, log, snapshot)
 
     def load(self, name: str, version: int | None = None, timestamp: Any = None) -> Dataset:
         """Dataset ``name`` at its latest commit, at revision ``version``, or as of ``timestamp``."""
@@ -184,12 +233,12 @@ class DatasetRepository:
 
     def rebuild(self, name: str) -> Dataset:
         """Rebuild the log of dataset ``name`` from its data files (see :mod:`cdkds.catalog.maintenance.rebuild`);
-        the damaged log is kept aside as ``_log.broken-<time>/``. Unreadable files are
-        skipped with a :class:`CorruptLogWarning` naming them."""
+        the damaged log is kept aside as ``_log.broken-<time>/``. What the files cannot tell
+        (unreadable files, commits that left no file, the order of concurrent writes...) is
+        reported by an :class:`IncompleteRebuildWarning` whose ``report`` lists it."""
         check_name(name)
         store = self.store.child(name)
-        log, skipped = rebuild_log(store, name)
-        if skipped:
-            warnings.warn(f"dataset {name!r}: rebuild skipped unreadable data files: {skipped}", CorruptLogWarning,
-                          stacklevel=2)
+        log, report = rebuild_log(store, name)
+        if not report.complete:
+            warnings.warn(IncompleteRebuildWarning(report), stacklevel=2)
         return Dataset(self, name, store, log, log.snapshot())

@@ -150,6 +150,14 @@ class ObjectStore:
         except FileNotFoundError:
             pass
 
+    def remove_empty_folder(self, prefix: str) -> None:
+        """Remove the folder ``prefix`` if it is empty, on backends that keep folders."""
+        if isinstance(self.fs, (LocalFileSystem, MemoryFileSystem)):
+            try:
+                self.fs.rmdir(self.path(prefix))  # refuses a folder that is not empty
+            except OSError:
+                pass
+
 
 def _protocols(fs: Any) -> tuple[str, ...]:
     protocol = fs.protocol

@@ -56,6 +56,10 @@ class WriteMode(ABC):
         """The removals for a commit of ``adds`` on ``base``; ``own`` holds the files this writer
         committed before, ``first`` says whether this is its first commit."""
 
+    def commits_without_files(self, first: bool) -> bool:
+        """Whether a commit that adds no file still changes the dataset (so must be made)."""
+        return False
+
 
 class Append(WriteMode):
     operation = "append"
@@ -73,6 +77,9 @@ class Overwrite(WriteMode):
         if not first:
             return [], BlindAppend()  # a later flush of the same overwrite only adds
         return [RemoveFile(p) for p in base.files], ReadPartitions()
+
+    def commits_without_files(self, first: bool) -> bool:
+        return first  # an overwrite with no rows still empties the dataset
 
 
 class PartitionOverwrite(WriteMode):
@@ -101,6 +108,9 @@ class RewriteFiles(WriteMode):
     def plan(self, base: Snapshot, adds: list[AddFile], own: set[str], first: bool) -> tuple[list[Action], ConflictRule]:
         return [RemoveFile(f.path) for f in self.files], Rewrite(self.files)
 
+    def commits_without_files(self, first: bool) -> bool:
+        return first  # files whose rows are all deleted are removed and replaced by nothing
+
 
 def write_mode(mode: "str | WriteMode", descriptor: DatasetDescriptor) -> WriteMode:
     """The write mode named ``mode`` for a dataset with ``descriptor``."""
@@ -118,12 +128,16 @@ def write_mode(mode: "str | WriteMode", descriptor: DatasetDescriptor) -> WriteM
 class PartitionedWriter:
     """Checks Arrow batches against a descriptor and writes them into partitioned data
     files; it never commits. Spark executors use it directly and send the
-    :class:`AddFile` descriptions it returns to the driver, which commits them."""
+    :class:`AddFile` descriptions it returns to the driver, which commits them.
+
+    Each file's metadata names what a rebuild of the log needs: the commit (``transaction``)
+    and its ``operation``, the revision it was planned on, and the ``writer`` whose
+    ``flush``-th commit it is (a writer that commits once is its own transaction)."""
 
     def __init__(self, store: ObjectStore, dataset: str, descriptor: DatasetDescriptor, descriptor_version: int,
                  base_revision: int, transaction: str, operation: str = "append",
                  replaces: Sequence[str] = (), target_file_size: int = DEFAULT_TARGET_FILE_SIZE,
-                 max_open_files: int = DEFAULT_MAX_OPEN_FILES):
+                 max_open_files: int = DEFAULT_MAX_OPEN_FILES, writer: str | None = None, flush: int = 0):
         if isinstance(target_file_size, bool) or not isinstance(target_file_size, int) or target_file_size < 1:
             raise CdkdsError(f"dataset {dataset!r}: target_file_size must be a positive number of bytes, "
                              f"got {target_file_size!r}")
@@ -148,6 +162,8 @@ class PartitionedWriter:
             "cdkds.transaction": transaction,
             "cdkds.operation": operation,
             "cdkds.base_revision": str(base_revision),
+            "cdkds.writer": writer or transaction,
+            "cdkds.flush": str(flush),
             "cdkds.descriptor": json.dumps(descriptor.to_json()),
         }
         if replaces:
@@ -289,7 +305,8 @@ class DatasetWriter:
         self._fields = self.descriptor.fields
         self._records: list[dict] = []
         self._own: set[str] = set()
-        self._committed = False
+        self._commits = 0
+        self._id = uuid.uuid4().hex  # spans this writer's flushes, each its own commit
         self._closed = False
         self._files = self._new_files()
 
@@ -298,7 +315,7 @@ class DatasetWriter:
         replaces = [f.path for f in self.mode.files] if isinstance(self.mode, RewriteFiles) else ()
         return PartitionedWriter(ds.store, ds.name, self.descriptor, ds.descriptor_version, ds.version,
                                  uuid.uuid4().hex, self.mode.operation, replaces, self.target_file_size,
-                                 self.max_open_files)
+                                 self.max_open_files, self._id, self._commits)
 
     # ---------------------------------------------------------------- context
 
@@ -343,9 +360,9 @@ class DatasetWriter:
         self._check_open()
         self._drain_records()
         adds = self._files.close()
-        if not adds and not (isinstance(self.mode, Overwrite) and not self._committed):
-            return None  # an overwrite with no rows still empties the dataset
-        removes, rule = self.mode.plan(self.dataset.snapshot, adds, self._own, not self._committed)
+        if not adds and not self.mode.commits_without_files(self._commits == 0):
+            return None
+        removes, rule = self.mode.plan(self.dataset.snapshot, adds, self._own, self._commits == 0)
         info = {"rows": sum(a.row_count for a in adds), "files": len(adds)}
         try:
             self.dataset._commit(self.mode.operation, [*removes, *adds], info, self._files.transaction, rule)
@@ -353,7 +370,7 @@ class DatasetWriter:
             delete_files(self.dataset.store, [a.path for a in adds])
             raise
         self._own.update(a.path for a in adds)
-        self._committed = True
+        self._commits += 1
         self._files = self._new_files()
         return self.dataset.version
 

@@ -16,7 +16,10 @@ def register(spark, repository_url: str | None = None, database: str | None = No
              storage_options: dict | None = None) -> list[str]:
     """Register the ``cdkds`` source with ``spark``; with a repository URL, also make each
     of its datasets queryable by name: as temporary views, or as tables of ``database``
-    (``namespace/name`` becomes ``namespace_name``). Returns the names registered."""
+    (``namespace/name`` becomes ``namespace_name``). Returns the names registered.
+
+    Catalog tables keep no storage options (see :func:`cdkds.connector.source.carried_options`),
+    so ``storage_options`` are refused with ``database``."""
     import json
 
     from cdkds.catalog import DatasetRepository
@@ -24,6 +27,13 @@ def register(spark, repository_url: str | None = None, database: str | None = No
     spark.dataSource.register(CdkdsDataSource)
     if repository_url is None:
         return []
+    if database is not None and storage_options:
+        from cdkds.connector.options import InvalidOptionError
+
+        raise InvalidOptionError(
+            f"repository {repository_url}: catalog tables (database={database!r}) cannot keep storage options without "
+            f"showing them in their schema; configure the storage for fsspec instead (environment or fsspec config "
+            f"files, see the README), or register temporary views (database=None)")
     repo = DatasetRepository(repository_url, storage_options)
     extra = f", storageOptions '{_quote(json.dumps(storage_options))}'" if storage_options else ""
     names = []

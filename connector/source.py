@@ -74,8 +74,7 @@ class CdkdsDataSource(DataSource):
                                    f"columns are {list(by_name)}")
             struct = {**struct, "fields": [by_name[c] for c in read.columns]}
         if struct["fields"]:
-            carried = {k: v for k, v in options.items() if k.lower() in _CARRIED}
-            struct["fields"][0]["metadata"] = {OPTIONS_METADATA_KEY: json.dumps(carried, sort_keys=True)}
+            struct["fields"][0]["metadata"] = {OPTIONS_METADATA_KEY: json.dumps(carried_options(options), sort_keys=True)}
         return StructType.fromJson(struct)
 
     def reader(self, schema: StructType) -> DataSourceReader:
@@ -91,9 +90,25 @@ class CdkdsDataSource(DataSource):
         return plan_write(self._options(schema), schema, overwrite)
 
 
-_CARRIED = {"path", "storageoptions", "where", "columns", "versionasof", "timestampasof", "maxpartitionbytes",
+# Never storageOptions: a schema is shown by df.schema and DESCRIBE, kept in the metastore and
+# written into the files Spark writes from the DataFrame, and storage options hold credentials.
+_CARRIED = {"path", "where", "columns", "versionasof", "timestampasof", "maxpartitionbytes",
             "batchrows", "pushfilters", "partitionby", "format", "compression", "recordkey", "orderingfield",
             "partitionoverwrite", "targetfilesize", "checknulls"}
+
+
+def carried_options(options: dict[str, str]) -> dict[str, str]:
+    """The options a catalog table keeps in its schema (Spark gives its source no others):
+    those that find and shape the dataset, never storage options or a URL with a password."""
+    from urllib.parse import urlsplit
+
+    def secret(value: str) -> bool:
+        try:
+            return urlsplit(value).password is not None
+        except ValueError:
+            return False
+
+    return {k: v for k, v in options.items() if k.lower() in _CARRIED and not secret(v)}
 
 
 def raise_option_error(message: str) -> None:

@@ -1,9 +1,11 @@
 """Overwrite, partition overwrite, delete, compaction, and how they race other commits."""
 
 import datetime as dt
+import uuid
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from cdkds.catalog import DatasetDescriptor
 from cdkds.catalog.errors import CommitConflictError, CdkdsError
@@ -163,3 +165,181 @@ def test_bad_operation_arguments(ds):
         ds.vacuum(retention=dt.timedelta(minutes=5))
     with pytest.raises(CdkdsError, match="must be a datetime.timedelta"):
         ds.vacuum(retention=7)
+
+
+def test_compaction_of_fully_deleted_files_removes_them_and_spends_the_tombstone(repo, ds):
+    write(ds, rows(range(0, 3), g="a"))
+    write(ds, rows(range(3, 6), g="a"))
+    ds.delete("id in (0, 1, 2, 3, 4, 5)")  # every row of both files; statistics cannot prove it
+    write(ds, rows(range(6, 9), g="b"))  # newer than the tombstone
+    assert len(ds.snapshot.tombstones) == 1 and len(ds.files) == 3
+    before = ds.version
+    version = ds.compact()
+    assert version == before + 1 and ds.history()[-1].operation == "compact"
+    assert ids(ds) == [6, 7, 8] and [f.partition for f in ds.files] == [{"g_copy": "b"}]
+    assert ds.snapshot.tombstones == ()  # no file predates it any more
+    assert ids(repo.load("t")) == [6, 7, 8] and repo.load("t").compact() is None
+
+
+def test_a_removing_compaction_conflicts_with_a_concurrent_delete_of_its_files(repo, ds):
+    write(ds, rows(range(0, 3), g="a"))
+    write(ds, rows(range(3, 6), g="b"))
+    ds.delete("id in (0, 1, 2)")
+    stale = repo.load("t")
+    ds.delete("g = 'a'")  # removes the whole file the stale compaction would remove
+    with pytest.raises(CommitConflictError):
+        stale.compact()
+    assert ids(repo.load("t")) == [3, 4, 5]
+
+
+# ---------------------------------------------------------------- rebuilding a lost log
+
+def rebuild(repo, name="t"):
+    """Rebuild after losing the log; the rebuilt dataset and the report it warned with."""
+    import warnings
+
+    from cdkds.catalog.maintenance import IncompleteRebuildWarning
+
+    repo.load(name).store.delete_tree("_log")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rebuilt = repo.rebuild(name)
+    reports = [w.message.report for w in caught if issubclass(w.category, IncompleteRebuildWarning)]
+    return rebuilt, (reports[0] if reports else None)
+
+
+def all_rows(ds):
+    return sorted((r["id"], r["g"], r["v"]) for r in ds.reader())
+
+
+def write_flushes(ds, chunks, mode):
+    """One writer committing ``chunks`` in as many flushes (flush() ..., then close())."""
+    with ds.writer(mode=mode) as w:
+        for chunk in chunks[:-1]:
+            w.write_batch(chunk)
+            w.flush()
+        w.write_batch(chunks[-1])
+
+
+_ids = st.lists(st.sampled_from("abc"), min_size=1, max_size=4)
+_operation = st.one_of(
+    st.tuples(st.just("append"), st.lists(_ids, min_size=1, max_size=1)),
+    st.tuples(st.sampled_from(["overwrite", "overwrite_partitions"]), st.lists(_ids, min_size=1, max_size=3)),
+    st.tuples(st.just("compact"), st.just([])),
+)
+
+
+@settings(max_examples=max(10, settings.default.max_examples // 4))
+@given(st.lists(_operation, min_size=1, max_size=7).filter(lambda h: any(op != "compact" for op, _ in h)))
+def test_rebuild_restores_histories_of_multi_flush_writes_and_compactions(history):
+    from cdkds.catalog import DatasetRepository
+
+    repo = DatasetRepository(f"memory://rebuild-{uuid.uuid4().hex}")
+    ds = repo.create("t", DatasetDescriptor(SCHEMA, "identity(g)"))
+    counter = iter(range(10**6))
+    for operation, flushes in history:
+        if operation == "compact":
+            ds.compact()
+            continue
+        chunks = [pa.table({"id": [next(counter) for _ in gs], "g": gs, "v": [1] * len(gs)}) for gs in flushes]
+        write_flushes(ds, chunks, operation)
+    expected, operations = all_rows(ds), [h.operation for h in ds.history()]
+    rebuilt, report = rebuild(repo)
+    assert report is None, str(report)
+    assert all_rows(rebuilt) == expected
+    assert [h.operation for h in rebuilt.history()] == operations
+
+
+def test_rebuild_of_a_two_flush_overwrite_keeps_both_flushes(repo, ds):
+    write(ds, rows(range(0, 6)))
+    write_flushes(ds, [rows(range(10, 13)), rows(range(20, 23))], "overwrite")
+    write_flushes(ds, [rows([30], g="a"), rows([31], g="a"), rows([32], g="b")], "overwrite_partitions")
+    expected = all_rows(ds)
+    rebuilt, report = rebuild(repo)
+    assert report is None and all_rows(rebuilt) == expected
+    assert ids(rebuilt) == [11, 20, 30, 31, 32]
+
+
+def test_rebuild_reports_commits_that_left_no_file(repo, ds):
+    write(ds, rows(range(0, 3)))
+    ds.delete("id = 1")  # a tombstone: no file
+    write(ds, rows(range(3, 6)))
+    rebuilt, report = rebuild(repo)
+    assert ids(rebuilt) == [0, 1, 2, 3, 4, 5]  # the delete is lost, and said to be
+    [lost] = report.unrecoverable
+    assert lost.reason == "commits without files" and "at least 1 commits" in lost.detail
+    assert "revision(s) [1]" in lost.detail and "dataset 't'" in str(report)
+    assert [h.operation for h in rebuilt.history()] == ["create", "append", "unrecovered", "append"]
+
+
+def test_a_second_rebuild_orders_writes_after_the_first_one(repo, ds):
+    """Revisions keep their numbers across a rebuild, so files written after it (planned
+    on the rebuilt log) sort after the older files of a later rebuild."""
+    write(ds, rows(range(0, 3)))
+    for k in range(3):
+        ds.delete(f"id = {k}")  # commits that leave no file
+    write(ds, rows(range(3, 6)), mode="overwrite")
+    rebuilt, _ = rebuild(repo)
+    write(rebuilt, rows([7]))
+    expected = ids(rebuilt)
+    again, _ = rebuild(repo)
+    assert ids(again) == expected == [3, 4, 5, 7]
+
+
+def test_rebuild_reports_the_order_of_concurrent_writes(repo, ds):
+    write(ds, rows(range(0, 3)))
+    stale = repo.load("t")
+    write(ds, rows(range(3, 6)))
+    with pytest.raises(CommitConflictError):
+        write(stale, rows([9]), mode="overwrite")
+    stale = repo.load("t", version=ds.version)
+    write(ds, rows([7]))
+    write(stale, rows([8]), mode="overwrite_partitions")  # rebases over the append
+    rebuilt, report = rebuild(repo)
+    [concurrent] = [u for u in report.unrecoverable if u.reason == "order of concurrent transactions"]
+    assert len(concurrent.transactions) == 2 and "overwrite_partitions" in concurrent.detail
+
+
+def test_rebuild_leaves_out_a_compaction_that_never_committed(repo, ds, monkeypatch):
+    from cdkds.catalog import writer
+
+    for k in range(3):
+        write(ds, rows(range(k * 3, k * 3 + 3), g="a"))
+    stale = repo.load("t")
+    write(ds, rows([100], g="a"), mode="overwrite")
+    monkeypatch.setattr(writer, "delete_files", lambda store, keys: None)  # it crashes before cleaning up
+    with pytest.raises(CommitConflictError):
+        stale.compact()
+    monkeypatch.undo()
+    rebuilt, report = rebuild(repo)
+    assert ids(rebuilt) == [100]
+    assert "compaction not committed there" in {u.reason for u in report.unrecoverable}
+
+
+def test_rebuild_reports_an_overwrite_whose_first_flush_left_no_file(repo, ds):
+    write(ds, rows(range(0, 3)))
+    with ds.writer(mode="overwrite") as w:
+        w.flush()  # empties the dataset
+        w.write_batch(rows([7]))
+    rebuilt, report = rebuild(repo)
+    assert ids(rebuilt) == [7]
+    assert "overwrite without its first flush" in {u.reason for u in report.unrecoverable}
+
+
+def test_rebuild_reads_files_written_before_writer_ids(repo, ds, monkeypatch):
+    from cdkds.catalog import writer
+
+    real = writer.PartitionedWriter.__init__
+
+    def unrecorded(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        del self._metadata["cdkds.writer"], self._metadata["cdkds.flush"]
+
+    monkeypatch.setattr(writer.PartitionedWriter, "__init__", unrecorded)
+    write(ds, rows(range(0, 3)))
+    write_flushes(ds, [rows([10]), rows([20])], "overwrite")
+    monkeypatch.undo()
+    rebuilt, report = rebuild(repo)
+    assert ids(rebuilt) == [20]  # each transaction taken whole: the first flush is replaced, and that is said
+    [old] = report.unrecoverable
+    assert old.reason == "written without writer ids" and len(old.transactions) == 2

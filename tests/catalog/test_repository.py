@@ -1,3 +1,5 @@
+import datetime as dt
+
 import pytest
 
 from cdkds.catalog import DatasetDescriptor, DatasetRepository
@@ -59,3 +61,95 @@ def test_unusable_urls_are_clear_errors():
         DatasetRepository("")
     with pytest.raises(StorageError, match="cannot open storage"):
         DatasetRepository("nosuchprotocol://x")
+
+
+def _descriptor():
+    return DatasetDescriptor(USER_SCHEMA)
+
+
+def _write(dataset, user_id):
+    with dataset.writer() as w:
+        w.write({"userId": user_id, "username": "u"})
+
+
+def test_a_dataset_cannot_become_a_namespace(repo):
+    a = repo.create("a", _descriptor())
+    with pytest.raises(InvalidNameError, match="'a/b'.*'a' is a dataset"):
+        repo.create("a/b", _descriptor())
+    assert repo.list() == ["a"] and not repo.exists("a/b")
+    _write(a, 1)
+    assert a.vacuum(retention=dt.timedelta(0), force=True) == []
+
+
+def test_a_namespace_cannot_become_a_dataset(repo):
+    repo.create("a/b", _descriptor())
+    with pytest.raises(InvalidNameError, match="'a'.*namespace of dataset 'a/b'"):
+        repo.create("a", _descriptor())
+    assert repo.list() == ["a/b"] and not repo.exists("a")
+
+
+@pytest.mark.parametrize("name", ["a/data", "a/_log", "a/_x"])
+def test_a_dataset_s_own_folders_cannot_be_datasets(repo, name):
+    """Inside dataset ``a`` every name is refused, its own folders ``data`` and ``_log`` first."""
+    repo.create("a", _descriptor())
+    with pytest.raises(InvalidNameError, match="'a' is a dataset"):
+        repo.create(name, _descriptor())
+    assert repo.list() == ["a"]
+
+
+@pytest.mark.parametrize("name", ["data", "_x", "ns/data"])
+def test_folder_like_names_are_datasets_where_nothing_overlaps(repo, name):
+    """Existing datasets keep loading: ``data`` or ``_x`` collide with nothing outside a dataset."""
+    repo.create(name, _descriptor())
+    assert repo.list() == [name] and repo.load(name).version == 0
+    assert repo.drop(name) is True and repo.list() == []
+
+
+@pytest.mark.parametrize("name", ["x/.y", "a-b", "a/b/c", ""])
+def test_malformed_names_are_refused(repo, name):
+    with pytest.raises(InvalidNameError, match="dataset name"):
+        repo.create(name, _descriptor())
+    assert repo.list() == []
+
+
+def test_drop_removes_only_its_own_folders(repo):
+    """An overlap made before overlaps were refused (or by a race) survives dropping the
+    outer dataset, and both are listed."""
+    from cdkds.catalog.log import TransactionLog
+
+    a = repo.create("a", _descriptor())
+    _write(a, 1)
+    inner = TransactionLog(repo.store.child("a/b"), "a/b")
+    inner.create(_descriptor())  # as a concurrent create could have
+    assert repo.list() == ["a", "a/b"]
+    assert repo.drop("a") is True
+    assert repo.list() == ["a/b"] and repo.load("a/b").version == 0
+
+
+def test_a_create_racing_an_overlapping_create_is_undone(repo, monkeypatch):
+    """Two processes create 'a' and 'a/b' at once: both pass the check before either
+    exists; the one that then finds the other removes what it created and fails."""
+    from cdkds.catalog import repository
+
+    real = repository.overlapping_datasets
+    calls = []
+
+    def racing(store, name):
+        found = real(store, name)
+        if not calls:  # the other process creates 'a/b' right after our check
+            from cdkds.catalog.log import TransactionLog
+            TransactionLog(store.child("a/b"), "a/b").create(_descriptor())
+        calls.append(name)
+        return found
+
+    monkeypatch.setattr(repository, "overlapping_datasets", racing)
+    with pytest.raises(InvalidNameError, match="'a': it is the namespace of dataset 'a/b'; they were created concurrently"):
+        repo.create("a", _descriptor())
+    assert repo.list() == ["a/b"] and not repo.exists("a")
+
+
+def test_a_dataset_cannot_hold_a_repository(repo):
+    repo.create("a", _descriptor())
+    inner = DatasetRepository(f"{repo.url}/a", repo.store.fs.storage_options)
+    with pytest.raises(InvalidNameError, match=f"'b': the repository root {repo.url}/a is a dataset"):
+        inner.create("b", _descriptor())
