@@ -59,6 +59,8 @@ class DatasetDescriptor:
         props = dict(properties or {})
         set_(self, "properties", MappingProxyType(props))
         self._validate(props)
+        if self.partition_strategy is not None:
+            set_(self, "partition_strategy", self.partition_strategy.bind(self.fields))
 
     def _validate(self, props: dict) -> None:
         if not isinstance(self.format, str):
@@ -194,6 +196,16 @@ class DatasetDescriptor:
         problems = schemas.can_read(self.schema, new.schema)
         if problems:
             raise IncompatibleDescriptorError("the new schema cannot read existing data: " + "; ".join(problems))
+
+    def evolve(self, new: "DatasetDescriptor") -> "DatasetDescriptor":
+        """The descriptor to record when ``new`` replaces this one: ``new`` (checked by
+        :meth:`check_update`) with this descriptor's partition strategy, which keeps the
+        source types the partitions were created with (a hash bucket must not move when
+        its source is promoted from int to long)."""
+        self.check_update(new)
+        if self.partition_strategy is None:
+            return new
+        return new.replace(partition_strategy=self.partition_strategy)
 
 
 def _text(strategy: PartitionStrategy | None) -> str:

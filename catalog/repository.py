@@ -130,8 +130,7 @@ class LogMetadataProvider(MetadataProvider):
             log.create(descriptor)
             return
         base = log.snapshot()
-        base.descriptor.check_update(descriptor)
-        log.commit(base, "update_descriptor", [SetMetadata(descriptor)], rule=Exclusive())
+        log.commit(base, "update_descriptor", [SetMetadata(base.descriptor.evolve(descriptor))], rule=Exclusive())
 
     def load(self, name: str) -> DatasetDescriptor:
         return self.log(name).snapshot().descriptor
@@ -213,7 +212,7 @@ class DatasetRepository:
         if not isinstance(descriptor, DatasetDescriptor):
             raise InvalidDescriptorError(f"dataset {name!r}: update takes a DatasetDescriptor, got {type(descriptor).__name__}")
         try:
-            dataset.descriptor.check_update(descriptor)
+            descriptor = dataset.descriptor.evolve(descriptor)
         except IncompatibleDescriptorError as e:
             raise IncompatibleDescriptorError(f"dataset {name!r}: {e}") from None
         dataset._commit("update_descriptor", [SetMetadata(descriptor)], rule=Exclusive())

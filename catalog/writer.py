@@ -322,7 +322,7 @@ class DatasetWriter:
                     if value is None and not isinstance(f, IdentityFunction):
                         raise SchemaMismatchError(f"partition source {f.source!r} of {f.to_text()} is null")
                     if value is not None:
-                        f.apply(value, self._fields[f.source].kind)
+                        f.check(value, self._fields[f.source].kind)
         except SchemaMismatchError as e:
             raise self._files.error(e) from None
         self._records.append(checked)

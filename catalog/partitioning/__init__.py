@@ -1,6 +1,7 @@
 """Partition functions, strategies, and the path layout of partitions."""
 
-from cdkds.catalog.partitioning.functions import PartitionFunction, java_hash
+from cdkds.catalog.partitioning.functions import PartitionFunction
+from cdkds.catalog.partitioning.hashing import java_hash
 from cdkds.catalog.partitioning.layout import partition_path
 from cdkds.catalog.partitioning.strategy import PartitionStrategy, PartitionStrategyBuilder, make_function
 

@@ -2,6 +2,8 @@
 
 Values are percent-escaped so any value is one safe path segment. The path is for
 people and for rebuilding a lost log; the log's typed partition values are the truth.
+So the escaping need not be one-to-one, and two values share a folder with others: the
+text ``__NULL__`` with null, and a lone NUL character (``%00``) with the empty string.
 """
 
 from __future__ import annotations

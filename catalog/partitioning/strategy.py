@@ -16,15 +16,15 @@ import pyarrow as pa
 from cdkds.catalog.errors import ExpressionError, InvalidPartitionStrategyError
 from cdkds.catalog.expressions import Expression, Predicate, all_of, any_of, transform
 from cdkds.catalog.expressions.parser import TokenStream
-from cdkds.catalog.partitioning.functions import (
-    CalendarFunction, DateFormatFunction, HashFunction, IdentityFunction, ListFunction, PartitionFunction,
-    RangeFunction, default_name,
-)
+from cdkds.catalog.partitioning.calendar import CALENDAR_UNITS, CalendarFunction, DateFormatFunction
+from cdkds.catalog.partitioning.functions import IdentityFunction, PartitionFunction, default_name
+from cdkds.catalog.partitioning.hashing import HashFunction
+from cdkds.catalog.partitioning.ranges import ListFunction, RangeFunction
 from cdkds.formats import values
 from cdkds.formats.errors import SchemaMismatchError
 from cdkds.formats.schema import FieldType
 
-_CALENDAR = ("year", "month", "day", "hour", "minute")
+_JSON_ARGS = {"sourceType": "source_type"}  # Kite JSON attribute -> function field
 
 
 def make_function(kind: str, source: str, name: str | None = None, **args: Any) -> PartitionFunction:
@@ -32,8 +32,8 @@ def make_function(kind: str, source: str, name: str | None = None, **args: Any) 
     if not isinstance(source, str) or not source:
         raise InvalidPartitionStrategyError(f"partition function {kind!r} needs a source field name, got {source!r}")
     name = name or default_name(kind, source)
-    known = {"identity": (), "hash": ("buckets",), "range": ("size", "bounds"), "list": ("values",),
-             "dateFormat": ("format",), **{unit: () for unit in _CALENDAR}}
+    known = {"identity": (), "hash": ("buckets", "sourceType"), "range": ("size", "bounds"), "list": ("values",),
+             "dateFormat": ("format",), **{unit: () for unit in CALENDAR_UNITS}}
     if kind not in known:
         raise InvalidPartitionStrategyError(f"unknown partition function type {kind!r}; known: {sorted(known)}")
     extra = set(args) - set(known[kind])
@@ -43,11 +43,11 @@ def make_function(kind: str, source: str, name: str | None = None, **args: Any) 
         raise InvalidPartitionStrategyError(f"hash({source}) needs a number of buckets")
     if kind == "list" and "values" not in args:
         raise InvalidPartitionStrategyError(f"list({source}) needs its value lists")
-    if kind in _CALENDAR:
+    if kind in CALENDAR_UNITS:
         return CalendarFunction(source, name, unit=kind)
     cls = {"identity": IdentityFunction, "hash": HashFunction, "range": RangeFunction, "list": ListFunction,
            "dateFormat": DateFormatFunction}[kind]
-    return cls(source, name, **args)
+    return cls(source, name, **{_JSON_ARGS.get(k, k): v for k, v in args.items()})
 
 
 @dataclass(frozen=True)
@@ -130,6 +130,12 @@ class PartitionStrategy:
             if isinstance(f, ListFunction):
                 _check_list_values(f, fields[f.source].kind)
 
+    def bind(self, fields: Mapping[str, FieldType]) -> "PartitionStrategy":
+        """This strategy, checked by :meth:`check`, with what each function must keep of
+        its source's type recorded (see :class:`.hashing.HashFunction`)."""
+        self.check(fields)
+        return PartitionStrategy(tuple(f.bind(fields[f.source].kind) for f in self.functions))
+
     def kinds(self, fields: Mapping[str, FieldType]) -> dict[str, str]:
         """Partition name -> type kind of its values."""
         return {f.name: f.result_kind(fields[f.source].kind) for f in self.functions}
@@ -170,7 +176,7 @@ class PartitionStrategy:
         """The calendar functions of ``source`` that form year, month, day... from the top."""
         by_unit = {f.unit: f for f in self.functions if isinstance(f, CalendarFunction) and f.source == source}
         chain = []
-        for unit in _CALENDAR:
+        for unit in CALENDAR_UNITS:
             if unit not in by_unit:
                 break
             chain.append(by_unit[unit])
@@ -183,6 +189,9 @@ def _lexicographic(chain: list[CalendarFunction], p: Predicate, kind: str, stric
     Inclusive: the tuple of the value's own partition is kept (it may hold matches);
     strict: it is not (it may hold the value itself or its neighbours).
     """
+    outside = chain[0].outside_order(p, kind)  # one source, so one domain
+    if outside is not None:
+        return outside
     target = [(f.name, f.apply(p.value, kind)) for f in chain]
     greater = p.op in ("gt", "ge")
     op = "gt" if greater else "lt"
