@@ -5,7 +5,8 @@ transaction log. Plain Python: it never imports pyspark.
 from cdkds.catalog.dataset import Dataset, DatasetReader
 from cdkds.catalog.descriptor import DatasetDescriptor, DatasetDescriptorBuilder
 from cdkds.catalog.errors import (
-    CdkdsError, CommitConflictError, CorruptLogError, DataFileError, DatasetExistsError, DatasetNotFoundError,
+    CdkdsError, CommitConflictError, CommitFailedError, CommitStateUnknownError, CorruptLogError,
+    CorruptLogWarning, DataFileError, DatasetExistsError, DatasetNotFoundError,
     ExpressionError, IncompatibleDescriptorError, InvalidDescriptorError, InvalidNameError,
     InvalidPartitionStrategyError, InvalidRecordError, InvalidSchemaError, InvalidTimeTravelError,
     SchemaMismatchError, StorageError,
@@ -16,7 +17,8 @@ from cdkds.catalog.repository import DatasetRepository, LogMetadataProvider, Met
 from cdkds.catalog.writer import DatasetWriter
 
 __all__ = [
-    "CdkdsError", "CommitConflictError", "CorruptLogError", "DataFileError", "Dataset", "DatasetDescriptor",
+    "CdkdsError", "CommitConflictError", "CommitFailedError", "CommitStateUnknownError", "CorruptLogError",
+    "CorruptLogWarning", "DataFileError", "Dataset", "DatasetDescriptor",
     "DatasetDescriptorBuilder", "DatasetExistsError", "DatasetNotFoundError", "DatasetReader", "DatasetRepository",
     "DatasetWriter", "Expression", "ExpressionError", "IncompatibleDescriptorError", "InvalidDescriptorError",
     "InvalidNameError", "InvalidPartitionStrategyError", "InvalidRecordError", "InvalidSchemaError",
