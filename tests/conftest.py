@@ -88,3 +88,25 @@ EVENT_SCHEMA = {"type": "record", "name": "Event", "fields": [
     {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-micros"}},
     {"name": "amount", "type": ["null", "double"], "default": None},
 ]}
+
+
+# ---------------------------------------------------------------- one-column datasets
+
+def one_column_dataset(tmp_path, avro_type, fmt, name="d"):
+    """A new file:// dataset whose records have one field ``x`` of ``avro_type``."""
+    from cdkds.catalog import DatasetDescriptor
+
+    schema = {"type": "record", "name": "R", "fields": [{"name": "x", "type": avro_type}]}
+    return DatasetRepository(f"file://{tmp_path}/lake").create(name, DatasetDescriptor(schema, format=fmt))
+
+
+def xs(ds, where=None):
+    """The ``x`` values a reader with ``where`` returns."""
+    return [r["x"] for r in ds.reader(where)]
+
+
+def write_xs(ds, values):
+    """One commit of records ``{"x": v}``."""
+    with ds.writer() as w:
+        for v in values:
+            w.write({"x": v})

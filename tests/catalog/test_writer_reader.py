@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from cdkds.catalog import DatasetDescriptor, DatasetRepository, field
 from cdkds.catalog.errors import CdkdsError, ExpressionError, InvalidRecordError
-from tests.conftest import EVENT_SCHEMA, USER_SCHEMA
+from tests.conftest import one_column_dataset as dataset, write_xs as write, xs, EVENT_SCHEMA, USER_SCHEMA
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2026, 2, 27, tzinfo=UTC)
@@ -252,21 +252,6 @@ def test_a_chunked_table_makes_one_file_per_partition(repo):
 
 FORMATS = ["parquet", "avro"]
 TS_MILLIS = {"type": "long", "logicalType": "timestamp-millis"}
-
-
-def dataset(tmp_path, avro_type, fmt, name="d"):
-    schema = {"type": "record", "name": "R", "fields": [{"name": "x", "type": avro_type}]}
-    return DatasetRepository(f"file://{tmp_path}/lake").create(name, DatasetDescriptor(schema, format=fmt))
-
-
-def xs(ds, where=None):
-    return [r["x"] for r in ds.reader(where)]
-
-
-def write(ds, values):
-    with ds.writer() as w:
-        for v in values:
-            w.write({"x": v})
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

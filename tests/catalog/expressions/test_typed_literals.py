@@ -5,25 +5,10 @@ import decimal
 
 import pytest
 
-from cdkds.catalog import DatasetDescriptor, DatasetRepository
+from tests.conftest import one_column_dataset as dataset, write_xs as write, xs
 
 UTC = dt.timezone.utc
 FORMATS = ["parquet", "avro"]
-
-
-def dataset(tmp_path, avro_type, fmt, name="d"):
-    schema = {"type": "record", "name": "R", "fields": [{"name": "x", "type": avro_type}]}
-    return DatasetRepository(f"file://{tmp_path}/lake").create(name, DatasetDescriptor(schema, format=fmt))
-
-
-def xs(ds, where=None):
-    return [r["x"] for r in ds.reader(where)]
-
-
-def write(ds, values):
-    with ds.writer() as w:
-        for v in values:
-            w.write({"x": v})
 
 
 TS_MILLIS = {"type": "long", "logicalType": "timestamp-millis"}
