@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Mapping
 
 from cdkds.catalog.log.actions import AddFile, RemoveFile, SetMetadata, SetProtocol, Tombstone, promote_statistics
 from cdkds.catalog.descriptor import DatasetDescriptor
+from cdkds.catalog.errors import ExpressionError, IncompatibleDescriptorError
 from cdkds.catalog.expressions import bind
 from cdkds.catalog.expressions.pruning import FileFilter
 
@@ -40,6 +41,23 @@ class Snapshot:
         with their predicates bound to the schema."""
         return tuple(t for t, deletes in self._bound_tombstones
                      if t.revision > file.revision and deletes.may_match(file))
+
+    def evolve(self, new: DatasetDescriptor, dataset: str) -> DatasetDescriptor:
+        """The descriptor to record when ``new`` replaces this snapshot's (see
+        :meth:`DatasetDescriptor.evolve`); :class:`IncompatibleDescriptorError` naming the
+        dataset, the field and the delete if a live tombstone could not be read with it."""
+        try:
+            evolved = self.descriptor.evolve(new)
+        except IncompatibleDescriptorError as e:
+            raise IncompatibleDescriptorError(f"dataset {dataset!r}: {e}") from None
+        for t in self.tombstones:
+            try:
+                bind(t.predicate, evolved.fields)
+            except ExpressionError as e:
+                raise IncompatibleDescriptorError(
+                    f"dataset {dataset!r}: the live delete '{t.predicate}' of revision {t.revision} cannot be "
+                    f"read with the new schema ({e}); compact the files it applies to first") from None
+        return evolved
 
     @cached_property
     def _bound_tombstones(self) -> tuple[tuple[Tombstone, FileFilter], ...]:

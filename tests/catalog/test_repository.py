@@ -153,3 +153,24 @@ def test_a_dataset_cannot_hold_a_repository(repo):
     inner = DatasetRepository(f"{repo.url}/a", repo.store.fs.storage_options)
     with pytest.raises(InvalidNameError, match=f"'b': the repository root {repo.url}/a is a dataset"):
         inner.create("b", _descriptor())
+
+
+def test_a_schema_update_cannot_drop_a_field_a_live_delete_reads(repo):
+    with_email = {**USER_SCHEMA, "fields": USER_SCHEMA["fields"] + [{"name": "email", "type": ["null", "string"], "default": None}]}
+    dataset = repo.create("users", DatasetDescriptor(with_email))
+    with dataset.writer() as w:
+        for i in range(4):
+            w.write({"userId": i, "username": "u", "email": f"{i % 2}@x"})
+    dataset.delete("email = '1@x'")
+    without_email = DatasetDescriptor(USER_SCHEMA)
+    refused = "dataset 'users': the live delete 'email = '1@x'' of revision 2 .*unknown field 'email'"
+    with pytest.raises(IncompatibleDescriptorError, match=refused):
+        repo.update("users", without_email)
+    with pytest.raises(IncompatibleDescriptorError, match=refused):
+        repo.metadata.save("users", without_email)
+    assert repo.load("users").version == 2
+    assert sorted(r["userId"] for r in repo.load("users").reader()) == [0, 2]
+
+    repo.load("users").compact()
+    assert repo.update("users", without_email).descriptor.fields.keys() == {"userId", "username"}
+    assert sorted(r["userId"] for r in repo.load("users").reader()) == [0, 2]
