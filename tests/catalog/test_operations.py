@@ -85,6 +85,23 @@ def test_delete_where_everything_removes_all_files(ds):
     assert ids(ds) == [] and ds.snapshot.tombstones == () and ds.files == []
 
 
+@pytest.mark.parametrize("where", [None, "", "   "])
+def test_delete_without_a_predicate_is_refused_not_a_delete_of_everything(ds, where):
+    write(ds, rows(range(4)))
+    with pytest.raises(CdkdsError, match=f"dataset 't': delete needs a predicate, got {where!r}"):
+        ds.delete(where)
+    assert ids(ds) == [0, 1, 2, 3] and ds.version == 1
+
+
+@pytest.mark.parametrize("size", [0, -1, "big", 1.5, True])
+def test_compaction_checks_its_target_file_size(ds, size):
+    write(ds, rows(range(4)))
+    write(ds, rows(range(4, 8)))
+    with pytest.raises(CdkdsError, match=f"dataset 't': target_file_size must be a positive number of bytes, got {size!r}"):
+        ds.compact(size)
+    assert ds.version == 2 and len(ds.files) == 6
+
+
 def test_compaction_merges_small_files_and_materialises_tombstones(repo, ds):
     for k in range(4):
         write(ds, rows(range(k * 10, k * 10 + 10)))
