@@ -98,7 +98,8 @@ def test_delete_without_a_predicate_is_refused_not_a_delete_of_everything(ds, wh
 def test_compaction_checks_its_target_file_size(ds, size):
     write(ds, rows(range(4)))
     write(ds, rows(range(4, 8)))
-    with pytest.raises(CdkdsError, match=f"dataset 't': target_file_size must be a positive number of bytes, got {size!r}"):
+    with pytest.raises(CdkdsError, match=f"dataset 't': target_file_size must be a positive number of bytes, "
+                                         f"got {size!r}"):
         ds.compact(size)
     assert ds.version == 2 and len(ds.files) == 6
 

@@ -156,8 +156,8 @@ def test_a_dataset_cannot_hold_a_repository(repo):
 
 
 def test_a_schema_update_cannot_drop_a_field_a_live_delete_reads(repo):
-    with_email = {**USER_SCHEMA, "fields": USER_SCHEMA["fields"] + [{"name": "email", "type": ["null", "string"], "default": None}]}
-    dataset = repo.create("users", DatasetDescriptor(with_email))
+    email = {"name": "email", "type": ["null", "string"], "default": None}
+    dataset = repo.create("users", DatasetDescriptor({**USER_SCHEMA, "fields": USER_SCHEMA["fields"] + [email]}))
     with dataset.writer() as w:
         for i in range(4):
             w.write({"userId": i, "username": "u", "email": f"{i % 2}@x"})
@@ -178,7 +178,8 @@ def test_a_schema_update_cannot_drop_a_field_a_live_delete_reads(repo):
 
 def test_a_tombstone_compaction_has_spent_does_not_block_dropping_its_field(repo):
     schema = {"type": "record", "name": "R", "fields": [
-        {"name": "x", "type": "long"}, {"name": "p", "type": "string"}, {"name": "y", "type": ["null", "long"], "default": None}]}
+        {"name": "x", "type": "long"}, {"name": "p", "type": "string"},
+        {"name": "y", "type": ["null", "long"], "default": None}]}
     dataset = repo.create("d", DatasetDescriptor(schema, "identity(p)"))
     with dataset.writer() as w:
         w.write({"x": 0, "p": "a", "y": 0})  # an older file the delete cannot match: it keeps the tombstone "live"
