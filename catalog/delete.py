@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cdkds.catalog.errors import ExpressionError
 from cdkds.catalog.log.actions import Action, AddFile, RemoveFile, Tombstone
 from cdkds.catalog.log.conflicts import ReadPartitions
 from cdkds.catalog.expressions import Expression, as_expression, bind
@@ -33,7 +34,11 @@ class DeletePlan:
 
 
 def plan_delete(dataset: str, snapshot: Snapshot, where: Expression | str) -> DeletePlan:
-    """What deleting the rows matching ``where`` takes."""
+    """What deleting the rows matching ``where`` takes; a missing or empty predicate is
+    refused (it would mean every row)."""
+    if where is None or isinstance(where, str) and not where.strip():
+        raise ExpressionError(f"dataset {dataset!r}: delete needs a predicate, got {where!r}; to remove every row, "
+                              f"overwrite the dataset with nothing")
     predicate = bind(as_expression(where), snapshot.descriptor.fields, dataset)
     matches = FileFilter.of(predicate, snapshot.descriptor)
     removed, partial = [], []

@@ -23,7 +23,7 @@ from cdkds.catalog.log.conflicts import Exclusive
 from cdkds.catalog.dataset import Dataset
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import (
-    DatasetNotFoundError, IncompatibleDescriptorError, InvalidDescriptorError, InvalidNameError, InvalidTimeTravelError,
+    DatasetNotFoundError, InvalidDescriptorError, InvalidNameError, InvalidTimeTravelError,
 )
 from cdkds.catalog.log.actions import SetMetadata
 from cdkds.catalog.log import LOG_FOLDER, TransactionLog, commit_key
@@ -130,7 +130,7 @@ class LogMetadataProvider(MetadataProvider):
             log.create(descriptor)
             return
         base = log.snapshot()
-        log.commit(base, "update_descriptor", [SetMetadata(base.descriptor.evolve(descriptor))], rule=Exclusive())
+        log.commit(base, "update_descriptor", [SetMetadata(base.evolve(descriptor, name))], rule=Exclusive())
 
     def load(self, name: str) -> DatasetDescriptor:
         return self.log(name).snapshot().descriptor
@@ -211,11 +211,7 @@ class DatasetRepository:
         dataset = self.load(name)
         if not isinstance(descriptor, DatasetDescriptor):
             raise InvalidDescriptorError(f"dataset {name!r}: update takes a DatasetDescriptor, got {type(descriptor).__name__}")
-        try:
-            descriptor = dataset.descriptor.evolve(descriptor)
-        except IncompatibleDescriptorError as e:
-            raise IncompatibleDescriptorError(f"dataset {name!r}: {e}") from None
-        dataset._commit("update_descriptor", [SetMetadata(descriptor)], rule=Exclusive())
+        dataset._commit("update_descriptor", [SetMetadata(dataset.snapshot.evolve(descriptor, name))], rule=Exclusive())
         return dataset
 
     def drop(self, name: str) -> bool:

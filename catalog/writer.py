@@ -139,9 +139,7 @@ class PartitionedWriter:
                  base_revision: int, transaction: str, operation: str = "append",
                  replaces: Sequence[str] = (), target_file_size: int = DEFAULT_TARGET_FILE_SIZE,
                  max_open_files: int = DEFAULT_MAX_OPEN_FILES, writer: str | None = None, flush: int = 0):
-        if isinstance(target_file_size, bool) or not isinstance(target_file_size, int) or target_file_size < 1:
-            raise CdkdsError(f"dataset {dataset!r}: target_file_size must be a positive number of bytes, "
-                             f"got {target_file_size!r}")
+        check_target_file_size(dataset, target_file_size)
         if isinstance(max_open_files, bool) or not isinstance(max_open_files, int) or max_open_files < 1:
             raise CdkdsError(f"dataset {dataset!r}: max_open_files must be a positive integer, got {max_open_files!r}")
         self.store = store
@@ -259,6 +257,13 @@ class PartitionedWriter:
         path = written.path[len(root):] if written.path.startswith(root) else written.path
         self._written.append(AddFile(path, partition, written.size, written.row_count, dict(written.statistics),
                                      self.descriptor_version))
+
+
+def check_target_file_size(dataset: str, target_file_size: object) -> None:
+    """:class:`CdkdsError` unless ``target_file_size`` is a positive number of bytes."""
+    if isinstance(target_file_size, bool) or not isinstance(target_file_size, int) or target_file_size < 1:
+        raise CdkdsError(f"dataset {dataset!r}: target_file_size must be a positive number of bytes, "
+                         f"got {target_file_size!r}")
 
 
 def delete_files(store: ObjectStore, keys: Iterable[str]) -> None:

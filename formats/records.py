@@ -99,6 +99,17 @@ def _sub_millisecond(path: str, value: Any, kind: str) -> SchemaMismatchError:
                                f"field holds whole milliseconds (round or truncate it first)")
 
 
+def _encodable(text: str, path: str) -> str:
+    """``text`` if it can be stored (as UTF-8): a lone surrogate cannot."""
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise SchemaMismatchError(f"field {path!r}: text {text!r:.100} holds a lone surrogate "
+                                      f"({text[e.start]!r} at {e.start}), which is not valid Unicode") from None
+    return text
+
+
 def _canonical_uuid(value: Any, path: str) -> str:
     try:
         return str(value if isinstance(value, uuid.UUID) else uuid.UUID(value))
@@ -131,7 +142,7 @@ def _value_validator(avro: AvroType) -> Validator:  # noqa: C901 - one branch pe
         def check(v, p):
             if not isinstance(v, str):
                 raise _mismatch(p, v, "a string")
-            return v
+            return _encodable(v, p)
     elif kind == "uuid":
         def check(v, p):
             if not isinstance(v, (str, uuid.UUID)):
@@ -200,7 +211,7 @@ def _value_validator(avro: AvroType) -> Validator:  # noqa: C901 - one branch pe
         def check(v, p):
             if not isinstance(v, Mapping) or not all(isinstance(k, str) for k in v):
                 raise _mismatch(p, v, "a dict with string keys")
-            return {k: value(x, f"{p}[{k!r}]") for k, x in v.items()}
+            return {_encodable(k, p): value(x, f"{p}[{k!r}]") for k, x in v.items()}
     else:
         raise InvalidSchemaError(f"Avro type {json.dumps(avro)} is not supported")
     return check

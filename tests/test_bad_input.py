@@ -41,6 +41,7 @@ CASES = [
     ("date for a timestamp", lambda r, d: write(d, {**GOOD, "ts": dt.date(2026, 1, 1)}), r"field 'ts'.*datetime"),
     ("null partition source", lambda r, d: write(d, {**GOOD, "country": None}), r"partition source 'country' of list\(country.* is null"),
     ("value outside the value lists", lambda r, d: write(d, {**GOOD, "country": "FR"}), r"'FR' of field 'country' is in none"),
+    ("text with a lone surrogate", lambda r, d: write(d, {**GOOD, "country": "N\ud800"}), r"field 'country': text .* holds a lone surrogate"),
     ("one bad record among good ones", lambda r, d: write(d, GOOD, GOOD, {**GOOD, "id": "x"}), r"field 'id'"),
     # batches
     ("batch with unknown column", lambda r, d: write_batch(d, pa.table({"id": [1], "ts": [T0], "x": [1]})), r"unknown column 'x'"),
@@ -63,6 +64,7 @@ CASES = [
     ("version beyond the log", lambda r, d: r.load("events", version=99), r"has no revision 99"),
     ("negative version", lambda r, d: r.load("events", version=-2), r"version must be a revision number"),
     ("unreadable timestamp", lambda r, d: r.load("events", timestamp="soon"), r"cannot read 'soon' as a time"),
+    ("NaN timestamp", lambda r, d: r.load("events", timestamp=float("nan")), r"cannot read nan as a time"),
     ("time before creation", lambda r, d: r.load("events", timestamp=0), r"no revision at or before 0"),
     # descriptors and updates
     ("format change", lambda r, d: r.update("events", d.descriptor.replace(format="avro")), r"dataset 'events': the format cannot change"),
@@ -78,6 +80,9 @@ CASES = [
     ("vacuum below the safety minimum", lambda r, d: d.vacuum(retention=dt.timedelta(seconds=1)), r"below the safe minimum"),
     ("unknown write mode", lambda r, d: d.writer(mode="merge"), r"unknown write mode 'merge'"),
     ("bad target file size", lambda r, d: d.writer(target_file_size=0), r"target_file_size must be a positive"),
+    ("bad compaction target size", lambda r, d: d.compact(target_file_size=-1), r"dataset 'events': target_file_size must be a positive"),
+    ("delete without a predicate", lambda r, d: d.delete(None), r"dataset 'events': delete needs a predicate, got None"),
+    ("delete with an empty predicate", lambda r, d: d.delete(""), r"dataset 'events': delete needs a predicate, got ''"),
 ]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import math
 import time
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -142,6 +143,8 @@ def cutoff_millis(older_than: Any) -> int:
 def millis(timestamp: Any) -> int:
     """A time given as epoch milliseconds, ISO text or a datetime (naive means UTC)."""
     if isinstance(timestamp, (int, float)) and not isinstance(timestamp, bool):
+        if not math.isfinite(timestamp):
+            raise InvalidTimeTravelError(f"cannot read {timestamp!r} as a time")
         return int(timestamp)
     if isinstance(timestamp, str):
         try:

@@ -145,7 +145,7 @@ class Replay:
             start = self.listing.checkpoint(revision)
             if start is not None:
                 return start
-        self._check_not_expired(listing, candidates, f"revision {upto}")
+        self._check_not_expired(listing, candidates, "the latest revision" if upto is None else f"revision {upto}")
         return self.first()
 
     def _at_time(self, until: int, given: Any) -> Snapshot:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Mapping
 
 from cdkds.catalog.log.actions import AddFile, RemoveFile, SetMetadata, SetProtocol, Tombstone, promote_statistics
 from cdkds.catalog.descriptor import DatasetDescriptor
+from cdkds.catalog.errors import ExpressionError, IncompatibleDescriptorError
 from cdkds.catalog.expressions import bind
 from cdkds.catalog.expressions.pruning import FileFilter
 
@@ -41,6 +42,28 @@ class Snapshot:
         return tuple(t for t, deletes in self._bound_tombstones
                      if t.revision > file.revision and deletes.may_match(file))
 
+    def evolve(self, new: DatasetDescriptor, dataset: str) -> DatasetDescriptor:
+        """The descriptor to record when ``new`` replaces this snapshot's (see
+        :meth:`DatasetDescriptor.evolve`); :class:`IncompatibleDescriptorError` naming the
+        dataset, the field and the delete if a live tombstone could not be read with it."""
+        try:
+            evolved = self.descriptor.evolve(new)
+        except IncompatibleDescriptorError as e:
+            raise IncompatibleDescriptorError(f"dataset {dataset!r}: {e}") from None
+        for t in self.applying_tombstones():
+            try:
+                bind(t.predicate, evolved.fields)
+            except ExpressionError as e:
+                raise IncompatibleDescriptorError(
+                    f"dataset {dataset!r}: the live delete '{t.predicate}' of revision {t.revision} cannot be "
+                    f"read with the new schema ({e}); compact the files it applies to first") from None
+        return evolved
+
+    def applying_tombstones(self) -> tuple[Tombstone, ...]:
+        """The tombstones that apply to some live file (the others delete nothing any more)."""
+        applying = {t.revision for f in self.files.values() for t in self.tombstones_for(f)}
+        return tuple(t for t in self.tombstones if t.revision in applying)
+
     @cached_property
     def _bound_tombstones(self) -> tuple[tuple[Tombstone, FileFilter], ...]:
         out = []
@@ -62,6 +85,9 @@ class Snapshot:
                 tombstones.append(action.at(commit.revision))
             elif isinstance(action, SetMetadata):
                 if descriptor is not None:
+                    if tombstones:  # spent ones go, so the new schema need not read them (see evolve)
+                        tombstones = list(dataclasses.replace(self, descriptor=descriptor, files=MappingProxyType(files),
+                                                              tombstones=tuple(tombstones)).applying_tombstones())
                     files = dict(promote_statistics(files, descriptor, action.descriptor))
                 descriptor, descriptor_version = action.descriptor, commit.revision
             elif isinstance(action, SetProtocol):

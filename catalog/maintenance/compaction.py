@@ -10,7 +10,7 @@ from cdkds.catalog.log.actions import AddFile
 from cdkds.catalog.errors import CdkdsError
 from cdkds.catalog.expressions import ALWAYS_TRUE, Expression, as_expression, bind, evaluate
 from cdkds.catalog.scan import FileScanTask, read_task
-from cdkds.catalog.writer import DATA_FOLDER, DEFAULT_TARGET_FILE_SIZE, RewriteFiles
+from cdkds.catalog.writer import DATA_FOLDER, DEFAULT_TARGET_FILE_SIZE, RewriteFiles, check_target_file_size
 
 if TYPE_CHECKING:
     from cdkds.catalog.dataset import Dataset
@@ -31,6 +31,7 @@ def plan_compaction(dataset: "Dataset", target_file_size: int = DEFAULT_TARGET_F
                     where: Expression | str | None = None) -> CompactionPlan:
     """Per partition, bin-pack small files into groups of about the target size; a group of
     one file is rewritten only when tombstones apply to it."""
+    check_target_file_size(dataset.name, target_file_size)
     snapshot = dataset.snapshot
     descriptor = snapshot.descriptor
     strategy = descriptor.partition_strategy

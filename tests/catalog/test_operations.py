@@ -1,6 +1,7 @@
 """Overwrite, partition overwrite, delete, compaction, and how they race other commits."""
 
 import datetime as dt
+import time
 import uuid
 
 import pyarrow as pa
@@ -83,6 +84,24 @@ def test_delete_where_everything_removes_all_files(ds):
     write(ds, rows(range(10)))
     ds.delete("id >= 0")
     assert ids(ds) == [] and ds.snapshot.tombstones == () and ds.files == []
+
+
+@pytest.mark.parametrize("where", [None, "", "   "])
+def test_delete_without_a_predicate_is_refused_not_a_delete_of_everything(ds, where):
+    write(ds, rows(range(4)))
+    with pytest.raises(CdkdsError, match=f"dataset 't': delete needs a predicate, got {where!r}"):
+        ds.delete(where)
+    assert ids(ds) == [0, 1, 2, 3] and ds.version == 1
+
+
+@pytest.mark.parametrize("size", [0, -1, "big", 1.5, True])
+def test_compaction_checks_its_target_file_size(ds, size):
+    write(ds, rows(range(4)))
+    write(ds, rows(range(4, 8)))
+    with pytest.raises(CdkdsError, match=f"dataset 't': target_file_size must be a positive number of bytes, "
+                                         f"got {size!r}"):
+        ds.compact(size)
+    assert ds.version == 2 and len(ds.files) == 6
 
 
 def test_compaction_merges_small_files_and_materialises_tombstones(repo, ds):
@@ -307,6 +326,7 @@ def test_rebuild_leaves_out_a_compaction_that_never_committed(repo, ds, monkeypa
         write(ds, rows(range(k * 3, k * 3 + 3), g="a"))
     stale = repo.load("t")
     write(ds, rows([100], g="a"), mode="overwrite")
+    time.sleep(1.1)  # rebuild orders by file time: S3 keeps whole seconds, and a tie would put the compaction first
     monkeypatch.setattr(writer, "delete_files", lambda store, keys: None)  # it crashes before cleaning up
     with pytest.raises(CommitConflictError):
         stale.compact()

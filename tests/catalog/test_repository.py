@@ -153,3 +153,45 @@ def test_a_dataset_cannot_hold_a_repository(repo):
     inner = DatasetRepository(f"{repo.url}/a", repo.store.fs.storage_options)
     with pytest.raises(InvalidNameError, match=f"'b': the repository root {repo.url}/a is a dataset"):
         inner.create("b", _descriptor())
+
+
+def test_a_schema_update_cannot_drop_a_field_a_live_delete_reads(repo):
+    email = {"name": "email", "type": ["null", "string"], "default": None}
+    dataset = repo.create("users", DatasetDescriptor({**USER_SCHEMA, "fields": USER_SCHEMA["fields"] + [email]}))
+    with dataset.writer() as w:
+        for i in range(4):
+            w.write({"userId": i, "username": "u", "email": f"{i % 2}@x"})
+    dataset.delete("email = '1@x'")
+    without_email = DatasetDescriptor(USER_SCHEMA)
+    refused = "dataset 'users': the live delete 'email = '1@x'' of revision 2 .*unknown field 'email'"
+    with pytest.raises(IncompatibleDescriptorError, match=refused):
+        repo.update("users", without_email)
+    with pytest.raises(IncompatibleDescriptorError, match=refused):
+        repo.metadata.save("users", without_email)
+    assert repo.load("users").version == 2
+    assert sorted(r["userId"] for r in repo.load("users").reader()) == [0, 2]
+
+    repo.load("users").compact()
+    assert repo.update("users", without_email).descriptor.fields.keys() == {"userId", "username"}
+    assert sorted(r["userId"] for r in repo.load("users").reader()) == [0, 2]
+
+
+def test_a_tombstone_compaction_has_spent_does_not_block_dropping_its_field(repo):
+    schema = {"type": "record", "name": "R", "fields": [
+        {"name": "x", "type": "long"}, {"name": "p", "type": "string"},
+        {"name": "y", "type": ["null", "long"], "default": None}]}
+    dataset = repo.create("d", DatasetDescriptor(schema, "identity(p)"))
+    with dataset.writer() as w:
+        w.write({"x": 0, "p": "a", "y": 0})  # an older file the delete cannot match: it keeps the tombstone "live"
+    with dataset.writer() as w:
+        w.write({"x": 1, "p": "b", "y": 1})
+        w.write({"x": 2, "p": "b", "y": 2})
+    dataset.delete("y = 1")
+    dataset.compact()  # rewrites the one file the tombstone applies to
+    assert len(dataset.snapshot.tombstones) == 1 and dataset.snapshot.applying_tombstones() == ()
+
+    updated = repo.update("d", DatasetDescriptor({**schema, "fields": schema["fields"][:2]}, "identity(p)"))
+    assert updated.snapshot.tombstones == ()
+    assert sorted(r["x"] for r in repo.load("d").reader()) == [0, 2]
+    repo.load("d").checkpoint()
+    assert sorted(r["x"] for r in repo.load("d").reader()) == [0, 2]

@@ -2,6 +2,7 @@
 
 import datetime as dt
 import decimal
+import re
 import uuid
 
 import pyarrow as pa
@@ -79,3 +80,16 @@ def test_nested_values_follow_the_same_rules_on_the_batch_path():
     assert to_records(out) == [{"x": [{"e": "A", "u": str(u)}]}, {"x": None}]
     with pytest.raises(SchemaMismatchError, match=r"'ZZZ'.*enum symbols \['A', 'B'\]"):
         conform(pa.RecordBatch.from_pylist([{"x": [{"e": "ZZZ", "u": str(u)}]}]))
+
+
+@pytest.mark.parametrize("record, path", [
+    ({"s": "a\ud800"}, "'s'"),
+    ({"s": "a", "m": {"\udc00": "x"}}, "'m'"),
+    ({"s": "a", "m": {"k": "\ud800"}}, "\"m['k']\""),
+])
+def test_text_with_a_lone_surrogate_is_a_mismatch_not_an_encoding_crash(record, path):
+    schema = {"type": "record", "name": "R", "fields": [
+        {"name": "s", "type": "string"},
+        {"name": "m", "type": ["null", {"type": "map", "values": "string"}], "default": None}]}
+    with pytest.raises(SchemaMismatchError, match=f"field {re.escape(path)}: text .* holds a lone surrogate"):
+        record_validator(schema)(record)

@@ -57,8 +57,8 @@ def test_a_damaged_checkpoint_after_expiry_fails_reads_vacuum_and_writers(repo):
                                              "00000000000000000010.json", "00000000000000000011.json",
                                              "00000000000000000012.json", "_last_checkpoint"]
     ds.store.put(checkpoint_key(10), ds.store.read(checkpoint_key(10))[:200])
-    with pytest.warns(CorruptLogWarning), pytest.raises(CorruptLogError, match="checkpoint 10 is damaged and the "
-                                                                               "commits before it have been expired"):
+    damaged = "the latest revision cannot be read: checkpoint 10 is damaged and the commits before it have been expired"
+    with pytest.warns(CorruptLogWarning), pytest.raises(CorruptLogError, match=damaged):
         repo.load("t")
     with pytest.warns(CorruptLogWarning), pytest.raises(CorruptLogError):
         repo.load("t", version=11)
