@@ -50,7 +50,7 @@ class Snapshot:
             evolved = self.descriptor.evolve(new)
         except IncompatibleDescriptorError as e:
             raise IncompatibleDescriptorError(f"dataset {dataset!r}: {e}") from None
-        for t in self.applying_tombstones():
+        for t in _applying(self):
             try:
                 bind(t.predicate, evolved.fields)
             except ExpressionError as e:
@@ -86,8 +86,8 @@ class Snapshot:
             elif isinstance(action, SetMetadata):
                 if descriptor is not None:
                     if tombstones:  # spent ones go, so the new schema need not read them (see evolve)
-                        tombstones = list(dataclasses.replace(self, descriptor=descriptor, files=MappingProxyType(files),
-                                                              tombstones=tuple(tombstones)).applying_tombstones())
+                        tombstones = _applying(dataclasses.replace(
+                            self, descriptor=descriptor, files=MappingProxyType(files), tombstones=tuple(tombstones)))
                     files = dict(promote_statistics(files, descriptor, action.descriptor))
                 descriptor, descriptor_version = action.descriptor, commit.revision
             elif isinstance(action, SetProtocol):
@@ -103,3 +103,13 @@ class Snapshot:
         """The snapshot made by commit 0 (or by replaying a checkpoint's actions)."""
         empty = Snapshot(-1, 0, "", None, -1, MappingProxyType({}))  # type: ignore[arg-type]
         return empty.apply(commit)
+
+
+def _applying(snapshot: Snapshot) -> list[Tombstone]:
+    """The tombstones of ``snapshot`` that are not spent; all of them in a log whose schema
+    already lost a field a tombstone reads (older versions allowed it: its reads fail until
+    an update gives the field back, which must stay possible)."""
+    try:
+        return list(snapshot.applying_tombstones())
+    except ExpressionError:
+        return list(snapshot.tombstones)

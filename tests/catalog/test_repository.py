@@ -4,7 +4,7 @@ import pytest
 
 from cdkds.catalog import DatasetDescriptor, DatasetRepository
 from cdkds.catalog.errors import (
-    DatasetExistsError, DatasetNotFoundError, IncompatibleDescriptorError, InvalidDescriptorError, InvalidNameError,
+    CdkdsError, DatasetExistsError, DatasetNotFoundError, IncompatibleDescriptorError, InvalidDescriptorError, InvalidNameError,
     StorageError,
 )
 from tests.conftest import USER_SCHEMA
@@ -195,3 +195,23 @@ def test_a_tombstone_compaction_has_spent_does_not_block_dropping_its_field(repo
     assert sorted(r["x"] for r in repo.load("d").reader()) == [0, 2]
     repo.load("d").checkpoint()
     assert sorted(r["x"] for r in repo.load("d").reader()) == [0, 2]
+
+
+def test_a_log_that_already_dropped_a_tombstone_field_still_loads_and_can_be_healed(repo):
+    from cdkds.catalog.log.actions import SetMetadata
+    from cdkds.catalog.log.conflicts import Exclusive
+
+    email = {"name": "email", "type": ["null", "string"], "default": None}
+    with_email = DatasetDescriptor({**USER_SCHEMA, "fields": USER_SCHEMA["fields"] + [email]})
+    dataset = repo.create("users", with_email)
+    with dataset.writer() as w:
+        for i in range(4):
+            w.write({"userId": i, "username": "u", "email": f"{i % 2}@x"})
+    dataset.delete("email = '1@x'")
+    for descriptor in (DatasetDescriptor(USER_SCHEMA), DatasetDescriptor(USER_SCHEMA)):  # as older versions allowed
+        dataset._commit("update_descriptor", [SetMetadata(descriptor)], rule=Exclusive())
+    broken = repo.load("users")
+    with pytest.raises(CdkdsError, match="unknown field 'email'"):
+        list(broken.reader())
+    repo.update("users", with_email)  # giving the field back heals it
+    assert sorted(r["userId"] for r in repo.load("users").reader()) == [0, 2]
