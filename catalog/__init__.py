@@ -6,7 +6,7 @@ from cdkds.catalog.dataset import Dataset, DatasetReader
 from cdkds.catalog.descriptor import DatasetDescriptor, DatasetDescriptorBuilder
 from cdkds.catalog.errors import (
     CdkdsError, CommitConflictError, CommitFailedError, CommitStateUnknownError, CorruptLogError,
-    CorruptLogWarning, DataFileError, DatasetExistsError, DatasetNotFoundError,
+    CorruptIndexError, CorruptLogWarning, DataFileError, InvalidKeyError, KeyExistsError, DatasetExistsError, DatasetNotFoundError,
     ExpressionError, IncompatibleDescriptorError, InvalidDescriptorError, InvalidNameError,
     InvalidPartitionStrategyError, InvalidRecordError, InvalidSchemaError, InvalidTimeTravelError,
     SchemaMismatchError, StorageError,
@@ -18,7 +18,7 @@ from cdkds.catalog.writer import DatasetWriter
 
 __all__ = [
     "CdkdsError", "CommitConflictError", "CommitFailedError", "CommitStateUnknownError", "CorruptLogError",
-    "CorruptLogWarning", "DataFileError", "Dataset", "DatasetDescriptor",
+    "CorruptIndexError", "CorruptLogWarning", "DataFileError", "InvalidKeyError", "KeyExistsError", "Dataset", "DatasetDescriptor",
     "DatasetDescriptorBuilder", "DatasetExistsError", "DatasetNotFoundError", "DatasetReader", "DatasetRepository",
     "DatasetWriter", "Expression", "ExpressionError", "IncompatibleDescriptorError", "InvalidDescriptorError",
     "InvalidNameError", "InvalidPartitionStrategyError", "InvalidRecordError", "InvalidSchemaError",

@@ -22,6 +22,9 @@ __all__ = [
     "InvalidRecordError",
     "InvalidSchemaError",
     "InvalidTimeTravelError",
+    "InvalidKeyError",
+    "KeyExistsError",
+    "CorruptIndexError",
     "SchemaMismatchError",
     "StorageError",
 ]
@@ -61,6 +64,20 @@ class InvalidTimeTravelError(CdkdsError, ValueError):
 
 class InvalidRecordError(SchemaMismatchError):
     """A record or batch that does not match its dataset's schema or partition strategy."""
+
+
+class InvalidKeyError(InvalidRecordError):
+    """A record key that is missing, null, of the wrong type or arity, or repeated in one write
+    of a dataset without an ordering field."""
+
+
+class KeyExistsError(CdkdsError):
+    """An insert of a key that is already live in a keyed dataset."""
+
+
+class CorruptIndexError(CdkdsError):
+    """A record-index or deletion-vector file that is missing or whose size or checksum does
+    not match the log; ``Dataset.rebuild_index()`` rebuilds the index from the data files."""
 
 
 class CommitFailedError(CdkdsError):

@@ -3,6 +3,8 @@
 - :class:`AddFile` — a data file joins the dataset;
 - :class:`RemoveFile` — a data file leaves it;
 - :class:`Tombstone` — rows matching a predicate are deleted from every file added before it;
+- :class:`DeleteRows` — rows of one data file are deleted by position (a deletion vector);
+- :class:`AddIndex` / :class:`RemoveIndex` — a record-index file joins or leaves a bucket;
 - :class:`SetMetadata` — the descriptor from this commit on;
 - :class:`SetProtocol` — the log versions a reader and a writer must understand.
 """
@@ -17,18 +19,22 @@ import pyarrow as pa
 
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.expressions import Expression, from_json as expression_from_json
+from cdkds.catalog.keyed.deletion import DeletionVectorRef
 from cdkds.formats import values
 from cdkds.formats.statistics import ColumnStatistics
 
-READER_VERSION = 1
-WRITER_VERSION = 1
+READER_VERSION = 2  # the newest protocol this build reads and writes
+WRITER_VERSION = 2
+KEYED_PROTOCOL = 2  # deletion vectors and index files: readers of version 1 would return deleted rows
 
 
 @dataclass(frozen=True)
 class AddFile:
     """A data file: its path (relative to the dataset), typed partition values, size, rows
-    and per-column statistics. ``revision`` is the commit that added it (known once it is
-    in the log) and ``schema_version`` the revision of the descriptor it was written with."""
+    and per-column statistics. ``revision`` is the commit that added it and ``timestamp``
+    that commit's time (known once it is in the log), ``schema_version`` the revision of the
+    descriptor it was written with, ``deletes`` the deletion vectors later commits added to
+    it (their union is the file's deleted row positions)."""
 
     path: str
     partition: Mapping[str, Any]
@@ -37,21 +43,37 @@ class AddFile:
     statistics: Mapping[str, ColumnStatistics] = field(default_factory=dict)
     schema_version: int = 0
     revision: int = -1
+    timestamp: int = 0
+    deletes: tuple[DeletionVectorRef, ...] = ()
 
-    def at(self, revision: int) -> "AddFile":
-        return dataclasses.replace(self, revision=revision)
+    def at(self, revision: int, timestamp: int = 0) -> "AddFile":
+        return dataclasses.replace(self, revision=revision, timestamp=timestamp)
+
+    @property
+    def deleted_rows(self) -> int:
+        return sum(d.cardinality for d in self.deletes)
+
+    @property
+    def live_rows(self) -> int:
+        """Rows not deleted by a deletion vector (tombstones and TTL are not counted)."""
+        return self.row_count - self.deleted_rows
 
     def to_json(self, descriptor: DatasetDescriptor) -> dict:
         kinds = partition_kinds(descriptor)
         fields = descriptor.fields
-        return {"add": {
+        out = {
             "path": self.path,
             "partition": {k: values.to_json(v, kinds[k]) for k, v in self.partition.items()},
             "size": self.size,
             "rows": self.row_count,
             "schemaVersion": self.schema_version,
             "stats": {k: s.to_json(fields[k].kind) for k, s in self.statistics.items() if k in fields},
-        }}
+        }
+        if self.timestamp:
+            out["committedAt"] = self.timestamp  # in checkpoints; a commit's own adds take its time
+        if self.deletes:
+            out["deletes"] = [d.to_json() for d in self.deletes]
+        return {"add": out}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], descriptor: DatasetDescriptor, revision: int) -> "AddFile":
@@ -62,7 +84,8 @@ class AddFile:
             {k: values.from_json(v, kinds[k]) for k, v in data["partition"].items()},
             int(data["size"]), int(data["rows"]),
             {k: ColumnStatistics.from_json(s, fields[k].kind) for k, s in data.get("stats", {}).items() if k in fields},
-            int(data.get("schemaVersion", 0)), revision,
+            int(data.get("schemaVersion", 0)), revision, int(data.get("committedAt", 0)),
+            tuple(DeletionVectorRef.from_json(d) for d in data.get("deletes", ())),
         )
 
 
@@ -114,6 +137,57 @@ class Tombstone:
 
 
 @dataclass(frozen=True)
+class DeleteRows:
+    """Deletes the rows of data file ``path`` at the positions of ``vector`` (added to the
+    file's earlier deletion vectors)."""
+
+    path: str
+    vector: DeletionVectorRef
+
+    def to_json(self, descriptor: DatasetDescriptor | None) -> dict:
+        return {"deleteRows": {"path": self.path, **self.vector.to_json()}}
+
+
+@dataclass(frozen=True)
+class AddIndex:
+    """A record-index file of bucket ``bucket``: a ``base`` (the bucket's state up to its
+    commit; at most one is live per bucket) or a delta (the entries of one commit).
+    ``rows`` entries; ``size`` and ``sha256`` detect a damaged file; ``min_hash`` and
+    ``max_hash`` bound the key hashes it holds. ``revision`` is the commit that added it."""
+
+    path: str
+    bucket: int
+    base: bool
+    rows: int
+    size: int
+    sha256: str
+    min_hash: int = 0
+    max_hash: int = 0
+    revision: int = -1
+
+    def at(self, revision: int) -> "AddIndex":
+        return dataclasses.replace(self, revision=revision)
+
+    def to_json(self, descriptor: DatasetDescriptor | None) -> dict:
+        return {"addIndex": {"path": self.path, "bucket": self.bucket, "base": self.base, "rows": self.rows,
+                             "size": self.size, "sha256": self.sha256,
+                             "minHash": self.min_hash, "maxHash": self.max_hash}}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], revision: int) -> "AddIndex":
+        return cls(str(data["path"]), int(data["bucket"]), bool(data["base"]), int(data["rows"]), int(data["size"]),
+                   str(data["sha256"]), int(data.get("minHash", 0)), int(data.get("maxHash", 0)), revision)
+
+
+@dataclass(frozen=True)
+class RemoveIndex:
+    path: str
+
+    def to_json(self, descriptor: DatasetDescriptor | None) -> dict:
+        return {"removeIndex": {"path": self.path}}
+
+
+@dataclass(frozen=True)
 class SetMetadata:
     descriptor: DatasetDescriptor
 
@@ -123,14 +197,14 @@ class SetMetadata:
 
 @dataclass(frozen=True)
 class SetProtocol:
-    reader_version: int = READER_VERSION
-    writer_version: int = WRITER_VERSION
+    reader_version: int = 1
+    writer_version: int = 1
 
     def to_json(self, descriptor: DatasetDescriptor | None) -> dict:
         return {"protocol": {"reader": self.reader_version, "writer": self.writer_version}}
 
 
-Action = AddFile | RemoveFile | Tombstone | SetMetadata | SetProtocol
+Action = AddFile | RemoveFile | Tombstone | DeleteRows | AddIndex | RemoveIndex | SetMetadata | SetProtocol
 
 
 def partition_kinds(descriptor: DatasetDescriptor) -> dict[str, str]:
@@ -166,6 +240,12 @@ def decode_actions(items: list, descriptor: DatasetDescriptor | None, revision: 
             actions.append(RemoveFile(str(body["path"])))
         elif kind == "tombstone":
             actions.append(Tombstone(expression_from_json(body["predicate"]), revision))
+        elif kind == "deleteRows":
+            actions.append(DeleteRows(str(body["path"]), DeletionVectorRef.from_json(body)))
+        elif kind == "addIndex":
+            actions.append(AddIndex.from_json(body, revision))
+        elif kind == "removeIndex":
+            actions.append(RemoveIndex(str(body["path"])))
         else:
             raise ValueError(f"unknown action {kind!r}")
     return tuple(actions)

@@ -1,7 +1,8 @@
 """Checkpoints: the full state of a dataset at one revision, in one Parquet file.
 
 ``_log/<revision>.checkpoint.parquet`` holds one row per action of the state (protocol,
-metadata, every live file with the revision that added it, every live tombstone) with
+metadata, every live file with the revision that added it and its deletion vectors, every
+live tombstone, every live record-index file) with
 columns ``action``, ``revision`` and ``json``, and key-value metadata naming the revision,
 its commit uuid and timestamp and a SHA-256 of the rows. ``_log/_last_checkpoint`` is a
 hint naming the newest checkpoint; readers fall back to listing when it is missing or stale.
@@ -18,7 +19,7 @@ from types import MappingProxyType
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from cdkds.catalog.log.actions import AddFile, SetMetadata, Tombstone, decode_actions, encode_actions
+from cdkds.catalog.log.actions import AddFile, AddIndex, SetMetadata, Tombstone, decode_actions, encode_actions
 from cdkds.catalog.errors import CorruptLogError
 from cdkds.catalog.log.snapshot import Snapshot
 
@@ -54,6 +55,8 @@ def encode(snapshot: Snapshot) -> bytes:
         rows.append(("add", add.revision, json.dumps(encode_actions((add,), snapshot.descriptor)[0])))
     for tombstone in snapshot.tombstones:
         rows.append(("tombstone", tombstone.revision, json.dumps(tombstone.to_json(snapshot.descriptor))))
+    for entry in snapshot.index.values():
+        rows.append(("index", entry.revision, json.dumps(entry.to_json(None))))
     table = pa.table({"action": [r[0] for r in rows], "revision": [r[1] for r in rows], "json": [r[2] for r in rows]},
                      schema=_SCHEMA)
     table = table.replace_schema_metadata({
@@ -92,6 +95,7 @@ def decode(data: bytes, where: str) -> Snapshot:
             raise ValueError("checksum mismatch")
         files: dict[str, AddFile] = {}
         tombstones: list[Tombstone] = []
+        index: dict[str, AddIndex] = {}
         for action, revision, text in rows:
             item = json.loads(text)
             if action in ("protocol", "metadata"):
@@ -106,10 +110,13 @@ def decode(data: bytes, where: str) -> Snapshot:
             elif action == "tombstone":
                 (tombstone,) = decode_actions([item], descriptor, revision)
                 tombstones.append(tombstone)
+            elif action == "index":
+                (entry,) = decode_actions([item], descriptor, revision)
+                index[entry.path] = entry
             else:
                 raise ValueError(f"unknown checkpoint row {action!r}")
         return Snapshot(head.revision, head.timestamp, head.uuid, descriptor, descriptor_version,
-                        MappingProxyType(files), tuple(tombstones), protocol)
+                        MappingProxyType(files), tuple(tombstones), protocol, MappingProxyType(index))
     except CorruptLogError:
         raise
     except Exception as e:  # noqa: BLE001 - any failure to parse is corruption

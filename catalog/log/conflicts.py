@@ -3,7 +3,8 @@
 Each kind of write says what it assumed about the dataset when it was planned; a
 concurrent commit that breaks the assumption is a conflict (:class:`CommitConflictError`),
 anything else is rebased. Rules common to all: a concurrent descriptor change conflicts,
-and so does a concurrent removal of a file this commit also removes.
+and so does a concurrent removal of a file (data or index) this commit also removes or
+deletes rows of.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
 
-from cdkds.catalog.log.actions import Action, AddFile, RemoveFile, SetMetadata, Tombstone
+from cdkds.catalog.log.actions import Action, AddFile, DeleteRows, RemoveFile, RemoveIndex, SetMetadata, Tombstone
 from cdkds.catalog.expressions import bind
 from cdkds.catalog.expressions.pruning import FileFilter
 
@@ -32,6 +33,13 @@ class ConflictRule(ABC):
         also = sorted(removed & {a.path for a in ours if isinstance(a, RemoveFile)})
         if also:
             return f"it removed {also[0]}, which this commit removes too"
+        also = sorted(removed & {a.path for a in ours if isinstance(a, DeleteRows)})
+        if also:
+            return f"it removed {also[0]}, whose rows this commit deletes"
+        removed = {a.path for a in theirs.actions if isinstance(a, RemoveIndex)}
+        also = sorted(removed & {a.path for a in ours if isinstance(a, RemoveIndex)})
+        if also:
+            return f"it removed the index file {also[0]}, which this commit replaces too"
         return self.specific_conflict(theirs, base)
 
     @abstractmethod
@@ -77,13 +85,18 @@ class ReplacePartitions(ConflictRule):
 
 @dataclass(frozen=True)
 class Rewrite(ConflictRule):
-    """Compaction rewrites files with the tombstones it knew applied; a newer tombstone that
-    may match them would not apply to the rewritten files, so it conflicts. Appends do
-    not: compaction touches only the files it read."""
+    """Compaction rewrites files with the tombstones and deletion vectors it knew applied; a
+    newer tombstone that may match them, or rows newly deleted from them, would not apply to
+    the rewritten files, so they conflict. Appends do not: compaction touches only the files
+    it read."""
 
     files: tuple[AddFile, ...]
 
     def specific_conflict(self, theirs: "Commit", base: "Snapshot") -> str | None:
+        rewritten = {f.path for f in self.files}
+        for deleted in (a for a in theirs.actions if isinstance(a, DeleteRows)):
+            if deleted.path in rewritten:
+                return f"it deleted rows of {deleted.path}, which this commit rewrites"
         for tombstone in (a for a in theirs.actions if isinstance(a, Tombstone)):
             deletes = FileFilter.of(bind(tombstone.predicate, base.descriptor.fields), base.descriptor)
             for f in self.files:

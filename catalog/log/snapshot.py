@@ -1,4 +1,5 @@
-"""A dataset as of one revision: its descriptor, live data files and live tombstones."""
+"""A dataset as of one revision: its descriptor, live data files (with their deletion
+vectors), live tombstones and live record-index files."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Mapping
 
-from cdkds.catalog.log.actions import AddFile, RemoveFile, SetMetadata, SetProtocol, Tombstone, promote_statistics
+from cdkds.catalog.log.actions import (
+    AddFile, AddIndex, DeleteRows, RemoveFile, RemoveIndex, SetMetadata, SetProtocol, Tombstone, promote_statistics,
+)
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import ExpressionError, IncompatibleDescriptorError
 from cdkds.catalog.expressions import bind
@@ -30,11 +33,19 @@ class Snapshot:
     files: Mapping[str, AddFile]
     tombstones: tuple[Tombstone, ...] = ()
     protocol: SetProtocol = SetProtocol()
+    index: Mapping[str, AddIndex] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def row_count(self) -> int:
-        """Rows in the live files (rows deleted by tombstones still count until compaction)."""
-        return sum(f.row_count for f in self.files.values())
+        """Rows in the live files less those deleted by deletion vectors (rows deleted by
+        tombstones or expired by TTL still count until compaction)."""
+        return sum(f.live_rows for f in self.files.values())
+
+    def index_files(self, bucket: int) -> tuple[AddIndex, ...]:
+        """The live record-index files of ``bucket`` in the order their entries apply: the
+        base, then the deltas oldest first (a later entry for a key replaces an earlier one)."""
+        files = [f for f in self.index.values() if f.bucket == bucket]
+        return tuple(sorted(files, key=lambda f: (not f.base, f.revision)))
 
     def tombstones_for(self, file: AddFile) -> tuple[Tombstone, ...]:
         """The tombstones that apply to ``file``: newer than it and able to match its rows,
@@ -76,11 +87,20 @@ class Snapshot:
         descriptor, descriptor_version, protocol = self.descriptor, self.descriptor_version, self.protocol
         files = dict(self.files)
         tombstones = list(self.tombstones)
+        index = dict(self.index)
         for action in commit.actions:
             if isinstance(action, AddFile):
-                files[action.path] = action.at(commit.revision)
+                files[action.path] = action.at(commit.revision, commit.timestamp)
             elif isinstance(action, RemoveFile):
                 files.pop(action.path, None)
+            elif isinstance(action, DeleteRows):
+                if action.path in files:  # rows of a file removed in the same commit are gone anyway
+                    add = files[action.path]
+                    files[action.path] = dataclasses.replace(add, deletes=add.deletes + (action.vector,))
+            elif isinstance(action, AddIndex):
+                index[action.path] = action.at(commit.revision)
+            elif isinstance(action, RemoveIndex):
+                index.pop(action.path, None)
             elif isinstance(action, Tombstone):
                 tombstones.append(action.at(commit.revision))
             elif isinstance(action, SetMetadata):
@@ -96,7 +116,7 @@ class Snapshot:
             oldest = min((f.revision for f in files.values()), default=commit.revision + 1)
             tombstones = [t for t in tombstones if t.revision > oldest]  # a tombstone no file predates is spent
         return Snapshot(commit.revision, commit.timestamp, commit.uuid, descriptor, descriptor_version,
-                        MappingProxyType(files), tuple(tombstones), protocol)
+                        MappingProxyType(files), tuple(tombstones), protocol, MappingProxyType(index))
 
     @staticmethod
     def first(commit: "Commit") -> "Snapshot":

@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import DatasetExistsError
-from cdkds.catalog.log.actions import Action, SetMetadata, SetProtocol
+from cdkds.catalog.log.actions import Action, SetMetadata, SetProtocol, KEYED_PROTOCOL
 from cdkds.catalog.log.checkpointer import DEFAULT_CHECKPOINT_INTERVAL, Checkpointer, checkpoint_interval
 from cdkds.catalog.log.commit import LOG_FOLDER, Commit, HistoryEntry, commit_key, engine_info, next_timestamp
 from cdkds.catalog.log.committer import Committer
@@ -64,7 +64,8 @@ class TransactionLog:
 
     def create(self, descriptor: DatasetDescriptor, info: Mapping[str, Any] | None = None) -> Snapshot:
         commit = Commit(0, uuid.uuid4().hex, None, next_timestamp(0), "create", engine_info(info),
-                        (SetProtocol(), SetMetadata(descriptor)))
+                        (SetProtocol(KEYED_PROTOCOL, KEYED_PROTOCOL) if descriptor.record_key else SetProtocol(),
+                         SetMetadata(descriptor)))
         try:
             self.store.put_if_absent(commit_key(0), commit.to_bytes(None))
         except FileExistsError:
