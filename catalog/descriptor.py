@@ -18,6 +18,7 @@ import pyarrow as pa
 from cdkds.catalog.errors import (
     IncompatibleDescriptorError, InvalidDescriptorError, InvalidPartitionStrategyError, InvalidSchemaError,
 )
+from cdkds.catalog.keyed.properties import KeyedProperties
 from cdkds.catalog.partitioning import PartitionStrategy
 from cdkds.formats import schema as schemas
 from cdkds.formats.files import file_format
@@ -92,6 +93,12 @@ class DatasetDescriptor:
         interval = props.get("checkpoint.interval", "10")
         if not interval.isdigit() or int(interval) < 1:
             raise InvalidDescriptorError(f"property checkpoint.interval must be a positive integer, got {interval!r}")
+        KeyedProperties.parse(props, fields, self.ordering_field)
+
+    @property
+    def keyed(self) -> "KeyedProperties":
+        """The record-index, TTL and tombstone properties (see :mod:`cdkds.catalog.keyed.properties`)."""
+        return KeyedProperties.parse(self.properties, self.fields, self.ordering_field)
 
     # ---------------------------------------------------------------- schema views
 

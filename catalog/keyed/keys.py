@@ -57,6 +57,10 @@ def _column_hash(array: pa.Array) -> np.ndarray:
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or \
             pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
         values = _bytes_hash(array)
+    elif pa.types.is_decimal(t):
+        values = _bytes_hash(array.cast(pa.string()))  # the scale is fixed by the schema: one text per value
+    elif pa.types.is_boolean(t):
+        values = array.cast(pa.int64()).to_numpy(zero_copy_only=False).view(np.uint64)
     elif pa.types.is_integer(t) or pa.types.is_temporal(t):
         if pa.types.is_date(t) or pa.types.is_time(t):
             array = array.cast(pa.int32() if t.bit_width == 32 else pa.int64())

@@ -1,0 +1,93 @@
+"""The descriptor properties of keyed datasets and TTL, parsed and checked once.
+
+- ``index.buckets`` — record-index buckets, fixed at creation (default 16);
+- ``index.compaction.deltas`` — a bucket's delta files that make the next commit touching
+  it merge them into a new base (default 8; the seed's IndexCompactor threshold);
+- ``ttl`` — a duration: rows expire that long after their ordering value (a date or
+  timestamp), or without an ordering field after the commit that wrote them;
+- ``ttl.field`` — a timestamp field holding each row's expiry time (null: ``ttl`` applies,
+  or never without one);
+- ``gc.grace`` — how long a deleted key's tombstone is kept (default 10 days, Scylla's
+  ``gc_grace_seconds``), so that a late, older write cannot resurrect it.
+
+Durations are ``<number> <unit>`` (``30 days``, ``12h``, ``90 s``; units s, m, h, d, w and
+their long names) or a number of seconds.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+from typing import Mapping
+
+from cdkds.catalog.errors import InvalidDescriptorError
+from cdkds.formats.schema import TIMESTAMP_KINDS, FieldType
+
+DEFAULT_BUCKETS = 16
+MAX_BUCKETS = 4096
+DEFAULT_COMPACTION_DELTAS = 8
+DEFAULT_GC_GRACE = dt.timedelta(days=10)
+_TIME_KINDS = TIMESTAMP_KINDS | {"date"}
+_UNITS = {
+    "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
+    "m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60,
+    "h": 3600, "hour": 3600, "hours": 3600,
+    "d": 86400, "day": 86400, "days": 86400,
+    "w": 604800, "week": 604800, "weeks": 604800,
+}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$")
+
+
+def parse_duration(text: str, what: str) -> dt.timedelta:
+    """A duration property's value; :class:`InvalidDescriptorError` naming ``what`` if malformed."""
+    match = _DURATION.match(text.lower()) if isinstance(text, str) else None
+    if match is None or match.group(2) not in _UNITS and match.group(2) != "":
+        raise InvalidDescriptorError(f"property {what} must be a duration such as '30 days' or '12h', got {text!r}")
+    seconds = float(match.group(1)) * _UNITS.get(match.group(2), 1)
+    if seconds <= 0:
+        raise InvalidDescriptorError(f"property {what} must be a positive duration, got {text!r}")
+    return dt.timedelta(seconds=seconds)
+
+
+def _positive_int(props: Mapping[str, str], name: str, default: int, most: int | None = None) -> int:
+    text = props.get(name)
+    if text is None:
+        return default
+    if not text.isdigit() or int(text) < 1 or (most is not None and int(text) > most):
+        limit = f" at most {most}" if most is not None else ""
+        raise InvalidDescriptorError(f"property {name} must be a positive integer{limit}, got {text!r}")
+    return int(text)
+
+
+@dataclass(frozen=True)
+class KeyedProperties:
+    buckets: int = DEFAULT_BUCKETS
+    compaction_deltas: int = DEFAULT_COMPACTION_DELTAS
+    ttl: dt.timedelta | None = None
+    ttl_field: str | None = None
+    gc_grace: dt.timedelta = DEFAULT_GC_GRACE
+
+    @classmethod
+    def parse(cls, props: Mapping[str, str], fields: Mapping[str, FieldType],
+              ordering_field: str | None) -> "KeyedProperties":
+        """The properties of a descriptor; :class:`InvalidDescriptorError` naming the property
+        and its value when one is malformed or does not fit the schema."""
+        ttl = parse_duration(props["ttl"], "ttl") if "ttl" in props else None
+        ttl_field = props.get("ttl.field")
+        if ttl_field is not None:
+            if ttl_field not in fields:
+                raise InvalidDescriptorError(f"property ttl.field names {ttl_field!r}, which is not in the schema {list(fields)}")
+            if fields[ttl_field].kind not in TIMESTAMP_KINDS:
+                raise InvalidDescriptorError(f"property ttl.field names {ttl_field!r}, a {fields[ttl_field].kind}; "
+                                             f"it must be a timestamp")
+        if ttl is not None and ordering_field is not None and fields[ordering_field].kind not in _TIME_KINDS:
+            raise InvalidDescriptorError(
+                f"property ttl counts from the ordering field, but {ordering_field!r} is a "
+                f"{fields[ordering_field].kind}, not a date or timestamp; give each row its expiry in a ttl.field instead")
+        return cls(
+            _positive_int(props, "index.buckets", DEFAULT_BUCKETS, MAX_BUCKETS),
+            _positive_int(props, "index.compaction.deltas", DEFAULT_COMPACTION_DELTAS),
+            ttl, ttl_field,
+            parse_duration(props["gc.grace"], "gc.grace") if "gc.grace" in props else DEFAULT_GC_GRACE,
+        )
