@@ -145,7 +145,7 @@ class DeleteRows:
     vector: DeletionVectorRef
 
     def to_json(self, descriptor: DatasetDescriptor | None) -> dict:
-        return {"deleteRows": {"path": self.path, **self.vector.to_json()}}
+        return {"deleteRows": {"path": self.path, "vector": self.vector.to_json()}}
 
 
 @dataclass(frozen=True)
@@ -241,7 +241,7 @@ def decode_actions(items: list, descriptor: DatasetDescriptor | None, revision: 
         elif kind == "tombstone":
             actions.append(Tombstone(expression_from_json(body["predicate"]), revision))
         elif kind == "deleteRows":
-            actions.append(DeleteRows(str(body["path"]), DeletionVectorRef.from_json(body)))
+            actions.append(DeleteRows(str(body["path"]), DeletionVectorRef.from_json(body["vector"])))
         elif kind == "addIndex":
             actions.append(AddIndex.from_json(body, revision))
         elif kind == "removeIndex":

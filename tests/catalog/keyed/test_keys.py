@@ -1,0 +1,103 @@
+"""Record keys: checks naming dataset, field and value; a stable hash; buckets."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, strategies as st
+
+from cdkds.catalog import DatasetDescriptor, InvalidKeyError
+from cdkds.catalog.keyed.keys import RecordKey, _bytes_hash
+
+SCHEMA = {"type": "record", "name": "u", "fields": [
+    {"name": "tenant", "type": "string"}, {"name": "userId", "type": "long"},
+    {"name": "email", "type": ["null", "string"], "default": None}]}
+KEY = RecordKey.of(DatasetDescriptor(SCHEMA, record_key=["tenant", "userId"]), "users")
+
+
+def test_keys_from_dicts_tuples_and_arrow_are_the_same_table():
+    a = KEY.keys([{"tenant": "nz", "userId": 1}, {"tenant": "au", "userId": 2}])
+    b = KEY.keys([("nz", 1), ["au", 2]])
+    c = KEY.keys(pa.table({"userId": [1, 2], "tenant": ["nz", "au"]}))
+    assert a.equals(b) and a.equals(c)
+    assert a.schema.names == ["tenant", "userId"] and a.schema.field("userId").type == pa.int64()
+    assert KEY.keys({"tenant": "nz", "userId": 1}).num_rows == 1
+
+
+@pytest.mark.parametrize("keys, message", [
+    ([{"tenant": "nz"}], "key 0 ({'tenant': 'nz'}) has no field 'userId'"),
+    ([{"tenant": "nz", "userId": 1, "email": "x"}], "has 'email', not a key field"),
+    ([("nz",)], "has 1 value(s); the key is ['tenant', 'userId']"),
+    ([("nz", 1, 2)], "has 3 value(s)"),
+    ([("nz", "one")], "record key field 'userId' is a int64; got 'one'"),
+    ([("nz", None)], "record key field 'userId' is null in key 0"),
+    (pa.table({"tenant": ["nz"]}), "have no record key field 'userId'"),
+    (pa.table({"tenant": ["nz"], "userId": [1], "email": ["x"]}), "'email' is not a record key field"),
+])
+def test_bad_keys_name_dataset_field_and_value(keys, message):
+    with pytest.raises(InvalidKeyError) as e:
+        KEY.keys(keys)
+    assert "dataset 'users'" in str(e.value) and message in str(e.value)
+
+
+def test_check_names_the_null_key_row():
+    rows = pa.table({"tenant": ["nz", None], "userId": [1, 2], "email": ["a", "b"]})
+    with pytest.raises(InvalidKeyError, match=r"'tenant' is null in row 1 .*'userId': 2"):
+        KEY.check(rows)
+
+
+def test_a_dataset_without_a_key_has_no_record_key():
+    with pytest.raises(Exception, match="has no record key"):
+        RecordKey.of(DatasetDescriptor(SCHEMA), "plain")
+
+
+@given(st.lists(st.tuples(st.text(max_size=20), st.integers(-2**63, 2**63 - 1)), max_size=50))
+def test_hash_is_a_function_of_the_values_not_the_batching(rows):
+    table = KEY.keys(rows) if rows else KEY.keys(pa.table({"tenant": pa.array([], pa.string()),
+                                                             "userId": pa.array([], pa.int64())}))
+    whole = KEY.hashes(table)
+    one_by_one = [KEY.hashes(KEY.keys([r]))[0] for r in rows]
+    assert list(whole) == one_by_one
+    buckets = KEY.buckets(whole, 64)
+    assert ((buckets >= 0) & (buckets < 64)).all()
+
+
+@given(st.lists(st.integers(-2**31, 2**31 - 1), min_size=1, max_size=30))
+def test_an_int_key_promoted_to_long_keeps_its_hash(values):
+    int_key = RecordKey.of(DatasetDescriptor({"type": "record", "name": "r", "fields": [
+        {"name": "k", "type": "int"}]}, record_key="k"), "d")
+    long_key = RecordKey.of(DatasetDescriptor({"type": "record", "name": "r", "fields": [
+        {"name": "k", "type": "long"}]}, record_key="k"), "d")
+    assert list(int_key.hashes(int_key.keys(values))) == list(long_key.hashes(long_key.keys(values)))
+
+
+@given(st.lists(st.binary(max_size=40), max_size=40))
+def test_bytes_hash_is_fnv1a(values):
+    def fnv(data: bytes) -> int:
+        h = 0xCBF29CE484222325
+        for b in data:
+            h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+        return h
+    assert [int(h) for h in _bytes_hash(pa.array(values, pa.binary()))] == [fnv(v) for v in values]
+
+
+def test_hash_is_pinned():
+    """The hash decides buckets on storage: it must never change between versions."""
+    table = KEY.keys([("nz", 1234), ("", 0), ("ü", -1)])
+    assert [int(h) for h in KEY.hashes(table)] == [656981153745169944, 5953329980922935170, 17895135063441277267]
+
+
+def test_other_key_kinds_hash():
+    schema = {"type": "record", "name": "r", "fields": [
+        {"name": "d", "type": {"type": "int", "logicalType": "date"}},
+        {"name": "t", "type": {"type": "long", "logicalType": "timestamp-micros"}},
+        {"name": "m", "type": {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}},
+        {"name": "b", "type": "boolean"}, {"name": "x", "type": "bytes"}]}
+    key = RecordKey.of(DatasetDescriptor(schema, record_key=["d", "t", "m", "b", "x"]), "d")
+    table = key.keys([(dt.date(2026, 1, 1), dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc), Decimal("1.50"), True, b"\x00")])
+    assert key.hashes(table).dtype == np.uint64
+
