@@ -4,8 +4,9 @@ the rows that match as Arrow batches.
 Planning binds the predicate to the schema, projects it through the partition functions
 (inclusive projection) and checks each file's statistics, so only files that may hold a
 match are opened. Reading streams each file's batches, reads them with the current
-schema (older files are conformed), drops the rows of newer tombstones, and filters
-rows exactly.
+schema (older files are conformed), drops the rows of newer tombstones and of the
+file's deletion vectors, and the rows expired by TTL at the moment the scan was planned,
+and filters rows exactly.
 """
 
 from __future__ import annotations
@@ -13,11 +14,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from cdkds.catalog.errors import CdkdsError, DataFileError, ExpressionError
-from cdkds.catalog.expressions import Expression, as_expression, bind, drop_matching, filter_batch, references
+from cdkds.catalog.expressions import (
+    ALWAYS_FALSE, ALWAYS_TRUE, Expression, and_, as_expression, bind, drop_matching, filter_batch, references,
+)
 from cdkds.catalog.expressions.pruning import FileFilter
+from cdkds.catalog.keyed.deletion import load_deletes
+from cdkds.catalog.keyed.ttl import TimeToLive
+from cdkds.catalog.log.commit import clock
 from cdkds.catalog.log.actions import AddFile
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.log.snapshot import Snapshot
@@ -27,10 +35,20 @@ from cdkds.formats.files import DEFAULT_BATCH_ROWS, conform, file_format
 
 @dataclass(frozen=True)
 class FileScanTask:
-    """One file to read and the (bound) tombstone predicates that apply to it."""
+    """One file to read, the (bound) tombstone predicates that apply to it and the (bound)
+    predicate its rows must satisfy to be visible (not expired by TTL). Its deletion
+    vectors travel with the file (``file.deletes``)."""
 
     file: AddFile
     tombstones: tuple[Expression, ...] = ()
+    visible: Expression = ALWAYS_TRUE
+
+
+def file_task(snapshot: Snapshot, file: AddFile, now_ms: int) -> FileScanTask:
+    """How to read ``file`` of ``snapshot`` as of ``now_ms``: its tombstones and TTL."""
+    ttl = TimeToLive.of(snapshot.descriptor)
+    visible = ALWAYS_TRUE if ttl is None else bind(ttl.visible(now_ms, file), snapshot.descriptor.fields)
+    return FileScanTask(file, tuple(t.predicate for t in snapshot.tombstones_for(file)), visible)
 
 
 @dataclass(frozen=True)
@@ -42,6 +60,7 @@ class ScanPlan:
     predicate: Expression
     columns: tuple[str, ...]
     tasks: tuple[FileScanTask, ...]
+    now: int = 0  # ms: rows expired by TTL at this moment are not read
 
     @property
     def files(self) -> list[AddFile]:
@@ -58,8 +77,9 @@ class ScanPlan:
 
 
 def plan_scan(dataset: str, snapshot: Snapshot, where: Expression | str | None = None,
-              columns: Sequence[str] | None = None) -> ScanPlan:
-    """The files of ``snapshot`` that may hold rows matching ``where``."""
+              columns: Sequence[str] | None = None, now_ms: int | None = None) -> ScanPlan:
+    """The files of ``snapshot`` that may hold visible rows matching ``where`` at ``now_ms``
+    (default: now)."""
     descriptor = snapshot.descriptor
     fields = descriptor.fields
     predicate = bind(as_expression(where), fields, dataset)
@@ -72,10 +92,15 @@ def plan_scan(dataset: str, snapshot: Snapshot, where: Expression | str | None =
         if unknown:
             raise ExpressionError(f"dataset {dataset!r}: unknown column {unknown[0]!r}; columns are {list(fields)}")
         selected = tuple(dict.fromkeys(columns))
+    now = clock() if now_ms is None else now_ms
     matches = FileFilter.of(predicate, descriptor)
-    tasks = tuple(FileScanTask(f, tuple(t.predicate for t in snapshot.tombstones_for(f)))
-                  for f in snapshot.files.values() if matches.may_match(f))
-    return ScanPlan(dataset, snapshot, predicate, selected, tasks)
+    tasks = []
+    for f in snapshot.files.values():
+        if matches.may_match(f) and f.live_rows > 0:
+            task = file_task(snapshot, f, now)
+            if task.visible is ALWAYS_TRUE or FileFilter.of(and_(predicate, task.visible), descriptor).may_match(f):
+                tasks.append(task)
+    return ScanPlan(dataset, snapshot, predicate, selected, tuple(tasks), now)
 
 
 def read_plan(store: ObjectStore, plan: ScanPlan, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
@@ -86,8 +111,12 @@ def read_plan(store: ObjectStore, plan: ScanPlan, batch_rows: int = DEFAULT_BATC
 
 def read_task(store: ObjectStore, descriptor: DatasetDescriptor, predicate: Expression, columns: Sequence[str],
               task: FileScanTask, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
-    """The rows of one file that survive its tombstones and match ``predicate``, in ``columns``."""
+    """The rows of one file that survive its tombstones, deletion vectors and TTL and match
+    ``predicate``, in ``columns``."""
     schema = descriptor.arrow_schema
+    if task.visible is ALWAYS_FALSE:
+        return
+    predicate = and_(predicate, task.visible)
     referenced = set(references(predicate)).union(*(references(t) for t in task.tombstones))
     needed = list(dict.fromkeys([*columns, *sorted(referenced)]))
     if not needed:
@@ -96,7 +125,14 @@ def read_task(store: ObjectStore, descriptor: DatasetDescriptor, predicate: Expr
     fmt = file_format(descriptor.format)
     where = store.display(task.file.path)
     try:
+        deleted = load_deletes(store, task.file.deletes)
+        offset = 0
         for batch in fmt.read(store.fs, store.path(task.file.path), read_schema, batch_rows, task.file.size):
+            if deleted is not None:
+                keep = deleted.keep_mask(offset, batch.num_rows)
+                offset += batch.num_rows
+                if keep is not None:
+                    batch = batch.filter(pa.array(keep))
             batch = conform(batch, read_schema, descriptor.defaults)
             batch = filter_batch(drop_matching(batch, task.tombstones), predicate)
             if batch.num_rows:
@@ -110,3 +146,37 @@ def read_task(store: ObjectStore, descriptor: DatasetDescriptor, predicate: Expr
     except (pa.ArrowException, OSError, ValueError, EOFError) as e:
         raise DataFileError(f"data file {where} (added at revision {task.file.revision}) is damaged: "
                             f"{type(e).__name__}: {e}") from None
+
+
+def read_rows(store: ObjectStore, descriptor: DatasetDescriptor, file: AddFile, positions: np.ndarray,
+              columns: Sequence[str]) -> pa.Table:
+    """The rows of one data file at ``positions`` (sorted, unique) in ``columns`` plus an
+    int64 ``_pos`` column, conformed to the current schema. Parquet files are read only in
+    the row groups that hold them. Deletion vectors and TTL are not applied."""
+    schema = descriptor.arrow_schema
+    read_schema = pa.schema([schema.field(n) for n in dict.fromkeys(columns)] or [schema.field(0)])
+    positions = np.asarray(positions, dtype=np.int64)
+    out_schema = pa.schema([*(schema.field(c) for c in dict.fromkeys(columns)), pa.field("_pos", pa.int64())])
+    where = store.display(file.path)
+    pieces = []
+    try:
+        for start, batch in file_format(descriptor.format).read_at(
+                store.fs, store.path(file.path), read_schema, positions, file.size):
+            batch = conform(batch, read_schema, descriptor.defaults)
+            lo, hi = np.searchsorted(positions, [start, start + batch.num_rows])
+            if hi > lo:
+                wanted = positions[lo:hi]
+                taken = batch.take(pa.array(wanted - start))
+                pieces.append(pa.RecordBatch.from_arrays(
+                    [*(taken.column(c) for c in dict.fromkeys(columns)), pa.array(wanted)], schema=out_schema))
+    except FileNotFoundError:
+        raise DataFileError(f"data file {where} (added at revision {file.revision}) is missing") from None
+    except CdkdsError:
+        raise
+    except (pa.ArrowException, OSError, ValueError, EOFError) as e:
+        raise DataFileError(f"data file {where} (added at revision {file.revision}) is damaged: "
+                            f"{type(e).__name__}: {e}") from None
+    table = pa.Table.from_batches(pieces, schema=out_schema)
+    if table.num_rows != len(positions):
+        raise DataFileError(f"data file {where} has {file.row_count} rows; positions beyond it were asked for")
+    return table

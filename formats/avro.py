@@ -6,10 +6,11 @@ from typing import Any, Iterator, Mapping
 
 import fastavro
 import fastavro.write
+import numpy as np
 import pyarrow as pa
 
 from cdkds.formats.errors import DataFileError
-from cdkds.formats.files import DEFAULT_BATCH_ROWS, WrittenFile
+from cdkds.formats.files import DEFAULT_BATCH_ROWS, WrittenFile, stream_at
 from cdkds.formats.records import to_records
 from cdkds.formats.schema import arrow_field, type_kind
 from cdkds.formats.statistics import StatisticsCollector
@@ -65,6 +66,10 @@ class AvroFormat:
     def open_writer(self, fs: Any, path: str, avro_schema: dict, arrow_schema: pa.Schema,
                     compression: str, metadata: Mapping[str, str]) -> AvroFileWriter:
         return AvroFileWriter(fs, path, avro_schema, arrow_schema, compression, metadata)
+
+    def read_at(self, fs: Any, path: str, schema: pa.Schema, positions: np.ndarray,
+                size: int | None = None) -> Iterator[tuple[int, pa.RecordBatch]]:
+        return stream_at(self.read(fs, path, schema, size=size), positions)
 
     def read(self, fs: Any, path: str, schema: pa.Schema, batch_rows: int = DEFAULT_BATCH_ROWS,
              size: int | None = None) -> Iterator[pa.RecordBatch]:

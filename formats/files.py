@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Protocol
 
+import numpy as np
 import pyarrow as pa
 
 from cdkds.formats.errors import DataFileError, InvalidSchemaError
@@ -70,7 +71,25 @@ class FileFormat(Protocol):
         A known ``size`` saves object stores a metadata request."""
         ...
 
+    def read_at(self, fs: Any, path: str, schema: pa.Schema, positions: np.ndarray,
+                size: int | None = None) -> Iterator[tuple[int, pa.RecordBatch]]:
+        """``(first row position, batch)`` pairs covering at least the sorted ``positions``."""
+        ...
+
     def metadata(self, fs: Any, path: str) -> dict[str, str]: ...
+
+
+def stream_at(read: Iterator[pa.RecordBatch], positions: np.ndarray) -> Iterator[tuple[int, pa.RecordBatch]]:
+    """``read_at`` for formats without an index: the batches holding a position, streamed."""
+    start = 0
+    last = int(positions[-1]) if len(positions) else -1
+    for batch in read:
+        if start > last:
+            return
+        lo, hi = np.searchsorted(positions, [start, start + batch.num_rows])
+        if hi > lo:
+            yield start, batch
+        start += batch.num_rows
 
 
 def file_format(name: str) -> FileFormat:

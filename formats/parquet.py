@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Mapping
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -96,6 +97,28 @@ class ParquetFormat:
             present = set(parquet.schema_arrow.names)
             columns = [name for name in schema.names if name in present]
             yield from parquet.iter_batches(batch_size=batch_rows, columns=columns)
+
+    def read_at(self, fs: Any, path: str, schema: pa.Schema, positions: np.ndarray,
+                size: int | None = None) -> Iterator[tuple[int, pa.RecordBatch]]:
+        with fs.open(path, "rb", **({"size": size} if size is not None else {})) as f:
+            try:
+                parquet = pq.ParquetFile(f)
+            except FileNotFoundError:
+                raise
+            except (pa.ArrowInvalid, OSError) as e:
+                raise DataFileError(f"data file {path} is not a readable Parquet file: {e}") from None
+            present = set(parquet.schema_arrow.names)
+            columns = [name for name in schema.names if name in present]
+            start = 0
+            for group in range(parquet.num_row_groups):
+                rows = parquet.metadata.row_group(group).num_rows
+                lo, hi = np.searchsorted(positions, [start, start + rows])
+                if hi > lo:
+                    for batch in parquet.read_row_group(group, columns=columns).to_batches():
+                        yield start, batch
+                        start += batch.num_rows
+                else:
+                    start += rows
 
     def metadata(self, fs: Any, path: str) -> dict[str, str]:
         with fs.open(path, "rb") as f:

@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING
 from cdkds.catalog.log.actions import AddFile
 from cdkds.catalog.errors import CdkdsError
 from cdkds.catalog.expressions import ALWAYS_TRUE, Expression, as_expression, bind, evaluate
-from cdkds.catalog.scan import FileScanTask, read_task
+from cdkds.catalog.keyed.ttl import TimeToLive
+from cdkds.catalog.log.commit import clock
+from cdkds.catalog.scan import file_task, read_task
 from cdkds.catalog.writer import DATA_FOLDER, DEFAULT_TARGET_FILE_SIZE, RewriteFiles, check_target_file_size
 
 if TYPE_CHECKING:
@@ -43,7 +45,7 @@ def plan_compaction(dataset: "Dataset", target_file_size: int = DEFAULT_TARGET_F
     by_partition: dict[tuple, list[AddFile]] = defaultdict(list)
     for f in snapshot.files.values():
         if partitions is ALWAYS_TRUE or evaluate(partitions, f.partition) is True:
-            if f.size < target_file_size * SMALL_FILE_FRACTION or snapshot.tombstones_for(f):
+            if f.size < target_file_size * SMALL_FILE_FRACTION or _has_deletes(snapshot, f):
                 by_partition[tuple(sorted(f.partition.items(), key=lambda kv: kv[0]))].append(f)
     groups = []
     for files in by_partition.values():
@@ -58,7 +60,7 @@ def plan_compaction(dataset: "Dataset", target_file_size: int = DEFAULT_TARGET_F
             size += f.size
         if group:
             groups.append(tuple(group))
-    worth = tuple(g for g in groups if len(g) > 1 or snapshot.tombstones_for(g[0]))
+    worth = tuple(g for g in groups if len(g) > 1 or _has_deletes(snapshot, g[0]))
     return CompactionPlan(worth)
 
 
@@ -70,9 +72,15 @@ def compact(dataset: "Dataset", target_file_size: int = DEFAULT_TARGET_FILE_SIZE
         return None
     snapshot = dataset.snapshot
     columns = list(snapshot.descriptor.fields)
+    now = clock()
     with dataset.writer(mode=RewriteFiles(plan.files), target_file_size=target_file_size) as writer:
         for f in plan.files:
-            task = FileScanTask(f, tuple(t.predicate for t in snapshot.tombstones_for(f)))
+            task = file_task(snapshot, f, now)
             for batch in read_task(dataset.store, snapshot.descriptor, ALWAYS_TRUE, columns, task):
                 writer.write_batch(batch)
     return dataset.version
+
+
+def _has_deletes(snapshot, f: AddFile) -> bool:
+    """Whether rewriting ``f`` alone drops rows: tombstones, deletion vectors or TTL apply."""
+    return bool(f.deletes or snapshot.tombstones_for(f) or TimeToLive.of(snapshot.descriptor) is not None)
