@@ -22,6 +22,8 @@ from cdkds.formats.files import DEFAULT_BATCH_ROWS
 from cdkds.formats.records import to_records
 
 if TYPE_CHECKING:
+    from cdkds.catalog.keyed.operations import UpsertResult
+    from cdkds.catalog.keyed.writer import KeyedWriter
     from cdkds.catalog.repository import DatasetRepository
 
 
@@ -93,8 +95,12 @@ class Dataset:
 
     # ---------------------------------------------------------------- writing
 
-    def writer(self, **options: Any) -> DatasetWriter:
-        """A writer stream; use it as a context manager (see :class:`DatasetWriter`)."""
+    def writer(self, **options: Any) -> "DatasetWriter | KeyedWriter":
+        """A writer stream; use it as a context manager (see :class:`DatasetWriter`). On a
+        keyed dataset appends are inserts (see :class:`cdkds.catalog.keyed.writer.KeyedWriter`)."""
+        if self.descriptor.record_key:
+            from cdkds.catalog.keyed.writer import KeyedWriter
+            return KeyedWriter(self, **options)
         return DatasetWriter(self, **options)
 
     def delete(self, where: Expression | str) -> int | None:
@@ -107,6 +113,49 @@ class Dataset:
         info = {"predicate": str(plan.predicate), "removed_files": len(plan.removed), "tombstoned_files": len(plan.partial)}
         self._commit("delete", plan.actions, info, rule=plan.rule)
         return self.version
+
+    # ---------------------------------------------------------------- keyed datasets
+
+    def upsert(self, rows: Any) -> "UpsertResult":
+        """Insert or replace rows by record key, reconciled by last-write-wins (see
+        docs/MODEL.md), in one commit. ``rows``: dicts, an Arrow table or batch, or an
+        iterator of them."""
+        return self._keyed("upsert", rows)
+
+    def insert(self, rows: Any) -> "UpsertResult":
+        """Insert rows whose keys are not live; :class:`KeyExistsError` naming the first
+        existing key otherwise (nothing committed)."""
+        return self._keyed("insert", rows)
+
+    def update(self, rows: Any) -> "UpsertResult":
+        """Change only the columns given, for keys that are live; keys that are not are
+        counted (``unchanged``), not added."""
+        return self._keyed("update", rows)
+
+    def delete_keys(self, keys: Any) -> "UpsertResult":
+        """Delete rows by key: dicts (with the ordering field, optionally), tuples, single
+        values for one-field keys, or an Arrow table of the key columns."""
+        return self._keyed("delete", keys)
+
+    def get(self, key: Any, columns: Sequence[str] | None = None) -> dict | None:
+        """The live row of ``key`` (a dict, a tuple in key order, or a value), or ``None``."""
+        rows = self.get_many([key], columns)
+        return to_records(rows)[0] if rows.num_rows else None
+
+    def get_many(self, keys: Any, columns: Sequence[str] | None = None) -> pa.Table:
+        """The live rows of ``keys``, in the order of the keys (keys not found are left out);
+        one index lookup per bucket touched."""
+        from cdkds.catalog.keyed.operations import get_many
+        return get_many(self, keys, columns)
+
+    def rebuild_index(self) -> int:
+        """Rebuild the record index from the data files in one commit; returns its revision."""
+        from cdkds.catalog.keyed.operations import rebuild_index
+        return rebuild_index(self)
+
+    def _keyed(self, operation: str, rows: Any) -> "UpsertResult":
+        from cdkds.catalog.keyed.operations import run
+        return run(self, operation, rows)
 
     def compact(self, target_file_size: int = DEFAULT_TARGET_FILE_SIZE, where: Expression | str | None = None) -> int | None:
         """Merge small files per partition (and apply tombstones) in one commit; returns

@@ -110,9 +110,11 @@ def read_plan(store: ObjectStore, plan: ScanPlan, batch_rows: int = DEFAULT_BATC
 
 
 def read_task(store: ObjectStore, descriptor: DatasetDescriptor, predicate: Expression, columns: Sequence[str],
-              task: FileScanTask, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+              task: FileScanTask, batch_rows: int = DEFAULT_BATCH_ROWS, positions: bool = False
+              ) -> Iterator[pa.RecordBatch]:
     """The rows of one file that survive its tombstones, deletion vectors and TTL and match
-    ``predicate``, in ``columns``."""
+    ``predicate``, in ``columns`` (and, with ``positions``, an int64 ``_pos``: each row's
+    position in the file)."""
     schema = descriptor.arrow_schema
     if task.visible is ALWAYS_FALSE:
         return
@@ -122,21 +124,24 @@ def read_task(store: ObjectStore, descriptor: DatasetDescriptor, predicate: Expr
     if not needed:
         needed = [schema.names[0]]  # a file must be read to count its rows
     read_schema = pa.schema([schema.field(n) for n in needed])
+    output = [*columns, "_pos"] if positions else list(columns)
     fmt = file_format(descriptor.format)
     where = store.display(task.file.path)
     try:
         deleted = load_deletes(store, task.file.deletes)
         offset = 0
         for batch in fmt.read(store.fs, store.path(task.file.path), read_schema, batch_rows, task.file.size):
+            start, offset = offset, offset + batch.num_rows
+            batch = conform(batch, read_schema, descriptor.defaults)
+            if positions:
+                batch = batch.append_column("_pos", pa.array(np.arange(start, offset, dtype=np.int64)))
             if deleted is not None:
-                keep = deleted.keep_mask(offset, batch.num_rows)
-                offset += batch.num_rows
+                keep = deleted.keep_mask(start, batch.num_rows)
                 if keep is not None:
                     batch = batch.filter(pa.array(keep))
-            batch = conform(batch, read_schema, descriptor.defaults)
             batch = filter_batch(drop_matching(batch, task.tombstones), predicate)
             if batch.num_rows:
-                yield batch.select(list(columns)) if needed != list(columns) else batch
+                yield batch.select(output) if batch.schema.names != output else batch
     except FileNotFoundError:
         raise DataFileError(f"data file {where} (added at revision {task.file.revision}) is missing") from None
     except DataFileError as e:

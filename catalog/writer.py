@@ -156,6 +156,10 @@ class PartitionedWriter:
         self._conform = batch_conformer(descriptor.schema)
         self._open: OrderedDict[tuple, tuple[DataFileWriter, dict]] = OrderedDict()
         self._written: list[AddFile] = []
+        self._rows_seen = 0  # rows routed so far: where each went is tracked for the record index
+        self._placed: list[tuple[np.ndarray, int, int]] = []  # (input rows, file writer id, first position)
+        self._file_rows: dict[int, int] = {}
+        self._paths: dict[int, str] = {}
         self._kinds = self._strategy.kinds(self._fields) if self._strategy is not None else {}
         self._metadata = {
             "cdkds.dataset": dataset,
@@ -206,11 +210,26 @@ class PartitionedWriter:
         delete_files(self.store, [a.path for a in self._written])
         self._written = []
 
+    def placements(self) -> tuple[np.ndarray, list[str], np.ndarray]:
+        """Where the rows written so far went, for the files already closed: the input row
+        numbers (in write order across calls), each row's file and position in it."""
+        rows, files, positions = [], [], []
+        for input_rows, token, start in self._placed:
+            if token in self._paths:
+                rows.append(input_rows)
+                files.extend([self._paths[token]] * len(input_rows))
+                positions.append(np.arange(start, start + len(input_rows), dtype=np.int64))
+        if not rows:
+            return np.zeros(0, np.int64), [], np.zeros(0, np.int64)
+        return np.concatenate(rows), files, np.concatenate(positions)
+
     def _route(self, batch: pa.RecordBatch) -> None:
+        base = self._rows_seen
+        self._rows_seen += batch.num_rows
         if batch.num_rows == 0:
             return
         if self._strategy is None:
-            self._write_partition(batch, ())
+            self._write_partition(batch, (), np.arange(base, base + batch.num_rows))
             return
         arrays = []
         for f in self._strategy.functions:
@@ -222,9 +241,10 @@ class PartitionedWriter:
             except SchemaMismatchError as e:
                 raise self.error(e) from None
         for indices, values_ in _group(arrays):
-            self._write_partition(batch if indices is None else batch.take(indices), tuple(values_))
+            rows = base + (np.arange(batch.num_rows) if indices is None else np.asarray(indices))
+            self._write_partition(batch if indices is None else batch.take(indices), tuple(values_), rows)
 
-    def _write_partition(self, batch: pa.RecordBatch, key: tuple) -> None:
+    def _write_partition(self, batch: pa.RecordBatch, key: tuple, rows: np.ndarray) -> None:
         if key in self._open:
             self._open.move_to_end(key)
         else:
@@ -232,6 +252,9 @@ class PartitionedWriter:
                 self._close_file(next(iter(self._open)))
             self._open[key] = self._open_file(key)
         writer, _ = self._open[key]
+        start = self._file_rows.get(id(writer), 0)
+        self._placed.append((rows, id(writer), start))
+        self._file_rows[id(writer)] = start + batch.num_rows
         writer.write(batch)
         if writer.bytes_written >= self.target_file_size:
             self._close_file(key)
@@ -255,6 +278,7 @@ class PartitionedWriter:
         written = writer.close()
         root = self.store.root + "/"
         path = written.path[len(root):] if written.path.startswith(root) else written.path
+        self._paths[id(writer)] = path
         self._written.append(AddFile(path, partition, written.size, written.row_count, dict(written.statistics),
                                      self.descriptor_version))
 

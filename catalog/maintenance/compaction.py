@@ -70,6 +70,9 @@ def compact(dataset: "Dataset", target_file_size: int = DEFAULT_TARGET_FILE_SIZE
     plan = plan_compaction(dataset, target_file_size, where)
     if not plan.groups:
         return None
+    if dataset.descriptor.record_key:
+        from cdkds.catalog.keyed.compaction import compact as compact_keyed
+        return compact_keyed(dataset, plan, target_file_size)
     snapshot = dataset.snapshot
     columns = list(snapshot.descriptor.fields)
     now = clock()

@@ -1,0 +1,343 @@
+"""The record-level index (Hudi RFC-08): record key -> (data file, row position, ordering
+value, expiry), hashed into a fixed number of buckets.
+
+Each bucket is a *base* file plus the *delta* files of later commits, all Parquet
+(zstd, page checksums), entries sorted by key hash in small row groups, under
+``_index/<bucket>/``. The log references them (:class:`AddIndex`, with size and SHA-256)
+and they are written in the same commit as the data they describe. A lookup reads only
+the buckets its keys hash to and, in each file, only the row groups whose hash range may
+hold one; the latest entry of a key (base, then deltas by revision, rows in file order)
+is the one that counts. When a bucket has ``index.compaction.deltas`` deltas, the next
+commit touching it merges them into a new base (the seed's IndexCompactor), dropping
+entries that are superseded, point at removed files or deleted rows, or have expired.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import threading
+import uuid
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Iterable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from cdkds.catalog.descriptor import DatasetDescriptor
+from cdkds.catalog.errors import CorruptIndexError, InvalidKeyError
+from cdkds.catalog.expressions import ALWAYS_TRUE
+from cdkds.catalog.keyed.deletion import load_deletes
+from cdkds.catalog.keyed.keys import RecordKey
+from cdkds.catalog.keyed.ttl import EXPIRY_TYPE, TimeToLive, files_timestamps
+from cdkds.catalog.log.actions import Action, AddIndex, RemoveIndex
+from cdkds.catalog.scan import file_task, read_task
+from cdkds.catalog.storage import ObjectStore
+
+if TYPE_CHECKING:
+    from cdkds.catalog.log.snapshot import Snapshot
+
+INDEX_FOLDER = "_index"
+ROW_GROUP_ENTRIES = 4096
+_RANK = "_rank"
+
+
+def entry_schema(descriptor: DatasetDescriptor) -> pa.Schema:
+    """The columns of an index entry (see docs/FORMAT.md)."""
+    schema = descriptor.arrow_schema
+    order = schema.field(descriptor.ordering_field).type if descriptor.ordering_field else pa.null()
+    return pa.schema([
+        pa.field("_hash", pa.uint64(), nullable=False),
+        *(schema.field(n).with_nullable(False) for n in descriptor.record_key),
+        pa.field("_file", pa.string()), pa.field("_pos", pa.int64()), pa.field("_order", order),
+        pa.field("_expires", EXPIRY_TYPE), pa.field("_deleted", pa.bool_(), nullable=False),
+    ])
+
+
+class _Footers:
+    """Parquet footers of index files, by path and size (the files are immutable)."""
+
+    def __init__(self, capacity: int = 4096):
+        self._items: OrderedDict[tuple[str, int], pq.FileMetaData] = OrderedDict()
+        self._capacity = capacity
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, int]) -> pq.FileMetaData | None:
+        with self._lock:
+            item = self._items.get(key)
+            if item is not None:
+                self._items.move_to_end(key)
+            return item
+
+    def put(self, key: tuple[str, int], value: pq.FileMetaData) -> None:
+        with self._lock:
+            self._items[key] = value
+            while len(self._items) > self._capacity:
+                self._items.popitem(last=False)
+
+
+FOOTERS = _Footers()
+
+
+class RecordIndex:
+    """The record index of one snapshot of a keyed dataset."""
+
+    def __init__(self, store: ObjectStore, snapshot: "Snapshot", dataset: str):
+        self.store = store
+        self.snapshot = snapshot
+        self.dataset = dataset
+        self.descriptor = snapshot.descriptor
+        self.key = RecordKey.of(self.descriptor, dataset)
+        self.schema = entry_schema(self.descriptor)
+        props = self.descriptor.keyed
+        self.buckets = props.buckets
+        self.compaction_deltas = props.compaction_deltas
+        self.ttl = TimeToLive.of(self.descriptor)
+
+    # ---------------------------------------------------------------- reading
+
+    def lookup(self, keys: pa.Table, hashes: np.ndarray) -> pa.Table:
+        """The latest entry of each key of ``keys`` that has one, with ``_row``: the key's
+        row in ``keys``. Reads only the buckets and row groups the hashes may be in."""
+        buckets = self.key.buckets(hashes, self.buckets)
+        pieces = []
+        for bucket in np.unique(buckets):
+            wanted = np.unique(hashes[buckets == bucket])
+            for seq, entry in enumerate(self.snapshot.index_files(int(bucket))):
+                pieces.extend(self._read_matching(entry, (int(bucket) << 16) + seq, wanted))
+        if not pieces:
+            return self._with_row(self.schema.empty_table(), np.zeros(0, np.int64))
+        found = pa.concat_tables(pieces)
+        probe = keys.append_column("_hash", pa.array(hashes, pa.uint64())).append_column(
+            "_row", pa.array(np.arange(keys.num_rows, dtype=np.int64)))
+        joined = found.join(probe, keys=["_hash", *self.key.names], join_type="inner")
+        return self._latest(joined, "_row").select([*self.schema.names, "_row"])
+
+    def _read_matching(self, entry: AddIndex, seq: int, wanted: np.ndarray) -> list[pa.Table]:
+        """The entries of ``entry`` whose hash is wanted, ranked ``seq << 32 | row`` (unique
+        across buckets, and later files rank higher)."""
+        if entry.max_hash < int(wanted[0]) or entry.min_hash > int(wanted[-1]):
+            return []
+        metadata = self._footer(entry)
+        column = metadata.schema.to_arrow_schema().get_field_index("_hash")
+        groups = []
+        for g in range(metadata.num_row_groups):
+            stats = metadata.row_group(g).column(column).statistics
+            lo, hi = (stats.min, stats.max) if stats is not None and stats.has_min_max else (0, 2**64 - 1)
+            if np.searchsorted(wanted, np.uint64(lo), "left") < np.searchsorted(wanted, np.uint64(hi), "right"):
+                groups.append(g)
+        if not groups:
+            return []
+        table = self._open(entry, metadata).read_row_groups(groups)
+        offsets = np.concatenate(([0], np.cumsum([metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)])))
+        positions = np.concatenate([np.arange(offsets[g], offsets[g + 1]) for g in groups])
+        keep = pc.is_in(table.column("_hash"), value_set=pa.array(wanted, pa.uint64()))
+        table = table.append_column(_RANK, pa.array((seq << 32) + positions, pa.int64())).filter(keep)
+        return [table.cast(self._ranked_schema())]
+
+    def _ranked_schema(self) -> pa.Schema:
+        return self.schema.append(pa.field(_RANK, pa.int64()))
+
+    def _footer(self, entry: AddIndex) -> pq.FileMetaData:
+        cached = FOOTERS.get((entry.path, entry.size))
+        if cached is not None:
+            return cached
+        where = self.store.display(entry.path)
+        try:
+            size = self.store.fs.info(self.store.path(entry.path))["size"]
+        except FileNotFoundError:
+            raise self._corrupt(entry, "is missing") from None
+        if size != entry.size:
+            raise self._corrupt(entry, f"has {size} bytes, the log says {entry.size}")
+        try:
+            with self.store.fs.open(self.store.path(entry.path), "rb", size=entry.size) as f:
+                metadata = pq.read_metadata(f)
+        except (pa.ArrowException, OSError, ValueError) as e:
+            raise self._corrupt(entry, f"is unreadable ({type(e).__name__}: {e}) at {where}") from None
+        FOOTERS.put((entry.path, entry.size), metadata)
+        return metadata
+
+    def _open(self, entry: AddIndex, metadata: pq.FileMetaData) -> "_CheckedFile":
+        return _CheckedFile(self, entry, metadata)
+
+    def _corrupt(self, entry: AddIndex, problem: str) -> CorruptIndexError:
+        return CorruptIndexError(f"dataset {self.dataset!r}: index file {entry.path} of bucket {entry.bucket} {problem}; "
+                                 f"run dataset.rebuild_index() to rebuild the index from the data files")
+
+    def read_file(self, entry: AddIndex) -> pa.Table:
+        """All entries of one index file, its SHA-256 checked."""
+        try:
+            data = self.store.read(entry.path)
+        except FileNotFoundError:
+            raise self._corrupt(entry, "is missing") from None
+        if len(data) != entry.size or hashlib.sha256(data).hexdigest() != entry.sha256:
+            raise self._corrupt(entry, "differs from the log (size or SHA-256)")
+        try:
+            return pq.read_table(io.BytesIO(data), page_checksum_verification=True).cast(self.schema)
+        except (pa.ArrowException, OSError, ValueError) as e:
+            raise self._corrupt(entry, f"is unreadable ({type(e).__name__}: {e})") from None
+
+    def _latest(self, table: pa.Table, by: str | list[str]) -> pa.Table:
+        """The row of highest ``_rank`` for each value of ``by``."""
+        if table.num_rows == 0:
+            return table
+        names = [by] if isinstance(by, str) else by
+        best = table.group_by(names, use_threads=False).aggregate([(_RANK, "max")])
+        return table.filter(pc.is_in(table.column(_RANK), value_set=best.column(f"{_RANK}_max")))
+
+    def _with_row(self, table: pa.Table, rows: np.ndarray) -> pa.Table:
+        return table.append_column("_row", pa.array(rows, pa.int64()))
+
+    # ---------------------------------------------------------------- liveness
+
+    def live(self, entries: pa.Table, now_ms: int) -> np.ndarray:
+        """True for each entry that is a live row at ``now_ms``: not a tombstone, its file
+        live, its position not deleted, not expired."""
+        files = self.snapshot.files
+        paths = entries.column("_file").to_pylist()
+        positions = entries.column("_pos").to_numpy(zero_copy_only=False)
+        deleted = entries.column("_deleted").to_numpy(zero_copy_only=False)
+        alive = ~deleted & np.array([p in files for p in paths], dtype=bool)
+        vectors: dict[str, object] = {}
+        for i in np.flatnonzero(alive):
+            path = paths[i]
+            if path not in vectors:
+                vectors[path] = load_deletes(self.store, files[path].deletes)
+            vector = vectors[path]
+            if vector is not None and int(positions[i]) in vector:
+                alive[i] = False
+        if self.ttl is not None and entries.num_rows:
+            alive &= self.ttl.alive(entries.column("_expires").combine_chunks()
+                                    if isinstance(entries.column("_expires"), pa.ChunkedArray)
+                                    else entries.column("_expires"),
+                                    files_timestamps(files, entries.column("_file")), now_ms)
+        return alive
+
+    def tombstone_alive(self, entries: pa.Table, now_ms: int) -> np.ndarray:
+        """True for each entry that is a tombstone still within gc.grace at ``now_ms``."""
+        deleted = entries.column("_deleted").to_numpy(zero_copy_only=False)
+        expires = pc.fill_null(entries.column("_expires").cast(pa.int64()), np.iinfo(np.int64).max)
+        return deleted & (expires.to_numpy(zero_copy_only=False) > now_ms * 1000)
+
+    # ---------------------------------------------------------------- writing
+
+    def write(self, entries: pa.Table, now_ms: int) -> list[Action]:
+        """Index files for new ``entries`` (any buckets; later rows win for a key): per
+        bucket a delta, or a new base when the bucket has reached its delta threshold."""
+        entries = entries.cast(self.schema)
+        if entries.num_rows == 0:
+            return []
+        hashes = entries.column("_hash").to_numpy(zero_copy_only=False)
+        buckets = self.key.buckets(hashes, self.buckets)
+        actions: list[Action] = []
+        for bucket in np.unique(buckets):
+            rows = entries.filter(pa.array(buckets == bucket))
+            existing = self.snapshot.index_files(int(bucket))
+            deltas = [f for f in existing if not f.base]
+            if len(deltas) + 1 >= self.compaction_deltas:
+                actions.extend(self._compact(int(bucket), existing, rows, now_ms))
+            else:
+                actions.append(self._write_file(int(bucket), self._dedupe(rows), base=False))
+        return actions
+
+    def _dedupe(self, rows: pa.Table) -> pa.Table:
+        ranked = rows.append_column(_RANK, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
+        return self._latest(ranked, ["_hash", *self.key.names]).drop_columns([_RANK])
+
+    def _compact(self, bucket: int, existing: Iterable[AddIndex], rows: pa.Table, now_ms: int) -> list[Action]:
+        existing = tuple(existing)
+        pieces = [self.read_file(f) for f in existing] + [rows]
+        ranked = pa.concat_tables([p.append_column(_RANK, pa.array((i << 32) + np.arange(p.num_rows), pa.int64()))
+                                   for i, p in enumerate(pieces)])
+        latest = self._latest(ranked, ["_hash", *self.key.names])
+        # this commit's own entries point at files the snapshot does not have yet: all kept
+        new = (latest.column(_RANK).to_numpy(zero_copy_only=False) >> 32) == len(existing)
+        latest = latest.drop_columns([_RANK])
+        keep = new | self.live(latest, now_ms) | self.tombstone_alive(latest, now_ms)
+        actions: list[Action] = [RemoveIndex(f.path) for f in existing]
+        actions.append(self._write_file(bucket, latest.filter(pa.array(keep)), base=True))
+        return actions
+
+    def _write_file(self, bucket: int, rows: pa.Table, base: bool) -> AddIndex:
+        rows = rows.sort_by([("_hash", "ascending")])
+        sink = io.BytesIO()
+        pq.write_table(rows, sink, compression="zstd", row_group_size=ROW_GROUP_ENTRIES,
+                       use_dictionary=["_file"], write_page_checksum=True)
+        data = sink.getvalue()
+        path = f"{INDEX_FOLDER}/{bucket}/{uuid.uuid4().hex}.parquet"
+        self.store.put(path, data)
+        hashes = rows.column("_hash")
+        lo = int(pc.min(hashes).as_py() or 0)
+        hi = int(pc.max(hashes).as_py() or 0)
+        return AddIndex(path, bucket, base, rows.num_rows, len(data), hashlib.sha256(data).hexdigest(), lo, hi)
+
+    def entries(self, rows: pa.Table | pa.RecordBatch, files: list[str] | pa.Array, positions: np.ndarray,
+                hashes: np.ndarray | None = None) -> pa.Table:
+        """Index entries for live rows (with their key, ordering and TTL columns) that were
+        written at ``files``/``positions``."""
+        hashes = self.key.hashes(rows) if hashes is None else hashes
+        n = rows.num_rows
+        order = rows.column(self.descriptor.ordering_field) if self.descriptor.ordering_field else pa.nulls(n)
+        expires = self.ttl.expiry(rows) if self.ttl is not None else None
+        return pa.table([pa.array(hashes, pa.uint64()), *(rows.column(k) for k in self.key.names),
+                         pa.array(files, pa.string()), pa.array(positions, pa.int64()), order,
+                         expires if expires is not None else pa.nulls(n, EXPIRY_TYPE),
+                         pa.array(np.zeros(n, dtype=bool))], schema=self.schema)
+
+    def tombstones(self, keys: pa.Table, hashes: np.ndarray, orders: pa.Array, now_ms: int) -> pa.Table:
+        """Tombstone entries for deleted ``keys`` with their ordering values, kept for gc.grace."""
+        n = keys.num_rows
+        grace = int(self.descriptor.keyed.gc_grace.total_seconds() * 1_000_000)
+        until = pa.array(np.full(n, now_ms * 1000 + grace, dtype=np.int64)).cast(EXPIRY_TYPE)
+        return pa.table([pa.array(hashes, pa.uint64()), *(keys.column(k) for k in self.key.names),
+                         pa.nulls(n, pa.string()), pa.nulls(n, pa.int64()), orders, until,
+                         pa.array(np.ones(n, dtype=bool))], schema=self.schema)
+
+    # ---------------------------------------------------------------- rebuilding
+
+    def rebuild(self, now_ms: int) -> list[Action]:
+        """Actions replacing every index file by bases built from the rows of the data files
+        (deletion vectors and tombstones applied); :class:`InvalidKeyError` naming up to
+        five keys when a key is live twice."""
+        columns = list(dict.fromkeys([*self.key.names, *(c for c in (self.descriptor.ordering_field,
+                                                                      self.ttl.ttl_field if self.ttl else None) if c)]))
+        parts = []
+        for f in self.snapshot.files.values():
+            task = file_task(self.snapshot, f, now_ms)
+            task = type(task)(task.file, task.tombstones)  # index every row, expired ones with their expiry
+            for batch in read_task(self.store, self.descriptor, ALWAYS_TRUE, columns, task, positions=True):
+                parts.append(self.entries(batch, [f.path] * batch.num_rows,
+                                          batch.column("_pos").to_numpy(zero_copy_only=False)))
+        entries = pa.concat_tables(parts) if parts else self.schema.empty_table()
+        counts = entries.group_by([*self.key.names], use_threads=False).aggregate([("_hash", "count")])
+        twice = counts.filter(pc.greater(counts.column("_hash_count"), 1))
+        if twice.num_rows:
+            names = [self.key.describe(twice, i) for i in range(min(5, twice.num_rows))]
+            raise InvalidKeyError(f"dataset {self.dataset!r}: {twice.num_rows} record key(s) appear more than once in "
+                                  f"the data, e.g. {', '.join(names)}; remove the duplicates before keying the dataset")
+        actions: list[Action] = [RemoveIndex(p) for p in self.snapshot.index]
+        hashes = entries.column("_hash").to_numpy(zero_copy_only=False)
+        buckets = self.key.buckets(hashes, self.buckets)
+        for bucket in np.unique(buckets):
+            actions.append(self._write_file(int(bucket), entries.filter(pa.array(buckets == bucket)), base=True))
+        return actions
+
+
+class _CheckedFile:
+    """Reads row groups of one index file with page checksums verified."""
+
+    def __init__(self, index: RecordIndex, entry: AddIndex, metadata: pq.FileMetaData):
+        self.index, self.entry, self.metadata = index, entry, metadata
+
+    def read_row_groups(self, groups: list[int]) -> pa.Table:
+        store = self.index.store
+        try:
+            with store.fs.open(store.path(self.entry.path), "rb", size=self.entry.size) as f:
+                parquet = pq.ParquetFile(f, metadata=self.metadata, page_checksum_verification=True)
+                return parquet.read_row_groups(groups)
+        except FileNotFoundError:
+            raise self.index._corrupt(self.entry, "is missing") from None
+        except (pa.ArrowException, OSError, ValueError) as e:
+            raise self.index._corrupt(self.entry, f"is damaged ({type(e).__name__}: {e})") from None

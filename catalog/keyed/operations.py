@@ -1,0 +1,587 @@
+"""Upsert, insert, update and delete by key: planning a change against a snapshot
+(:func:`prepare`) and committing one or more changes as one commit (:func:`commit`).
+
+A change resolves its keys through the record index, reconciles them with what is stored
+(:mod:`.reconcile`), writes the winning rows as new data files, and records the positions
+of the rows they replace or delete; :func:`commit` turns those into deletion vectors,
+writes the index entries, and commits everything at once under :class:`KeyedWrite`, which
+conflicts with a concurrent commit only when it wrote an entry for one of the same keys.
+Spark executors run :func:`prepare` on whole buckets and the driver runs :func:`commit`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import time
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cdkds.catalog.errors import (
+    CdkdsError, CommitConflictError, CommitFailedError, CommitStateUnknownError, ExpressionError, InvalidKeyError, InvalidRecordError,
+    KeyExistsError,
+)
+from cdkds.catalog.keyed.deletion import DeletionVector, DeletionVectorRef
+from cdkds.catalog.keyed.index import RecordIndex
+from cdkds.catalog.keyed.keys import RecordKey
+from cdkds.catalog.keyed.reconcile import compare_orders, greater_rows, reduce_write
+from cdkds.catalog.log.actions import KEYED_PROTOCOL, Action, AddFile, AddIndex, DeleteRows, SetProtocol
+from cdkds.catalog.log.commit import clock
+from cdkds.catalog.log.conflicts import ConflictRule, Exclusive
+from cdkds.catalog.scan import read_rows
+from cdkds.catalog.writer import PartitionedWriter, delete_files
+from cdkds.formats.errors import SchemaMismatchError
+from cdkds.formats.records import batch_conformer, record_validator
+
+if TYPE_CHECKING:
+    from cdkds.catalog.dataset import Dataset
+    from cdkds.catalog.log.commit import Commit
+    from cdkds.catalog.log.snapshot import Snapshot
+
+OPERATIONS = ("upsert", "insert", "update", "delete")
+MAX_ATTEMPTS = 10
+
+
+@dataclass(frozen=True)
+class UpsertResult:
+    """What a keyed write did: rows inserted, updated (replaced), deleted, and given but left
+    unchanged (they lost reconciliation, or an update of a key that does not exist); the
+    revision of its commit (``None`` when nothing needed committing)."""
+
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    unchanged: int = 0
+    revision: int | None = None
+
+
+@dataclass
+class KeyedChange:
+    """A keyed write planned on ``base_revision``: data files written, row positions to
+    delete per data file, index entries to write, and the keys touched (with hashes)."""
+
+    operation: str
+    base_revision: int
+    adds: list[AddFile] = field(default_factory=list)
+    deletes: dict[str, np.ndarray] = field(default_factory=dict)
+    entries: pa.Table | None = None
+    keys: pa.Table | None = None
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    unchanged: int = 0
+
+    def discard(self, dataset: "Dataset") -> None:
+        """Delete the data files this change wrote (it is known not to be committed)."""
+        delete_files(dataset.store, [a.path for a in self.adds])
+
+
+# ---------------------------------------------------------------- input
+
+def _tables(rows: Any) -> Iterable[pa.Table | list]:
+    """Arrow tables and lists of dicts from any accepted input."""
+    if isinstance(rows, (pa.Table, pa.RecordBatch)):
+        yield pa.Table.from_batches([rows]) if isinstance(rows, pa.RecordBatch) else rows
+        return
+    if isinstance(rows, Mapping):
+        yield [rows]
+        return
+    records: list = []
+    for item in rows:
+        if isinstance(item, (pa.Table, pa.RecordBatch)):
+            if records:
+                yield records
+                records = []
+            yield pa.Table.from_batches([item]) if isinstance(item, pa.RecordBatch) else item
+        else:
+            records.append(item)
+    if records:
+        yield records
+
+
+def full_rows(dataset: "Dataset", rows: Any, what: str) -> pa.Table:
+    """Whole rows checked against the schema, as one table in the dataset's Arrow schema."""
+    descriptor = dataset.descriptor
+    schema = descriptor.arrow_schema
+    validate = record_validator(descriptor.schema)
+    conform = batch_conformer(descriptor.schema)
+    parts = []
+    try:
+        for part in _tables(rows):
+            if isinstance(part, list):
+                checked = []
+                for i, record in enumerate(part):
+                    try:
+                        checked.append(validate(record))
+                    except SchemaMismatchError as e:
+                        raise SchemaMismatchError(f"{what} row {i}: {e}") from None
+                parts.append(pa.Table.from_pylist(checked, schema=schema))
+            else:
+                parts.extend(pa.Table.from_batches([conform(b)], schema=schema) for b in part.to_batches())
+    except SchemaMismatchError as e:
+        raise InvalidRecordError(f"dataset {dataset.name!r}: {e}") from None
+    except TypeError as e:
+        raise InvalidRecordError(f"dataset {dataset.name!r}: the {what} must be dicts or Arrow tables/batches: {e}") from None
+    return pa.concat_tables(parts).combine_chunks() if parts else schema.empty_table()
+
+
+def partial_rows(dataset: "Dataset", rows: Any) -> tuple[pa.Table, dict[str, np.ndarray]]:
+    """The columns an update gives (key fields required), typed, and for each non-key
+    column a mask of the rows that give it."""
+    descriptor = dataset.descriptor
+    schema = descriptor.arrow_schema
+    parts, masks = [], defaultdict(list)
+    names: dict[str, None] = {}
+    for part in _tables(rows):
+        if isinstance(part, list):
+            for i, record in enumerate(part):
+                if not isinstance(record, Mapping):
+                    raise InvalidRecordError(f"dataset {dataset.name!r}: update row {i} must be a dict, got "
+                                             f"{type(record).__name__}: {record!r:.100}")
+                names.update(dict.fromkeys(record))
+            parts.append(part)
+        else:
+            names.update(dict.fromkeys(part.schema.names))
+            parts.append(part)
+    unknown = [n for n in names if schema.get_field_index(n) < 0]
+    if unknown:
+        raise InvalidRecordError(f"dataset {dataset.name!r}: update gives unknown column {unknown[0]!r}; "
+                                 f"the schema has {schema.names}")
+    columns = [n for n in schema.names if n in names]
+    tables = []
+    for part in parts:
+        if isinstance(part, list):
+            arrays = []
+            for n in columns:
+                values = [r.get(n) for r in part]
+                try:
+                    arrays.append(pa.array(values, type=schema.field(n).type))
+                except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+                    bad = next((v for v in values if not _fits(v, schema.field(n).type)), None)
+                    raise InvalidRecordError(f"dataset {dataset.name!r}: update field {n!r} is a "
+                                             f"{schema.field(n).type}; got {bad!r:.100}") from None
+                masks[n].append(np.array([n in r for r in part], dtype=bool))
+            tables.append(pa.table(arrays, names=columns))
+        else:
+            arrays = []
+            for n in columns:
+                if n in part.schema.names:
+                    try:
+                        arrays.append(part.column(n).cast(schema.field(n).type, safe=True))
+                    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+                        raise InvalidRecordError(f"dataset {dataset.name!r}: update column {n!r} cannot be read as "
+                                                 f"{schema.field(n).type}: {e}") from None
+                    masks[n].append(np.ones(part.num_rows, dtype=bool))
+                else:
+                    arrays.append(pa.nulls(part.num_rows, schema.field(n).type))
+                    masks[n].append(np.zeros(part.num_rows, dtype=bool))
+            tables.append(pa.table(arrays, names=columns))
+    table = pa.concat_tables(tables) if tables else pa.table([pa.array([], schema.field(n).type) for n in columns], names=columns)
+    return table.combine_chunks(), {n: np.concatenate(m) for n, m in masks.items()}
+
+
+def _fits(value: Any, t: pa.DataType) -> bool:
+    try:
+        pa.array([value], type=t)
+        return True
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+        return False
+
+
+def delete_keys_table(dataset: "Dataset", key: RecordKey, keys: Any) -> pa.Table:
+    """Keys to delete (optionally with the ordering field), typed."""
+    ordering = dataset.descriptor.ordering_field
+    if isinstance(keys, (pa.Table, pa.RecordBatch)) and ordering in keys.schema.names:
+        order = keys.column(ordering).cast(dataset.descriptor.arrow_schema.field(ordering).type)
+        table = key.keys(keys.drop_columns([ordering]) if isinstance(keys, pa.Table) else
+                         pa.Table.from_batches([keys]).drop_columns([ordering]))
+        return table.append_column(ordering, order)
+    if not isinstance(keys, (pa.Table, pa.RecordBatch)):
+        keys = [keys] if isinstance(keys, Mapping) else list(keys)
+        if ordering and keys and all(isinstance(k, Mapping) for k in keys) and any(ordering in k for k in keys):
+            orders = [k.get(ordering) for k in keys]
+            table = key.keys([{n: v for n, v in k.items() if n != ordering} for k in keys])
+            try:
+                return table.append_column(ordering, pa.array(orders, dataset.descriptor.arrow_schema.field(ordering).type))
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as e:
+                raise InvalidKeyError(f"dataset {dataset.name!r}: ordering field {ordering!r} of a delete: {e}") from None
+    return key.keys(keys)
+
+
+# ---------------------------------------------------------------- planning
+
+def prepare(dataset: "Dataset", operation: str, rows: Any, buckets: frozenset[int] | None = None,
+            now_ms: int | None = None, snapshot: "Snapshot | None" = None) -> KeyedChange:
+    """Plan a keyed write of ``rows`` against ``snapshot`` (default: the dataset's) and
+    write its data files. ``buckets``: the rows must all hash to those index buckets."""
+    if operation not in OPERATIONS:
+        raise CdkdsError(f"dataset {dataset.name!r}: unknown keyed operation {operation!r}; use one of {list(OPERATIONS)}")
+    snapshot = snapshot or dataset.snapshot
+    descriptor = snapshot.descriptor
+    key = RecordKey.of(descriptor, dataset.name)
+    now = clock() if now_ms is None else now_ms
+    ordering = descriptor.ordering_field
+    masks: dict[str, np.ndarray] = {}
+    if operation == "delete":
+        table = delete_keys_table(dataset, key, rows)
+    elif operation == "update":
+        table, masks = partial_rows(dataset, rows)
+        key.check(table)
+    else:
+        table = full_rows(dataset, rows, operation)
+        key.check(table)
+    change = KeyedChange(operation, snapshot.version)
+    if table.num_rows == 0:
+        change.keys = key.schema.empty_table()
+        return change
+    if operation == "update" and ordering is not None and ordering not in table.schema.names:
+        keep = reduce_write(table.select(list(key.names)), key, None, "update")  # no order to reconcile by
+    else:
+        keep = reduce_write(table, key, ordering if ordering in table.schema.names else None, operation)
+    table = table.take(pa.array(keep))
+    masks = {n: m[keep] for n, m in masks.items()}
+    hashes = key.hashes(table)
+    if buckets is not None:
+        outside = ~np.isin(key.buckets(hashes, descriptor.keyed.buckets), np.array(sorted(buckets)))
+        if outside.any():
+            raise CdkdsError(f"dataset {dataset.name!r}: key {key.describe(table, int(np.flatnonzero(outside)[0]))} "
+                             f"is not in the buckets this change owns")
+    index = RecordIndex(dataset.store, snapshot, dataset.name)
+    keys = table.select(list(key.names))
+    change.keys = keys.append_column("_hash", pa.array(hashes, pa.uint64()))
+    found = index.lookup(keys, hashes)
+    stored = _Stored(index, found, table.num_rows, now)
+    if operation == "delete":
+        _plan_delete(change, index, table, hashes, stored, ordering, now)
+    else:
+        _plan_write(dataset, snapshot, change, index, key, table, hashes, stored, masks, now)
+    return change
+
+
+class _Stored:
+    """What the index holds for each incoming row: live row, tombstone, neither."""
+
+    def __init__(self, index: RecordIndex, found: pa.Table, n: int, now: int):
+        self.found = found
+        rows = found.column("_row").to_numpy(zero_copy_only=False)
+        self.slot = np.full(n, -1, dtype=np.int64)
+        self.slot[rows] = np.arange(found.num_rows)
+        live = index.live(found, now)
+        tomb = index.tombstone_alive(found, now)
+        self.live = np.zeros(n, dtype=bool)
+        self.live[rows] = live
+        self.tombstone = np.zeros(n, dtype=bool)
+        self.tombstone[rows] = tomb
+        # an expired (TTL) row still in its file: its position is deleted by the write that replaces it
+        deleted = found.column("_deleted").to_numpy(zero_copy_only=False)
+        present = np.array([p in index.snapshot.files for p in found.column("_file").to_pylist()], dtype=bool)
+        self.dead_row = np.zeros(n, dtype=bool)
+        self.dead_row[rows] = ~live & ~deleted & present
+
+    def column(self, name: str, rows: np.ndarray) -> pa.Array:
+        slots = self.slot[rows]
+        return self.found.column(name).take(pa.array(np.maximum(slots, 0), mask=slots < 0)).combine_chunks()
+
+
+def _mark(change: KeyedChange, stored: _Stored, rows: np.ndarray) -> None:
+    """Delete the stored rows (by position) behind incoming ``rows``."""
+    if not len(rows):
+        return
+    files = stored.column("_file", rows).to_pylist()
+    positions = stored.column("_pos", rows).to_numpy(zero_copy_only=False)
+    by_file: dict[str, list[int]] = defaultdict(list)
+    for f, p in zip(files, positions):
+        by_file[f].append(int(p))
+    for f, ps in by_file.items():
+        previous = change.deletes.get(f)
+        new = np.array(ps, dtype=np.int64)
+        change.deletes[f] = new if previous is None else np.concatenate([previous, new])
+
+
+def _plan_delete(change: KeyedChange, index: RecordIndex, table: pa.Table, hashes: np.ndarray, stored: _Stored,
+                 ordering: str | None, now: int) -> None:
+    n = table.num_rows
+    rows = np.arange(n)
+    if ordering is not None and ordering in table.schema.names:
+        incoming = table.column(ordering).combine_chunks()
+        stored_order = stored.column("_order", rows).cast(incoming.type)
+        wins = compare_orders(incoming, stored_order) >= 0  # on a tie the delete wins
+        applies = stored.live & wins
+        # a tombstone keeps the greatest ordering value seen for the key
+        tomb_needed = ~(stored.tombstone & (compare_orders(incoming, stored_order) <= 0)) & ~(stored.live & ~wins)
+        orders = incoming
+    else:
+        applies = stored.live.copy()
+        tomb_needed = applies.copy() if ordering is not None else np.zeros(n, dtype=bool)
+        orders = stored.column("_order", rows) if ordering is not None else pa.nulls(n)
+    _mark(change, stored, np.flatnonzero(applies | stored.dead_row))
+    change.deleted = int(applies.sum())
+    change.unchanged = n - change.deleted
+    if ordering is not None and tomb_needed.any():
+        pick = np.flatnonzero(tomb_needed)
+        keys = table.select(list(index.key.names)).take(pa.array(pick))
+        change.entries = index.tombstones(keys, hashes[pick], orders.take(pa.array(pick)), now)
+
+
+def _plan_write(dataset: "Dataset", snapshot: "Snapshot", change: KeyedChange, index: RecordIndex, key: RecordKey,
+                table: pa.Table, hashes: np.ndarray, stored: _Stored, masks: dict[str, np.ndarray], now: int) -> None:
+    descriptor = snapshot.descriptor
+    ordering = descriptor.ordering_field
+    n = table.num_rows
+    rows = np.arange(n)
+    if change.operation == "insert" and stored.live.any():
+        first = int(np.flatnonzero(stored.live)[0])
+        raise KeyExistsError(f"dataset {dataset.name!r}: key {key.describe(table, first)} already exists "
+                             f"({int(stored.live.sum())} of the {n} keys inserted do); nothing was written")
+    if change.operation == "update":
+        table = _merge_update(dataset, snapshot, table, masks, stored)
+    wins = np.ones(n, dtype=bool)
+    if ordering is not None and ordering in table.schema.names:
+        incoming = table.column(ordering).combine_chunks()
+        against = compare_orders(incoming, stored.column("_order", rows).cast(incoming.type))
+        over_live = np.where(against > 0, True, np.where(against < 0, False, _ties(dataset, snapshot, table, stored, against)))
+        over_tomb = against > 0  # a tie with a tombstone: the delete wins
+        wins = np.where(stored.live, over_live, np.where(stored.tombstone, over_tomb, True))
+    if change.operation == "update":
+        wins &= stored.live  # an update of a key that does not exist adds nothing
+    winners = np.flatnonzero(wins)
+    change.updated = int((wins & stored.live).sum())
+    change.inserted = int((wins & ~stored.live).sum())
+    change.unchanged = n - len(winners)
+    _mark(change, stored, np.flatnonzero(wins & (stored.live | stored.dead_row)))
+    if not len(winners):
+        return
+    written = table.take(pa.array(winners))
+    writer = PartitionedWriter(dataset.store, dataset.name, descriptor, snapshot.descriptor_version, snapshot.version,
+                               uuid.uuid4().hex, change.operation)
+    try:
+        writer.write_batch(written)
+        change.adds = writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+    placed, files, positions = writer.placements()
+    order = np.argsort(placed, kind="stable")
+    files = [files[i] for i in order]
+    change.entries = index.entries(written, files, positions[order], hashes[winners])
+
+
+def _ties(dataset: "Dataset", snapshot: "Snapshot", table: pa.Table, stored: _Stored, against: np.ndarray) -> np.ndarray:
+    """For rows whose ordering value equals the stored live row's: whether the incoming row
+    is the greater (so replaces it); False elsewhere."""
+    out = np.zeros(table.num_rows, dtype=bool)
+    tied = np.flatnonzero((against == 0) & stored.live)
+    if not len(tied):
+        return out
+    current = stored_rows(dataset, snapshot, stored, tied, table.schema.names)
+    out[tied] = greater_rows(table.take(pa.array(tied)), current)
+    return out
+
+
+def stored_rows(dataset: "Dataset", snapshot: "Snapshot", stored: _Stored, rows: np.ndarray,
+                columns: Sequence[str]) -> pa.Table:
+    """The stored rows behind incoming ``rows`` (which must be live), in ``columns``, in the
+    order of ``rows``."""
+    files = stored.column("_file", rows).to_pylist()
+    positions = stored.column("_pos", rows).to_numpy(zero_copy_only=False)
+    by_file: dict[str, list[int]] = defaultdict(list)
+    for i, f in enumerate(files):
+        by_file[f].append(i)
+    parts, where = [], []
+    for f, slots in by_file.items():
+        wanted = positions[slots]
+        unique = np.unique(wanted)
+        got = read_rows(dataset.store, snapshot.descriptor, snapshot.files[f], unique, columns)
+        parts.append(got.take(pa.array(np.searchsorted(unique, wanted))).drop_columns(["_pos"]))
+        where.extend(slots)
+    table = pa.concat_tables(parts)
+    return table.take(pa.array(np.argsort(np.array(where), kind="stable")))
+
+
+def _merge_update(dataset: "Dataset", snapshot: "Snapshot", table: pa.Table, masks: dict[str, np.ndarray],
+                  stored: _Stored) -> pa.Table:
+    """Full rows for an update: the stored row with the given columns replaced (rows of keys
+    that are not live keep their given columns only; they are not written)."""
+    schema = snapshot.descriptor.arrow_schema
+    live = np.flatnonzero(stored.live)
+    full = stored_rows(dataset, snapshot, stored, live, schema.names) if len(live) else schema.empty_table()
+    n = table.num_rows
+    slot = np.full(n, 0, dtype=np.int64)
+    slot[live] = np.arange(len(live))
+    columns = []
+    for f in schema:
+        base = full.column(f.name).combine_chunks().take(pa.array(slot)) if len(live) else pa.nulls(n, f.type)
+        if f.name in table.schema.names:
+            given = masks.get(f.name, np.ones(n, dtype=bool))
+            base = pc.if_else(pa.array(given), table.column(f.name).combine_chunks(), base)
+        columns.append(base)
+    merged = pa.Table.from_arrays(columns, schema=schema)
+    conform = batch_conformer(snapshot.descriptor.schema)
+    try:
+        checked = [conform(b) for b in merged.filter(pa.array(stored.live)).to_batches()]
+    except SchemaMismatchError as e:
+        raise InvalidRecordError(f"dataset {dataset.name!r}: update: {e}") from None
+    del checked
+    return merged
+
+
+# ---------------------------------------------------------------- committing
+
+@dataclass(frozen=True)
+class KeyedWrite(ConflictRule):
+    """A keyed write assumed that nobody else wrote its keys: a concurrent commit whose index
+    delta holds one of them conflicts (a concurrent new base of a bucket it touched
+    conflicts at bucket granularity)."""
+
+    dataset: "Dataset"
+    keys: pa.Table  # key columns and _hash
+
+    def specific_conflict(self, theirs: "Commit", base: "Snapshot") -> str | None:
+        added = [a for a in theirs.actions if isinstance(a, AddIndex)]
+        if not added or self.keys.num_rows == 0:
+            return None
+        key = RecordKey.of(base.descriptor, self.dataset.name)
+        hashes = self.keys.column("_hash").to_numpy(zero_copy_only=False)
+        ours = set(np.unique(key.buckets(hashes, base.descriptor.keyed.buckets)).tolist())
+        index = RecordIndex(self.dataset.store, base, self.dataset.name)
+        for entry in added:
+            if entry.bucket not in ours:
+                continue
+            if entry.base:
+                return f"it rewrote index bucket {entry.bucket}, which this commit writes"
+            written = index.read_file(entry.at(theirs.revision))
+            both = written.select(["_hash", *key.names]).join(self.keys, keys=["_hash", *key.names], join_type="inner")
+            if both.num_rows:
+                return f"it wrote the key {key.describe(both, 0)} too"
+        return None
+
+
+def commit(dataset: "Dataset", changes: Sequence[KeyedChange], info: Mapping[str, Any] | None = None,
+           now_ms: int | None = None, removes: Sequence[Action] = (), rule: ConflictRule | None = None,
+           operation: str | None = None) -> UpsertResult:
+    """Commit ``changes`` (planned on the dataset's current snapshot) as one commit: deleted
+    positions become deletion vectors, entries become index files. Raises
+    :class:`CommitConflictError` naming a key when a concurrent commit wrote one of them;
+    files of a commit known not to have landed are deleted."""
+    snapshot = dataset.snapshot
+    now = clock() if now_ms is None else now_ms
+    operations = sorted({c.operation for c in changes}) or ["upsert"]
+    result = UpsertResult(sum(c.inserted for c in changes), sum(c.updated for c in changes),
+                          sum(c.deleted for c in changes), sum(c.unchanged for c in changes))
+    stale = [c for c in changes if c.base_revision != snapshot.version]
+    if stale:
+        raise CdkdsError(f"dataset {dataset.name!r}: a change planned on revision {stale[0].base_revision} cannot be "
+                         f"committed on revision {snapshot.version}; plan it again")
+    adds = [a for c in changes for a in c.adds]
+    positions: dict[str, list[np.ndarray]] = defaultdict(list)
+    for c in changes:
+        for path, ps in c.deletes.items():
+            positions[path].append(ps)
+    entries = [c.entries for c in changes if c.entries is not None and c.entries.num_rows]
+    if not adds and not positions and not entries and not removes:
+        return result
+    written: list[str] = []
+    try:
+        actions: list[Action] = []
+        if snapshot.protocol.reader_version < KEYED_PROTOCOL:
+            actions.append(SetProtocol(KEYED_PROTOCOL, KEYED_PROTOCOL))
+        actions.extend(removes)
+        actions.extend(adds)
+        for path, parts in positions.items():
+            ref = DeletionVectorRef.store(dataset.store, DeletionVector.of(np.unique(np.concatenate(parts))))
+            if ref.path:
+                written.append(ref.path)
+            actions.append(DeleteRows(path, ref))
+        if entries:
+            index_actions = RecordIndex(dataset.store, snapshot, dataset.name).write(pa.concat_tables(entries), now)
+            written.extend(a.path for a in index_actions if isinstance(a, AddIndex))
+            actions.extend(index_actions)
+        keys = pa.concat_tables([c.keys for c in changes if c.keys is not None])
+        operation = operation or (operations[0] if len(operations) == 1 else "keyed")
+        dataset._commit(operation, actions, {**result_info(result), **(info or {})},
+                        rule=rule or KeyedWrite(dataset, keys))
+    except CommitFailedError:
+        delete_files(dataset.store, written)
+        for c in changes:
+            c.discard(dataset)
+        raise
+    except CommitStateUnknownError:
+        raise  # it may have landed: its files must stay
+    except BaseException:
+        delete_files(dataset.store, written)
+        for c in changes:
+            c.discard(dataset)
+        raise
+    return dataclasses.replace(result, revision=dataset.version)
+
+
+def result_info(result: UpsertResult) -> dict:
+    return {"inserted": result.inserted, "updated": result.updated, "deleted": result.deleted,
+            "unchanged": result.unchanged}
+
+
+# ---------------------------------------------------------------- the Python entry points
+
+def run(dataset: "Dataset", operation: str, rows: Any) -> UpsertResult:
+    """Prepare and commit a keyed write, re-planning on the new snapshot when a concurrent
+    commit wrote the same keys (bounded, with exponential backoff and jitter)."""
+    if not isinstance(rows, (pa.Table, pa.RecordBatch, Mapping, list, tuple)):
+        rows = list(rows)  # an iterator is read once; a retry needs the rows again
+    for attempt in range(MAX_ATTEMPTS):
+        change = prepare(dataset, operation, rows)
+        try:
+            return commit(dataset, [change])
+        except CommitConflictError:
+            if attempt == MAX_ATTEMPTS - 1:
+                raise
+            time.sleep(min(2.0, 0.01 * 2 ** attempt) * (0.5 + random.random()))
+            dataset.refresh()
+    raise AssertionError("unreachable")
+
+
+def get_many(dataset: "Dataset", keys: Any, columns: Sequence[str] | None = None,
+             now_ms: int | None = None) -> pa.Table:
+    """The live rows of ``keys`` in key order (missing keys left out)."""
+    snapshot = dataset.snapshot
+    descriptor = snapshot.descriptor
+    schema = descriptor.arrow_schema
+    if columns is None:
+        columns = schema.names
+    elif isinstance(columns, str):
+        columns = [c.strip() for c in columns.split(",") if c.strip()]
+    unknown = [c for c in columns if schema.get_field_index(c) < 0]
+    if unknown:
+        raise ExpressionError(f"dataset {dataset.name!r}: unknown column {unknown[0]!r}; columns are {schema.names}")
+    key = RecordKey.of(descriptor, dataset.name)
+    table = key.keys(keys)
+    out_schema = pa.schema([schema.field(c) for c in dict.fromkeys(columns)])
+    if table.num_rows == 0:
+        return out_schema.empty_table()
+    index = RecordIndex(dataset.store, snapshot, dataset.name)
+    hashes = key.hashes(table)
+    stored = _Stored(index, index.lookup(table, hashes), table.num_rows, clock() if now_ms is None else now_ms)
+    live = np.flatnonzero(stored.live)
+    if not len(live):
+        return out_schema.empty_table()
+    return stored_rows(dataset, snapshot, stored, live, list(dict.fromkeys(columns))).cast(out_schema)
+
+
+def rebuild_index(dataset: "Dataset") -> int:
+    """Replace the record index by one built from the data files, in one commit."""
+    snapshot = dataset.snapshot
+    actions: list[Action] = []
+    if snapshot.protocol.reader_version < KEYED_PROTOCOL:
+        actions.append(SetProtocol(KEYED_PROTOCOL, KEYED_PROTOCOL))
+    index_actions = RecordIndex(dataset.store, snapshot, dataset.name).rebuild(clock())
+    try:
+        dataset._commit("rebuild_index", [*actions, *index_actions], rule=Exclusive())
+    except CommitFailedError:
+        delete_files(dataset.store, [a.path for a in index_actions if isinstance(a, AddIndex)])
+        raise
+    return dataset.version

@@ -1,0 +1,82 @@
+"""Last write wins, deterministically (seed 003, with today's Cassandra/Scylla rule).
+
+With an ordering field, a write replaces what is stored only if its ordering value is
+greater; on equal values a delete beats a live row, and between two live rows the greater
+row value wins — the rows compared field by field in schema order (nulls first, Arrow's
+order of values; nested fields do not take part). So applying the same writes in any
+order, split into any batches, converges to one state. Without an ordering field the
+later write wins and a key given twice in one write is an error.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cdkds.catalog.errors import InvalidKeyError
+from cdkds.catalog.keyed.keys import RecordKey
+
+_INDEX = "_reconcile_row"
+
+
+def _sortable(t: pa.DataType) -> bool:
+    return not (pa.types.is_nested(t) or pa.types.is_null(t) or pa.types.is_dictionary(t))
+
+
+def row_order(schema: pa.Schema, names: list[str] | None = None) -> list[str]:
+    """The fields that order two rows of equal ordering value (schema order, sortable types)."""
+    return [f.name for f in schema if _sortable(f.type) and (names is None or f.name in names)]
+
+
+def last_per_key(table: pa.Table, key: RecordKey, sort_keys: list[str]) -> np.ndarray:
+    """Row numbers of ``table`` holding, for each key, the greatest row by ``sort_keys``
+    (ascending, nulls first); ties keep the later row."""
+    numbered = table.append_column(_INDEX, pa.array(np.arange(table.num_rows, dtype=np.int64)))
+    order = pc.sort_indices(numbered, sort_keys=[(k, "ascending", "at_start") for k in [*key.names, *sort_keys, _INDEX]])
+    ranked = numbered.take(order).append_column("_rank", pa.array(np.arange(table.num_rows, dtype=np.int64)))
+    best = ranked.group_by(list(key.names), use_threads=False).aggregate([("_rank", "max")])
+    chosen = ranked.take(best.column("_rank_max"))
+    return np.sort(chosen.column(_INDEX).to_numpy(zero_copy_only=False))
+
+
+def reduce_write(table: pa.Table, key: RecordKey, ordering: str | None, what: str) -> np.ndarray:
+    """The rows of one write that survive reconciliation among themselves (row numbers);
+    without an ordering field a repeated key is :class:`InvalidKeyError` naming it."""
+    if ordering is None:
+        counts = table.select(list(key.names)).group_by(list(key.names), use_threads=False).aggregate([([], "count_all")])
+        repeated = counts.filter(pc.greater(counts.column("count_all"), 1))
+        if repeated.num_rows:
+            raise InvalidKeyError(f"dataset {key.dataset!r}: the {what} gives the key {key.describe(repeated, 0)} "
+                                  f"more than once; without an ordering field one write may hold each key once")
+        return np.arange(table.num_rows)
+    sort_keys = [ordering, *[n for n in row_order(table.schema) if n != ordering and n not in key.names]]
+    return last_per_key(table, key, sort_keys)
+
+
+def compare_orders(incoming: pa.Array, stored: pa.Array) -> np.ndarray:
+    """Per row: 1 where the incoming ordering value is greater, -1 where smaller, 0 where
+    equal (null is the smallest value)."""
+    incoming_null = incoming.is_null().to_numpy(zero_copy_only=False)
+    stored_null = stored.is_null().to_numpy(zero_copy_only=False)
+    greater = pc.fill_null(pc.greater(incoming, stored), False).to_numpy(zero_copy_only=False)
+    less = pc.fill_null(pc.less(incoming, stored), False).to_numpy(zero_copy_only=False)
+    out = np.where(greater, 1, np.where(less, -1, 0))
+    out = np.where(incoming_null & ~stored_null, -1, out)
+    return np.where(~incoming_null & stored_null, 1, out)
+
+
+def greater_rows(incoming: pa.Table, stored: pa.Table) -> np.ndarray:
+    """Per pair of rows (same position in both tables): True where the incoming row is
+    greater than the stored one by :func:`row_order` (equal rows: False)."""
+    names = row_order(incoming.schema, stored.schema.names)
+    n = incoming.num_rows
+    both = pa.concat_tables([incoming.select(names), stored.select(names).cast(incoming.select(names).schema)])
+    both = both.append_column("_pair", pa.array(np.concatenate([np.arange(n), np.arange(n)]), pa.int64()))
+    both = both.append_column("_side", pa.array(np.concatenate([np.ones(n), np.zeros(n)]).astype(np.int8)))
+    # stored sorts after incoming among equal rows, so an equal row does not replace
+    order = pc.sort_indices(both, sort_keys=[("_pair", "ascending", "at_start"),
+                                             *[(c, "ascending", "at_start") for c in names],
+                                             ("_side", "descending", "at_start")])
+    sides = both.column("_side").take(order).to_numpy(zero_copy_only=False).reshape(n, 2) if n else np.zeros((0, 2))
+    return sides[:, 1] == 1

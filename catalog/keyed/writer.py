@@ -1,0 +1,96 @@
+"""The writer stream of a keyed dataset: every commit is an insert, so a key stays unique.
+
+``append`` inserts (:class:`KeyExistsError` for a key already live; use
+``Dataset.upsert`` to replace rows); ``overwrite`` replaces every row and the whole index.
+Rows are buffered until ``flush()``/``close()``, each a commit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Mapping
+
+import pyarrow as pa
+
+from cdkds.catalog.errors import CdkdsError
+from cdkds.catalog.keyed.operations import UpsertResult, commit, full_rows, prepare
+from cdkds.catalog.log.actions import RemoveFile, RemoveIndex
+from cdkds.catalog.log.conflicts import ReadPartitions
+
+if TYPE_CHECKING:
+    from cdkds.catalog.dataset import Dataset
+
+
+class KeyedWriter:
+    """Buffers rows and inserts them at each ``flush()``/``close()``."""
+
+    def __init__(self, dataset: "Dataset", mode: Any = "append", **options: Any):
+        if mode not in ("append", "overwrite"):
+            raise CdkdsError(f"dataset {dataset.name!r} has a record key: its writer appends (inserts) or overwrites; "
+                             f"mode {mode!r} is not possible (a key may live in any partition)")
+        self.dataset = dataset
+        self.mode = mode
+        self._pending: list = []
+        self._records: list = []
+        self._first = True
+        self._open = True
+        self.results: list[UpsertResult] = []
+
+    def __enter__(self) -> "KeyedWriter":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+    def _check_open(self) -> None:
+        if not self._open:
+            raise CdkdsError(f"the writer of dataset {self.dataset.name!r} is closed")
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        self._check_open()
+        self._records.append(record)
+
+    def write_batch(self, batch: pa.RecordBatch | pa.Table) -> None:
+        self._check_open()
+        if self._records:
+            self._pending.append(full_rows(self.dataset, self._records, "write"))
+            self._records = []
+        self._pending.append(full_rows(self.dataset, batch, "write"))
+
+    def flush(self) -> None:
+        """Insert what was written since the last flush, as one commit."""
+        self._check_open()
+        if self._records:
+            self._pending.append(full_rows(self.dataset, self._records, "write"))
+            self._records = []
+        rows = pa.concat_tables(self._pending) if self._pending else None
+        self._pending = []
+        if rows is None and not (self.mode == "overwrite" and self._first):
+            return
+        rows = rows if rows is not None else self.dataset.descriptor.arrow_schema.empty_table()
+        ds = self.dataset
+        if self.mode == "overwrite" and self._first:
+            snapshot = ds.snapshot
+            empty = dataclasses.replace(snapshot, files=MappingProxyType({}), index=MappingProxyType({}))
+            change = prepare(ds, "insert", rows, snapshot=empty)
+            removes = [*(RemoveFile(p) for p in snapshot.files), *(RemoveIndex(p) for p in snapshot.index)]
+            self.results.append(commit(ds, [change], removes=removes, rule=ReadPartitions(), operation="overwrite"))
+        else:
+            self.results.append(ds.insert(rows))
+        self._first = False
+
+    def close(self) -> None:
+        if self._open:
+            self.flush()
+            self._open = False
+
+    def abort(self) -> None:
+        """Drop what was not committed yet (nothing was written for it)."""
+        self._pending, self._records, self._open = [], [], False
+
+    def is_open(self) -> bool:
+        return self._open
