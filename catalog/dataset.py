@@ -16,8 +16,11 @@ from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.scan import ScanPlan, plan_scan, read_plan
 from cdkds.catalog.storage import ObjectStore
 from cdkds.catalog import maintenance
-from cdkds.catalog.delete import plan_delete
-from cdkds.catalog.writer import DEFAULT_TARGET_FILE_SIZE, DatasetWriter
+from cdkds.catalog.delete import plan_delete, row_deletes
+from cdkds.catalog.errors import CommitFailedError
+from cdkds.catalog.log.actions import DeleteRows
+from cdkds.catalog.log.commit import clock
+from cdkds.catalog.writer import DEFAULT_TARGET_FILE_SIZE, DatasetWriter, delete_files
 from cdkds.formats.files import DEFAULT_BATCH_ROWS
 from cdkds.formats.records import to_records
 
@@ -106,12 +109,25 @@ class Dataset:
     def delete(self, where: Expression | str) -> int | None:
         """Delete the rows matching ``where`` in one commit; returns its revision (``None``
         when no file can hold a match). Whole files are removed where the partition or
-        the statistics prove every row matches; otherwise a tombstone hides the rows."""
+        the statistics prove every row matches; otherwise a tombstone hides the rows (on
+        a keyed dataset, deletion vectors mark them)."""
         plan = plan_delete(self.name, self.snapshot, where)
         if not plan.removed and not plan.partial:
             return None
         info = {"predicate": str(plan.predicate), "removed_files": len(plan.removed), "tombstoned_files": len(plan.partial)}
-        self._commit("delete", plan.actions, info, rule=plan.rule)
+        actions = plan.actions
+        if self.descriptor.record_key:
+            actions = row_deletes(self.store, self.snapshot, plan, clock())
+            if not actions:
+                return None
+            sidecars = [a.vector.path for a in actions if isinstance(a, DeleteRows) and a.vector.path]
+            try:
+                self._commit("delete", actions, info, rule=plan.rule)
+            except CommitFailedError:
+                delete_files(self.store, sidecars)
+                raise
+            return self.version
+        self._commit("delete", actions, info, rule=plan.rule)
         return self.version
 
     # ---------------------------------------------------------------- keyed datasets

@@ -1,4 +1,6 @@
-"""Delete by predicate: remove the files wholly inside it, tombstone the rest.
+"""Delete by predicate: remove the files wholly inside it, tombstone the rest (on a keyed
+dataset: delete the matching rows by position, with deletion vectors, so the record index
+never has to evaluate predicates).
 
 A file whose partition lies wholly inside the predicate (strict projection) or whose
 statistics prove every row matches is removed; a file that may hold some matching rows
@@ -10,12 +12,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from cdkds.catalog.errors import ExpressionError
-from cdkds.catalog.log.actions import Action, AddFile, RemoveFile, Tombstone
+from cdkds.catalog.keyed.deletion import DeletionVector, DeletionVectorRef
+from cdkds.catalog.log.actions import Action, AddFile, DeleteRows, RemoveFile, Tombstone
 from cdkds.catalog.log.conflicts import ReadPartitions
 from cdkds.catalog.expressions import Expression, as_expression, bind
 from cdkds.catalog.expressions.pruning import FileFilter
 from cdkds.catalog.log.snapshot import Snapshot
+from cdkds.catalog.scan import file_task, read_task
+from cdkds.catalog.storage import ObjectStore
 
 
 @dataclass(frozen=True)
@@ -46,3 +53,17 @@ def plan_delete(dataset: str, snapshot: Snapshot, where: Expression | str) -> De
         if matches.may_match(f):
             (removed if matches.must_match(f) else partial).append(f)
     return DeletePlan(predicate, tuple(removed), tuple(partial), ReadPartitions(matches))
+
+
+def row_deletes(store: ObjectStore, snapshot: Snapshot, plan: DeletePlan, now_ms: int) -> list[Action]:
+    """The actions of ``plan`` with deletion vectors instead of a tombstone: the matching
+    rows of each partially matching file, by position."""
+    actions: list[Action] = [RemoveFile(f.path) for f in plan.removed]
+    for f in plan.partial:
+        task = file_task(snapshot, f, now_ms)
+        found = [b.column("_pos").to_numpy(zero_copy_only=False)
+                 for b in read_task(store, snapshot.descriptor, plan.predicate, [], task, positions=True)]
+        if found:
+            positions = np.concatenate(found)
+            actions.append(DeleteRows(f.path, DeletionVectorRef.store(store, DeletionVector.of(positions))))
+    return actions

@@ -198,8 +198,14 @@ class DatasetDescriptor:
         if new.partition_strategy != self.partition_strategy:
             raise IncompatibleDescriptorError(
                 f"the partition strategy cannot change ({_text(self.partition_strategy)} -> {_text(new.partition_strategy)})")
-        if new.record_key != self.record_key:
+        if self.record_key and new.record_key != self.record_key:  # setting one bootstraps the index
             raise IncompatibleDescriptorError(f"the record key cannot change ({self.record_key} -> {new.record_key})")
+        if self.record_key and new.ordering_field != self.ordering_field:
+            raise IncompatibleDescriptorError(f"the ordering field of a keyed dataset cannot change "
+                                              f"({self.ordering_field} -> {new.ordering_field})")
+        if self.record_key and new.keyed.buckets != self.keyed.buckets:
+            raise IncompatibleDescriptorError(f"property index.buckets is fixed once a dataset is keyed "
+                                              f"({self.keyed.buckets} -> {new.keyed.buckets})")
         problems = schemas.can_read(self.schema, new.schema)
         if problems:
             raise IncompatibleDescriptorError("the new schema cannot read existing data: " + "; ".join(problems))

@@ -14,6 +14,8 @@ one that then finds the other undoes its create and fails, so at most one of the
 
 from __future__ import annotations
 
+import dataclasses
+
 import re
 import warnings
 from abc import ABC, abstractmethod
@@ -23,9 +25,10 @@ from cdkds.catalog.log.conflicts import Exclusive
 from cdkds.catalog.dataset import Dataset
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import (
-    DatasetNotFoundError, InvalidDescriptorError, InvalidNameError, InvalidTimeTravelError,
+    CommitFailedError, DatasetNotFoundError, InvalidDescriptorError, InvalidNameError, InvalidTimeTravelError,
 )
-from cdkds.catalog.log.actions import SetMetadata
+from cdkds.catalog.log.actions import AddIndex, SetMetadata
+from cdkds.catalog.writer import delete_files
 from cdkds.catalog.log import LOG_FOLDER, TransactionLog, commit_key
 from cdkds.catalog.maintenance.rebuild import IncompleteRebuildWarning, rebuild_log
 from cdkds.catalog.storage import ObjectStore
@@ -211,7 +214,15 @@ class DatasetRepository:
         dataset = self.load(name)
         if not isinstance(descriptor, DatasetDescriptor):
             raise InvalidDescriptorError(f"dataset {name!r}: update takes a DatasetDescriptor, got {type(descriptor).__name__}")
-        dataset._commit("update_descriptor", [SetMetadata(dataset.snapshot.evolve(descriptor, name))], rule=Exclusive())
+        evolved = dataset.snapshot.evolve(descriptor, name)
+        actions: list = [SetMetadata(evolved)]
+        if evolved.record_key and not dataset.descriptor.record_key:
+            actions = bootstrap_actions(dataset, evolved)
+        try:
+            dataset._commit("update_descriptor", actions, rule=Exclusive())
+        except CommitFailedError:
+            delete_files(dataset.store, [a.path for a in actions if isinstance(a, AddIndex)])
+            raise
         return dataset
 
     def drop(self, name: str) -> bool:
@@ -238,3 +249,15 @@ class DatasetRepository:
         if not report.complete:
             warnings.warn(IncompleteRebuildWarning(report), stacklevel=2)
         return Dataset(self, name, store, log, log.snapshot())
+
+
+def bootstrap_actions(dataset: Dataset, keyed: DatasetDescriptor) -> list:
+    """Setting a record key on a dataset with data: the new descriptor and an index built
+    from the data files (:class:`InvalidKeyError` naming some keys when they repeat)."""
+    from cdkds.catalog.keyed.index import RecordIndex
+    from cdkds.catalog.log.actions import KEYED_PROTOCOL, SetProtocol
+    from cdkds.catalog.log.commit import clock
+
+    view = dataclasses.replace(dataset.snapshot, descriptor=keyed)
+    index = RecordIndex(dataset.store, view, dataset.name).rebuild(clock())
+    return [SetProtocol(KEYED_PROTOCOL, KEYED_PROTOCOL), SetMetadata(keyed), *index]

@@ -47,7 +47,7 @@ _RANK = "_rank"
 def entry_schema(descriptor: DatasetDescriptor) -> pa.Schema:
     """The columns of an index entry (see docs/FORMAT.md)."""
     schema = descriptor.arrow_schema
-    order = schema.field(descriptor.ordering_field).type if descriptor.ordering_field else pa.null()
+    order = schema.field(descriptor.ordering_field).type if descriptor.ordering_field else pa.int8()  # all null
     return pa.schema([
         pa.field("_hash", pa.uint64(), nullable=False),
         *(schema.field(n).with_nullable(False) for n in descriptor.record_key),
@@ -279,7 +279,7 @@ class RecordIndex:
         written at ``files``/``positions``."""
         hashes = self.key.hashes(rows) if hashes is None else hashes
         n = rows.num_rows
-        order = rows.column(self.descriptor.ordering_field) if self.descriptor.ordering_field else pa.nulls(n)
+        order = rows.column(self.descriptor.ordering_field) if self.descriptor.ordering_field else pa.nulls(n, pa.int8())
         expires = self.ttl.expiry(rows) if self.ttl is not None else None
         return pa.table([pa.array(hashes, pa.uint64()), *(rows.column(k) for k in self.key.names),
                          pa.array(files, pa.string()), pa.array(positions, pa.int64()), order,

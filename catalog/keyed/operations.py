@@ -339,7 +339,11 @@ def _plan_write(dataset: "Dataset", snapshot: "Snapshot", change: KeyedChange, i
         first = int(np.flatnonzero(stored.live)[0])
         raise KeyExistsError(f"dataset {dataset.name!r}: key {key.describe(table, first)} already exists "
                              f"({int(stored.live.sum())} of the {n} keys inserted do); nothing was written")
+    # an update row without an ordering value applies to the stored row whatever its order
+    unordered = np.zeros(n, dtype=bool)
     if change.operation == "update":
+        if ordering is not None:
+            unordered = ~masks.get(ordering, np.full(n, ordering in table.schema.names))
         table = _merge_update(dataset, snapshot, table, masks, stored)
     wins = np.ones(n, dtype=bool)
     if ordering is not None and ordering in table.schema.names:
@@ -347,7 +351,7 @@ def _plan_write(dataset: "Dataset", snapshot: "Snapshot", change: KeyedChange, i
         against = compare_orders(incoming, stored.column("_order", rows).cast(incoming.type))
         over_live = np.where(against > 0, True, np.where(against < 0, False, _ties(dataset, snapshot, table, stored, against)))
         over_tomb = against > 0  # a tie with a tombstone: the delete wins
-        wins = np.where(stored.live, over_live, np.where(stored.tombstone, over_tomb, True))
+        wins = np.where(stored.live, over_live | unordered, np.where(stored.tombstone, over_tomb, True))
     if change.operation == "update":
         wins &= stored.live  # an update of a key that does not exist adds nothing
     winners = np.flatnonzero(wins)

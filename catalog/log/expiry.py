@@ -7,7 +7,7 @@ import datetime as dt
 from typing import Any
 
 from cdkds.catalog.errors import CdkdsError
-from cdkds.catalog.log.actions import AddFile
+from cdkds.catalog.log.actions import AddFile, AddIndex, DeleteRows
 from cdkds.catalog.log.commit import age_ms, commit_key, cutoff_millis
 from cdkds.catalog.log.listing import checkpoint_key
 from cdkds.catalog.log.replay import Replay
@@ -50,10 +50,16 @@ class LogExpiry:
         return doomed
 
     def retained_files(self) -> set[str]:
-        """Paths of the data files any retained revision references; fails (rather than
-        answer from part of the log) when the log cannot be read whole."""
+        """Paths of the files any retained revision references (data files, record-index
+        files, deletion-vector sidecars); fails (rather than answer from part of the log)
+        when the log cannot be read whole."""
         start = self.replay.oldest()
-        paths = set(start.files)
+        paths = set(start.files) | set(start.index)
+        paths.update(d.path for f in start.files.values() for d in f.deletes if d.path)
         for commit, _ in self.replay.walk(start):
-            paths.update(a.path for a in commit.actions if isinstance(a, AddFile))
+            for a in commit.actions:
+                if isinstance(a, (AddFile, AddIndex)):
+                    paths.add(a.path)
+                elif isinstance(a, DeleteRows) and a.vector.path:
+                    paths.add(a.vector.path)
         return paths

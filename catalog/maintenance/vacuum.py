@@ -1,4 +1,5 @@
-"""Garbage collection (vacuum): delete data files no retained revision references."""
+"""Garbage collection (vacuum): delete data, record-index and deletion-vector files no
+retained revision references."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import time
 from typing import TYPE_CHECKING
 
 from cdkds.catalog.errors import CdkdsError
+from cdkds.catalog.keyed.deletion import DELETES_FOLDER
+from cdkds.catalog.keyed.index import INDEX_FOLDER
 from cdkds.catalog.log import LOG_FOLDER
 from cdkds.catalog.storage import modified
 from cdkds.catalog.writer import DATA_FOLDER
@@ -31,9 +34,10 @@ def vacuum(dataset: "Dataset", retention: dt.timedelta = DEFAULT_RETENTION, dry_
     referenced = dataset.log.retained_files()
     cutoff = time.time() - retention.total_seconds()
     doomed = []
-    for key, info in dataset.store.walk_files(DATA_FOLDER):
-        if key not in referenced and modified(info) < cutoff:
-            doomed.append(key)
+    for folder in (DATA_FOLDER, INDEX_FOLDER, DELETES_FOLDER):
+        for key, info in dataset.store.walk_files(folder):
+            if key not in referenced and modified(info) < cutoff:
+                doomed.append(key)
     for key, info in dataset.store.walk_files(LOG_FOLDER):
         if key.rsplit("/", 1)[-1].startswith(".") and key.endswith(".tmp") and modified(info) < cutoff:
             doomed.append(key)

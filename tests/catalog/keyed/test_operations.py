@@ -1,0 +1,257 @@
+"""Upsert, insert, update, delete by key, get and get_many, on every backend."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from cdkds.catalog import (
+    CdkdsError, CommitConflictError, CorruptIndexError, InvalidDescriptorError, InvalidKeyError, InvalidRecordError,
+    KeyExistsError,
+)
+from cdkds.catalog.keyed import operations
+from tests.catalog.keyed.conftest import at, state, user, users_descriptor
+
+
+def test_upsert_inserts_then_replaces_by_ordering_value(users):
+    r = users.upsert([user("nz", i, 10, f"a{i}") for i in range(6)])
+    assert (r.inserted, r.updated, r.unchanged, r.revision) == (6, 0, 0, users.version)
+    r = users.upsert([user("nz", 1, 11, "newer"), user("nz", 2, 9, "older"), user("au", 1, 1, "new key")])
+    assert (r.inserted, r.updated, r.unchanged) == (1, 1, 1)
+    s = state(users)
+    assert s[("nz", 1)][0] == "newer" and s[("nz", 2)][0] == "a2" and s[("au", 1)][0] == "new key"
+    assert len(s) == 7 and users.snapshot.row_count == 7
+
+
+def test_equal_ordering_values_the_greater_row_wins(users):
+    users.upsert([user("nz", 1, 5, "b")])
+    assert users.upsert([user("nz", 1, 5, "a")]).unchanged == 1
+    assert users.upsert([user("nz", 1, 5, "c")]).updated == 1
+    assert users.upsert([user("nz", 1, 5, "c")]).unchanged == 1  # an equal row changes nothing
+    assert users.get(("nz", 1))["email"] == "c"
+
+
+def test_within_one_write_the_rule_applies_too(users):
+    r = users.upsert([user("nz", 1, 5, "first"), user("nz", 1, 7, "last"), user("nz", 1, 6, "middle")])
+    assert (r.inserted, r.unchanged) == (1, 0)  # duplicates reduced before counting
+    assert users.get(("nz", 1))["email"] == "last"
+
+
+def test_without_ordering_field_the_later_write_wins_and_duplicates_are_refused(repo):
+    ds = repo.create("plain", users_descriptor(ordering=False))
+    ds.upsert([user("nz", 1, 5, "a")])
+    assert ds.upsert([user("nz", 1, 1, "b")]).updated == 1
+    assert ds.get(("nz", 1))["email"] == "b"
+    version = ds.version
+    with pytest.raises(InvalidKeyError, match=r"dataset 'plain': the upsert gives the key \{'tenant': 'nz', 'userId': 2\} "
+                                              r"more than once"):
+        ds.upsert([user("nz", 2, 1), user("nz", 2, 2)])
+    assert ds.refresh().version == version
+
+
+def test_insert_refuses_existing_keys_and_commits_nothing(users):
+    users.insert([user("nz", 1, 1)])
+    version = users.version
+    with pytest.raises(KeyExistsError, match=r"dataset 'users': key \{'tenant': 'nz', 'userId': 1\} already exists"):
+        users.insert([user("nz", 2, 1), user("nz", 1, 9)])
+    assert users.refresh().version == version and len(state(users)) == 1
+    assert not [k for k, _ in users.store.walk_files("data") if k not in users.snapshot.files]
+
+
+def test_update_changes_only_the_given_columns(users):
+    users.upsert([user("nz", 1, 5, "a", 10), user("nz", 2, 5, "b", 20)])
+    r = users.update([{"tenant": "nz", "userId": 1, "score": 11}, {"tenant": "nz", "userId": 2, "email": "B"},
+                      {"tenant": "nz", "userId": 3, "email": "nobody"}])
+    assert (r.updated, r.inserted, r.unchanged) == (2, 0, 1)
+    s = state(users)
+    assert s[("nz", 1)][:2] == ("a", 11) and s[("nz", 2)][:2] == ("B", 20) and ("nz", 3) not in s
+    # with an ordering value, an update applies only if newer
+    assert users.update([{"tenant": "nz", "userId": 1, "score": 0, "updatedAt": at(1)}]).unchanged == 1
+    assert users.update(pa.table({"tenant": ["nz"], "userId": [1], "score": [12], "updatedAt": [at(9)]})).updated == 1
+    assert users.get(("nz", 1))["score"] == 12
+
+
+def test_delete_keys_with_and_without_ordering_values(users):
+    users.upsert([user("nz", i, 5) for i in range(4)])
+    r = users.delete_keys([("nz", 0), {"tenant": "nz", "userId": 1}])
+    assert (r.deleted, r.unchanged) == (2, 0)
+    assert users.delete_keys([{"tenant": "nz", "userId": 2, "updatedAt": at(4)}]).unchanged == 1  # older: no effect
+    assert users.delete_keys([{"tenant": "nz", "userId": 2, "updatedAt": at(5)}]).deleted == 1  # a tie: delete wins
+    assert users.delete_keys(pa.table({"tenant": ["nz", "nz"], "userId": [3, 77]})).deleted == 1
+    assert state(users) == {}
+    # the tombstone keeps a late, older write from resurrecting the key (within gc.grace)
+    assert users.upsert([user("nz", 2, 4.5)]).unchanged == 1
+    assert users.upsert([user("nz", 2, 5)]).unchanged == 1
+    assert users.upsert([user("nz", 2, 6)]).inserted == 1
+
+
+def test_get_and_get_many(users):
+    users.upsert([user("nz", i, 5, f"e{i}") for i in range(10)])
+    assert users.get({"tenant": "nz", "userId": 3})["email"] == "e3"
+    assert users.get(("nz", 3), columns=["email"]) == {"email": "e3"}
+    assert users.get(("nz", 99)) is None
+    got = users.get_many([("nz", 7), ("au", 1), ("nz", 2)], columns=["userId"])
+    assert got.column("userId").to_pylist() == [7, 2]
+    with pytest.raises(CdkdsError, match="unknown column 'nope'"):
+        users.get(("nz", 1), columns=["nope"])
+
+
+def test_delete_by_predicate_uses_deletion_vectors_and_the_index_follows(users):
+    users.upsert([user("nz", i, 5, score=i) for i in range(10)])
+    users.delete("score >= 5")
+    assert not users.snapshot.tombstones and all(f.deletes for f in users.snapshot.files.values())
+    assert sorted(k[1] for k in state(users)) == list(range(5))
+    assert users.get(("nz", 7)) is None
+    assert users.insert([user("nz", 7, 1)]).inserted == 1
+
+
+def test_compaction_materialises_deletes_and_reindexes(users):
+    for round_ in range(3):
+        users.upsert([user("nz", i, round_, f"r{round_}") for i in range(0, 20, round_ + 1)])
+    before = state(users)
+    users.compact()
+    assert not any(f.deletes for f in users.snapshot.files.values())
+    assert state(users) == before
+    assert users.get(("nz", 2))["email"] == "r1"
+    assert users.upsert([user("nz", 2, 10, "after")]).updated == 1 and len(state(users)) == len(before)
+
+
+def test_index_compaction_keeps_lookups_right(repo):
+    ds = repo.create("users", users_descriptor(**{"index.compaction.deltas": "2"}))
+    for t in range(6):
+        ds.upsert([user("nz", i, t, f"v{t}") for i in range(t, 12)])
+    assert all(len([f for f in ds.snapshot.index_files(b) if not f.base]) < 2 for b in range(4))
+    assert ds.get(("nz", 11))["email"] == "v5" and ds.get(("nz", 0))["email"] == "v0"
+    assert len(state(ds)) == 12
+
+
+def test_a_damaged_index_file_is_detected_and_rebuilt(users):
+    users.upsert([user("nz", i, 1) for i in range(20)])
+    victim = next(iter(users.snapshot.index.values()))
+    users.store.put(victim.path, b"garbage")
+    from cdkds.catalog.keyed.index import FOOTERS
+    FOOTERS._items.clear()
+    with pytest.raises(CorruptIndexError, match=r"run dataset.rebuild_index\(\)"):
+        users.get_many([("nz", i) for i in range(20)])
+    users.rebuild_index()
+    assert users.get_many([("nz", i) for i in range(20)]).num_rows == 20
+
+
+def test_setting_a_record_key_bootstraps_the_index(repo):
+    from cdkds.catalog import DatasetDescriptor
+    from tests.catalog.keyed.conftest import USERS
+    ds = repo.create("users", DatasetDescriptor(USERS, partition_strategy="identity(tenant)"))
+    with ds.writer() as w:
+        for i in range(5):
+            w.write(user("nz", i, 1))
+    keyed = repo.update("users", users_descriptor().evolve(properties={"index.buckets": "4"}) if False else
+                        DatasetDescriptor(USERS, partition_strategy="identity(tenant)", record_key=["tenant", "userId"],
+                                          ordering_field="updatedAt", properties={"index.buckets": "4"}))
+    assert keyed.get(("nz", 3)) is not None and keyed.snapshot.protocol.reader_version == 2
+    assert keyed.upsert([user("nz", 3, 2, "x")]).updated == 1
+
+
+def test_duplicate_keys_refuse_the_bootstrap(repo):
+    from cdkds.catalog import DatasetDescriptor
+    from tests.catalog.keyed.conftest import USERS
+    ds = repo.create("users", DatasetDescriptor(USERS))
+    with ds.writer() as w:
+        w.write(user("nz", 1, 1))
+        w.write(user("nz", 1, 2))
+    with pytest.raises(InvalidKeyError, match=r"\{'tenant': 'nz', 'userId': 1\}"):
+        repo.update("users", DatasetDescriptor(USERS, record_key=["tenant", "userId"]))
+    assert not repo.load("users").descriptor.record_key
+
+
+def test_keyed_descriptor_rules(users, repo):
+    from cdkds.catalog import DatasetDescriptor
+    from tests.catalog.keyed.conftest import USERS
+    with pytest.raises(InvalidDescriptorError, match="index.buckets is fixed"):
+        repo.update("users", users_descriptor(**{"index.buckets": "8"}))
+    with pytest.raises(InvalidDescriptorError, match="ordering field of a keyed dataset cannot change"):
+        repo.update("users", users_descriptor(ordering=False))
+    with pytest.raises(InvalidDescriptorError, match="record key cannot change"):
+        repo.update("users", DatasetDescriptor(USERS, record_key=["userId"], ordering_field="updatedAt",
+                                               partition_strategy="identity(tenant)", properties={"index.buckets": "4"}))
+
+
+def test_writer_appends_are_inserts_and_overwrite_replaces_the_index(users):
+    with users.writer() as w:
+        w.write(user("nz", 1, 1))
+        w.write_batch(pa.Table.from_pylist([user("nz", 2, 1)], schema=users.descriptor.arrow_schema))
+    with pytest.raises(KeyExistsError):
+        with users.writer() as w:
+            w.write(user("nz", 1, 2))
+    with users.writer(mode="overwrite") as w:
+        w.write(user("au", 9, 1))
+    assert list(state(users)) == [("au", 9)] and users.get(("nz", 1)) is None
+    with pytest.raises(CdkdsError, match="appends \\(inserts\\) or overwrites"):
+        users.writer(mode="overwrite_partitions")
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda d: d.upsert([{"tenant": "nz", "updatedAt": at(1)}]), "field 'userId' is required and missing"),
+    (lambda d: d.upsert([{"tenant": None, "userId": 1, "updatedAt": at(1)}]), "tenant"),
+    (lambda d: d.upsert([{"tenant": "nz", "userId": "x", "updatedAt": at(1)}]), "userId"),
+    (lambda d: d.upsert([{"tenant": "nz", "userId": 1, "updatedAt": at(1), "bogus": 1}]), "unknown field 'bogus'"),
+    (lambda d: d.upsert(pa.table({"tenant": ["nz"], "userId": [None], "updatedAt": [at(1)]})), "userId"),
+    (lambda d: d.update([{"tenant": "nz", "userId": 1, "nope": 1}]), "unknown column 'nope'"),
+    (lambda d: d.update([{"tenant": "nz", "userId": 1, "score": "high"}]), "update field 'score' is a int64; got 'high'"),
+    (lambda d: d.update([{"tenant": "nz", "email": "x"}]), "no record key field 'userId'"),
+    (lambda d: d.delete_keys([("nz",)]), "has 1 value(s)"),
+    (lambda d: d.delete_keys([("nz", 1, 2)]), "has 3 value(s)"),
+    (lambda d: d.delete_keys([{"tenant": "nz", "user": 1}]), "has no field 'userId'"),
+    (lambda d: d.get(("nz", "one")), "record key field 'userId' is a int64; got 'one'"),
+    (lambda d: d.upsert([5]), "must be a dict"),
+])
+def test_bad_input_names_dataset_field_and_value_and_commits_nothing(users, call, message):
+    users.upsert([user("nz", 1, 1, "kept")])
+    version, files = users.version, set(users.snapshot.files)
+    with pytest.raises((InvalidRecordError, InvalidKeyError)) as e:
+        call(users)
+    assert "dataset 'users'" in str(e.value) and message in str(e.value)
+    users.refresh()
+    assert users.version == version and set(users.snapshot.files) == files
+    assert [k for k, _ in users.store.walk_files("data") if k not in files] == []
+
+
+def test_operations_on_a_dataset_without_a_key_are_refused(repo):
+    from cdkds.catalog import DatasetDescriptor
+    from tests.catalog.keyed.conftest import USERS
+    ds = repo.create("plain", DatasetDescriptor(USERS))
+    with pytest.raises(CdkdsError, match="dataset 'plain' has no record key"):
+        ds.upsert([user("nz", 1, 1)])
+    with pytest.raises(CdkdsError, match="has no record key"):
+        ds.get(("nz", 1))
+
+
+def test_a_stale_change_conflicts_only_on_the_same_keys(users):
+    users.upsert([user("nz", i, 1) for i in range(10)])
+    stale = users.repository.load("users")
+    users.upsert([user("nz", 1, 2, "theirs")])
+    # disjoint keys: rebased
+    change = operations.prepare(stale, "upsert", [user("nz", 2, 3, "ours")])
+    operations.commit(stale, [change])
+    # the same key: conflict naming it, nothing left behind
+    stale2 = users.repository.load("users")
+    users.refresh().upsert([user("nz", 5, 4, "theirs")])
+    change = operations.prepare(stale2, "upsert", [user("nz", 5, 5, "ours")])
+    with pytest.raises(CommitConflictError, match=r"it wrote the key \{'tenant': 'nz', 'userId': 5\} too"):
+        operations.commit(stale2, [change])
+    assert not [a for a in change.adds if users.store.exists(a.path)]
+    users.refresh()
+    s = state(users)
+    assert s[("nz", 1)][0] == "theirs" and s[("nz", 2)][0] == "ours" and s[("nz", 5)][0] == "theirs"
+    # the Python entry point retries on the new snapshot
+    stale3 = users.repository.load("users")
+    users.upsert([user("nz", 6, 9, "theirs")])
+    assert stale3.upsert([user("nz", 6, 10, "ours")]).updated == 1
+    assert users.refresh().get(("nz", 6))["email"] == "ours"
+
+
+def test_iterators_and_batches_are_accepted(users):
+    schema = users.descriptor.arrow_schema
+    batches = (pa.RecordBatch.from_pylist([user("nz", i, 1)], schema=schema) for i in range(3))
+    assert users.upsert(batches).inserted == 3
+    assert users.upsert(iter([user("au", 1, 1), user("au", 2, 1)])).inserted == 2
+    assert users.upsert(pa.Table.from_pylist([user("nz", 0, 2)], schema=schema)).updated == 1
