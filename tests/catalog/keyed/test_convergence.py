@@ -1,0 +1,70 @@
+"""Last write wins converges: the same writes in any order, split into any batches,
+give one state — the state of a dict model of the rule."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from hypothesis import given, settings, strategies as st
+
+from cdkds.catalog import DatasetRepository
+from tests.catalog.keyed.conftest import state, user, users_descriptor
+
+KEYS = [("nz", 1), ("nz", 2), ("au", 1)]
+ops = st.lists(st.tuples(
+    st.sampled_from(["upsert", "delete"]), st.sampled_from(KEYS), st.integers(0, 3),  # ordering values tie often
+    st.sampled_from([None, "a", "b"]), st.sampled_from([None, 1, 2])), min_size=1, max_size=10)
+
+
+def model(writes) -> dict:
+    """Per key the winning write: greatest ordering value; on a tie a delete, else the greater row."""
+    best: dict = {}
+    for kind, key, t, email, score in writes:
+        rank = (t, 1 if kind == "delete" else 0, (email is not None, email or ""), (score is not None, score or 0))
+        if key not in best or rank > best[key][0]:
+            best[key] = (rank, kind, email, score, t)
+    return {k: (e, s, t) for k, (_, kind, e, s, t) in best.items() if kind == "upsert"}
+
+
+def apply(ds, batch) -> None:
+    upserts = [user(k[0], k[1], t, e, s) for kind, k, t, e, s in batch if kind == "upsert"]
+    deletes = [{"tenant": k[0], "userId": k[1], "updatedAt": user(*k, t)["updatedAt"]}
+               for kind, k, t, _, _ in batch if kind == "delete"]
+    # one write holds one kind: keep the batch's order by splitting at kind changes
+    if upserts:
+        ds.upsert(upserts)
+    if deletes:
+        ds.delete_keys(deletes)
+
+
+@settings(max_examples=40)
+@given(ops, st.randoms(use_true_random=False), st.integers(1, 4))
+def test_any_order_and_batching_converges_to_the_model(tmp_path_factory, writes, rnd, batches):
+    shuffled = list(writes)
+    rnd.shuffle(shuffled)
+    cuts = sorted(rnd.sample(range(1, len(shuffled)), min(batches - 1, len(shuffled) - 1))) if len(shuffled) > 1 else []
+    repo = DatasetRepository(f"file://{tmp_path_factory.mktemp('c')}")
+    ds = repo.create("users", users_descriptor(**{"index.compaction.deltas": "3"}))
+    start = 0
+    for cut in [*cuts, len(shuffled)]:
+        # writes of one batch are applied one kind at a time, each write its own commit
+        for w in shuffled[start:cut]:
+            apply(ds, [w])
+        start = cut
+    expected = {k: (e, s, user("x", 0, t)["updatedAt"]) for k, (e, s, t) in model(writes).items()}
+    got = {k: (e, s, u.astimezone(dt.timezone.utc)) for k, (e, s, u) in state(ds).items()}
+    assert got == expected
+    assert ds.get_many(KEYS).num_rows == len(expected)
+
+
+@settings(max_examples=40)
+@given(ops.filter(lambda w: all(kind == "upsert" for kind, *_ in w)), st.randoms(use_true_random=False))
+def test_one_batched_upsert_equals_one_write_at_a_time(tmp_path_factory, writes, rnd):
+    repo = DatasetRepository(f"file://{tmp_path_factory.mktemp('b')}")
+    one, many = repo.create("one", users_descriptor()), repo.create("many", users_descriptor())
+    apply(one, writes)
+    shuffled = list(writes)
+    rnd.shuffle(shuffled)
+    for w in shuffled:
+        apply(many, [w])
+    assert state(one) == state(many)
