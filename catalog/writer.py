@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from cdkds.catalog.dataset import Dataset
 
 DATA_FOLDER = "data"
+STAGING_FOLDER = "_staging"  # rows a Spark keyed write stages for its driver (never in the log)
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
 DEFAULT_MAX_OPEN_FILES = 256
 DEFAULT_MEMORY_BUDGET = 256 * 1024 * 1024

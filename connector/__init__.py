@@ -7,9 +7,10 @@ dataset of a repository queryable in SQL by name.
 
 from __future__ import annotations
 
+from cdkds.connector.keyed import upsert
 from cdkds.connector.source import CdkdsDataSource
 
-__all__ = ["CdkdsDataSource", "register"]
+__all__ = ["CdkdsDataSource", "register", "upsert"]
 
 
 def register(spark, repository_url: str | None = None, database: str | None = None,

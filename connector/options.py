@@ -22,6 +22,9 @@ DEFAULT_BATCH_ROWS = 65_536
 OPTIONS_METADATA_KEY = "cdkds.options"  # survives in the schema of catalog tables, whose options Spark drops
 
 
+KEYED_OPERATIONS = ("upsert", "insert", "update", "delete")
+
+
 class InvalidOptionError(CdkdsError, ValueError):
     """A Spark option of the cdkds source with a value it cannot use."""
 
@@ -169,6 +172,9 @@ class WriteOptions:
     target_file_size: int | None
     properties: Mapping[str, str]
     check_null_schema: bool  # refuse nullable columns for required fields up front (else check values)
+    operation: str | None = None  # a keyed write: upsert, insert, update or delete
+    clustered: bool = False  # each task holds whole index buckets (set by cdkds.connector.upsert)
+    job: str | None = None  # the commit's uuid, chosen by the caller (cdkds.connector.upsert)
 
 
 def write_options(options: Mapping[str, str], dataset: str) -> WriteOptions:
@@ -180,10 +186,20 @@ def write_options(options: Mapping[str, str], dataset: str) -> WriteOptions:
     if nulls not in ("schema", "values"):
         raise InvalidOptionError(f"dataset {dataset!r}: option checkNulls must be schema or values, got {nulls!r}")
     key = _get(options, "recordKey")
+    operation = _get(options, "operation")
+    if operation is not None:
+        operation = operation.strip().lower()
+        if operation not in KEYED_OPERATIONS:
+            raise InvalidOptionError(f"dataset {dataset!r}: option operation must be one of {list(KEYED_OPERATIONS)}, "
+                                     f"got {_get(options, 'operation')!r}")
+    job = _get(options, "cdkds.job")
+    if job is not None and not re.fullmatch(r"[0-9a-f]{32}", job):
+        raise InvalidOptionError(f"dataset {dataset!r}: option cdkds.job must be 32 hex digits, got {job!r}")
     properties = {k[len("property."):]: v for k, v in options.items() if k.lower().startswith("property.")}
     return WriteOptions(
         _get(options, "partitionBy"), _get(options, "format"), _get(options, "compression"),
         tuple(k.strip() for k in key.split(",") if k.strip()) if key else None,
         _get(options, "orderingField"), _get(options, "schema"), overwrite == "dynamic",
         _int(options, "targetFileSize", None, dataset, 1), properties, nulls == "schema",
+        operation, _bool(options, "cdkds.clustered", dataset), job,
     )

@@ -237,8 +237,13 @@ def pack(tasks: "Sequence[FileScanTask]", max_bytes: int) -> list[list["FileScan
 # ---------------------------------------------------------------- writing
 
 class CdkdsCommitMessage(WriterCommitMessage):
-    def __init__(self, adds: "list[AddFile]"):
+    """What a task wrote: data files; for a keyed write, staged rows or a planned change."""
+
+    def __init__(self, adds: "list[AddFile]", staged: "list[str] | None" = None, change: Any = None):
         self.adds = adds
+        self.staged = staged or []
+        self.change = change
+
 
 
 def plan_write(options: dict[str, str], schema: StructType, overwrite: bool) -> "CdkdsWriter":
@@ -264,6 +269,8 @@ def plan_write(options: dict[str, str], schema: StructType, overwrite: bool) -> 
     else:
         check_write_options(dataset, write)
         descriptor, descriptor_version, base = dataset.descriptor, dataset.descriptor_version, dataset.version
+    if descriptor.record_key or write.operation:
+        return plan_keyed_write(where, write, dataset, descriptor, descriptor_version, base, schema, overwrite)
     check_dataframe_schema(where.name, descriptor, schema, write.check_null_schema)
     if overwrite:
         mode = "overwrite_partitions" if write.dynamic_partition_overwrite else "overwrite"
@@ -271,6 +278,42 @@ def plan_write(options: dict[str, str], schema: StructType, overwrite: bool) -> 
         mode = "append"
     target = write.target_file_size or DEFAULT_TARGET_FILE_SIZE
     return CdkdsWriter(where, descriptor, descriptor_version, base, uuid.uuid4().hex, mode, target)
+
+
+def plan_keyed_write(where: "Location", write: Any, dataset: "Dataset | None", descriptor: "DatasetDescriptor",
+                     descriptor_version: int, base: int | None, schema: StructType, overwrite: bool) -> "CdkdsWriter":
+    """A write to a dataset with a record key: an upsert, insert, update or delete by key
+    (option ``operation``; plain appends insert), one commit for the job."""
+    import uuid
+
+    from cdkds.catalog.writer import DEFAULT_TARGET_FILE_SIZE
+    from cdkds.connector.options import InvalidOptionError
+
+    name = where.name
+    if not descriptor.record_key:
+        raise InvalidOptionError(f"dataset {name!r} has no record key, so option operation={write.operation!r} cannot "
+                                 f"apply; give the dataset a record key (option recordKey when it is created)")
+    operation = write.operation or "insert"
+    if overwrite and (operation != "insert" or write.dynamic_partition_overwrite):
+        raise InvalidOptionError(f"dataset {name!r}: an overwrite of a keyed dataset replaces it whole; it cannot be "
+                                 f"combined with operation={operation!r} or a dynamic partition overwrite")
+    given = [f.name for f in schema.fields]
+    missing = [k for k in descriptor.record_key if k not in given]
+    if missing:
+        raise InvalidOptionError(f"dataset {name!r}: the DataFrame has no record key column {missing[0]!r} "
+                                 f"(the key is {list(descriptor.record_key)})")
+    if operation in ("upsert", "insert"):
+        check_dataframe_schema(name, descriptor, schema, write.check_null_schema)
+    elif operation == "update":
+        unknown = [c for c in given if c not in descriptor.fields]
+        if unknown:
+            raise InvalidOptionError(f"dataset {name!r}: update gives unknown column {unknown[0]!r}; "
+                                     f"the schema has {list(descriptor.fields)}")
+    if write.clustered and base is None:
+        raise InvalidOptionError(f"dataset {name!r} must exist before a clustered keyed write")
+    target = write.target_file_size or DEFAULT_TARGET_FILE_SIZE
+    return CdkdsWriter(where, descriptor, descriptor_version, base, write.job or uuid.uuid4().hex,
+                       "overwrite" if overwrite else "append", target, operation, write.clustered)
 
 
 def new_descriptor(name: str, schema: StructType, write: Any) -> "DatasetDescriptor":
@@ -328,7 +371,10 @@ def check_dataframe_schema(name: str, descriptor: "DatasetDescriptor", schema: S
 
 class CdkdsWriter(DataSourceArrowWriter):
     def __init__(self, where: "Location", descriptor: "DatasetDescriptor", descriptor_version: int,
-                 base: int | None, transaction: str, mode: str, target_file_size: int):
+                 base: int | None, transaction: str, mode: str, target_file_size: int,
+                 operation: str | None = None, clustered: bool = False):
+        self.operation = operation
+        self.clustered = clustered
         self.where = where
         self.descriptor = descriptor
         self.descriptor_version = descriptor_version
@@ -344,6 +390,8 @@ class CdkdsWriter(DataSourceArrowWriter):
         from cdkds.catalog.writer import PartitionedWriter
 
         store = ObjectStore.open(self.where.url, dict(self.where.storage_options))
+        if self.operation is not None:
+            return self._write_keyed(store, iterator)
         files = PartitionedWriter(store, self.where.name, self.descriptor, self.descriptor_version,
                                   self.base if self.base is not None else 0, self.transaction,
                                   self.mode, target_file_size=self.target_file_size)
@@ -361,6 +409,89 @@ class CdkdsWriter(DataSourceArrowWriter):
         except BaseException:
             files.abort()
             raise
+
+    def _write_keyed(self, store: Any, iterator: Iterator["pa.RecordBatch"]) -> CdkdsCommitMessage:
+        """A task of a keyed write. Clustered (each task holds whole index buckets): plan the
+        change here. Otherwise stage the rows for the driver, which plans the whole job at
+        once (rows of one key may be in several tasks)."""
+        import uuid
+
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        if self.clustered:
+            from cdkds.catalog import DatasetRepository
+            from cdkds.catalog.keyed import operations
+            from cdkds.catalog.keyed.keys import RecordKey
+            from cdkds.catalog.repository import split_dataset_url
+
+            batches = list(iterator)
+            if not batches:
+                return CdkdsCommitMessage([])
+            table = pa.Table.from_batches(batches)
+            parent, name = split_dataset_url(self.where.url)
+            dataset = DatasetRepository(parent, dict(self.where.storage_options)).load(name, version=self.base)
+            key = RecordKey.of(dataset.descriptor, name)
+            key.check(table)
+            buckets = frozenset(np.unique(key.buckets(key.hashes(table), dataset.descriptor.keyed.buckets)).tolist())
+            change = operations.prepare(dataset, self.operation, table, buckets=buckets)
+            return CdkdsCommitMessage(change.adds, change=change)
+        from cdkds.catalog.writer import STAGING_FOLDER
+
+        path = f"{STAGING_FOLDER}/{self.transaction}/{uuid.uuid4().hex}.parquet"
+        writer = None
+        try:
+            with store.fs.open(store.open_output(path), "wb") as f:
+                for batch in iterator:
+                    if writer is None:
+                        writer = pq.ParquetWriter(f, batch.schema, compression="lz4")
+                    writer.write_batch(batch)
+                if writer is not None:
+                    writer.close()
+        except BaseException:
+            _delete_quietly(store, [path])
+            raise
+        if writer is None:
+            _delete_quietly(store, [path])
+            return CdkdsCommitMessage([])
+        return CdkdsCommitMessage([], staged=[path])
+
+    def _commit_keyed(self, dataset: "Dataset", messages: list) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        from cdkds.catalog.keyed import operations
+        from cdkds.catalog.storage import ObjectStore
+
+        info = {"engine.spark": True, "job": self.transaction}
+        if self.clustered:
+            changes = [m.change for m in messages if m is not None and m.change is not None]
+            operations.commit(dataset, changes, info, commit_uuid=self.transaction)
+            return
+        store = ObjectStore.open(self.where.url, dict(self.where.storage_options))
+        staged = [p for m in messages if m is not None for p in m.staged]
+        try:
+            tables = [pq.read_table(store.fs.open(store.path(p), "rb")) for p in staged]
+            table = pa.concat_tables(tables, promote_options="permissive") if tables else None
+            if self.mode == "overwrite":
+                from cdkds.catalog.keyed.writer import KeyedWriter
+
+                writer = KeyedWriter(dataset, mode="overwrite", commit_uuid=self.transaction)
+                if table is not None:
+                    writer.write_batch(table)
+                writer.close()
+                return
+            if table is None:
+                return
+            if self.operation == "delete":
+                names = [*dataset.descriptor.record_key, *(
+                    [dataset.descriptor.ordering_field] if dataset.descriptor.ordering_field in table.schema.names else [])]
+                table = table.select(names)  # other columns of the DataFrame are ignored
+            change = operations.prepare(dataset, self.operation, table)
+            operations.commit(dataset, [change], info, commit_uuid=self.transaction)
+        finally:
+            _delete_quietly(store, staged)
 
     def commit(self, messages: list) -> None:
         from cdkds.catalog import CommitConflictError, DatasetExistsError, DatasetRepository
@@ -381,6 +512,8 @@ class CdkdsWriter(DataSourceArrowWriter):
                         f"while this write created it; nothing of this write was committed") from None
         else:
             dataset = repo.load(name, version=self.base)
+        if self.operation is not None:
+            return self._commit_keyed(dataset, messages)
         mode = write_mode(self.mode, self.descriptor)
         removes, rule = mode.plan(dataset.snapshot, adds, set(), True)
         info = {"rows": sum(a.row_count for a in adds), "files": len(adds), "engine.spark": True}
@@ -403,5 +536,12 @@ class CdkdsWriter(DataSourceArrowWriter):
             warnings.warn(f"dataset {self.where.name!r}: cannot tell whether the aborted write {self.transaction} "
                           f"landed ({e}); its files were kept (vacuum collects them if it did not)", stacklevel=2)
             return
+        _delete_quietly(store, [p for m in messages if m is not None for p in m.staged])  # never committed
         if landed is None:
             delete_files(store, [a.path for m in messages if m is not None for a in m.adds])
+
+
+def _delete_quietly(store: Any, keys: list[str]) -> None:
+    from cdkds.catalog.writer import delete_files
+
+    delete_files(store, keys)

@@ -468,7 +468,7 @@ class KeyedWrite(ConflictRule):
 
 def commit(dataset: "Dataset", changes: Sequence[KeyedChange], info: Mapping[str, Any] | None = None,
            now_ms: int | None = None, removes: Sequence[Action] = (), rule: ConflictRule | None = None,
-           operation: str | None = None) -> UpsertResult:
+           operation: str | None = None, commit_uuid: str | None = None) -> UpsertResult:
     """Commit ``changes`` (planned on the dataset's current snapshot) as one commit: deleted
     positions become deletion vectors, entries become index files. Raises
     :class:`CommitConflictError` naming a key when a concurrent commit wrote one of them;
@@ -508,7 +508,7 @@ def commit(dataset: "Dataset", changes: Sequence[KeyedChange], info: Mapping[str
             actions.extend(index_actions)
         keys = pa.concat_tables([c.keys for c in changes if c.keys is not None])
         operation = operation or (operations[0] if len(operations) == 1 else "keyed")
-        dataset._commit(operation, actions, {**result_info(result), **(info or {})},
+        dataset._commit(operation, actions, {**result_info(result), **(info or {})}, commit_uuid,
                         rule=rule or KeyedWrite(dataset, keys))
     except CommitFailedError:
         delete_files(dataset.store, written)

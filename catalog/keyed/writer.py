@@ -25,12 +25,13 @@ if TYPE_CHECKING:
 class KeyedWriter:
     """Buffers rows and inserts them at each ``flush()``/``close()``."""
 
-    def __init__(self, dataset: "Dataset", mode: Any = "append", **options: Any):
+    def __init__(self, dataset: "Dataset", mode: Any = "append", commit_uuid: str | None = None, **options: Any):
         if mode not in ("append", "overwrite"):
             raise CdkdsError(f"dataset {dataset.name!r} has a record key: its writer appends (inserts) or overwrites; "
                              f"mode {mode!r} is not possible (a key may live in any partition)")
         self.dataset = dataset
         self.mode = mode
+        self.commit_uuid = commit_uuid  # of the first commit (Spark's job)
         self._pending: list = []
         self._records: list = []
         self._first = True
@@ -78,7 +79,8 @@ class KeyedWriter:
             empty = dataclasses.replace(snapshot, files=MappingProxyType({}), index=MappingProxyType({}))
             change = prepare(ds, "insert", rows, snapshot=empty)
             removes = [*(RemoveFile(p) for p in snapshot.files), *(RemoveIndex(p) for p in snapshot.index)]
-            self.results.append(commit(ds, [change], removes=removes, rule=ReadPartitions(), operation="overwrite"))
+            self.results.append(commit(ds, [change], removes=removes, rule=ReadPartitions(), operation="overwrite",
+                                       commit_uuid=self.commit_uuid))
         else:
             self.results.append(ds.insert(rows))
         self._first = False

@@ -12,7 +12,7 @@ from cdkds.catalog.keyed.deletion import DELETES_FOLDER
 from cdkds.catalog.keyed.index import INDEX_FOLDER
 from cdkds.catalog.log import LOG_FOLDER
 from cdkds.catalog.storage import modified
-from cdkds.catalog.writer import DATA_FOLDER
+from cdkds.catalog.writer import DATA_FOLDER, STAGING_FOLDER
 
 if TYPE_CHECKING:
     from cdkds.catalog.dataset import Dataset
@@ -34,7 +34,7 @@ def vacuum(dataset: "Dataset", retention: dt.timedelta = DEFAULT_RETENTION, dry_
     referenced = dataset.log.retained_files()
     cutoff = time.time() - retention.total_seconds()
     doomed = []
-    for folder in (DATA_FOLDER, INDEX_FOLDER, DELETES_FOLDER):
+    for folder in (DATA_FOLDER, INDEX_FOLDER, DELETES_FOLDER, STAGING_FOLDER):
         for key, info in dataset.store.walk_files(folder):
             if key not in referenced and modified(info) < cutoff:
                 doomed.append(key)

@@ -31,9 +31,18 @@ JOB = textwrap.dedent("""
     df.repartition(4).write.format("cdkds").mode("append").option("partitionBy", "hash(userId, 8), day(ts)").save(url)
     df.filter("id < 10").write.format("cdkds").mode("append").save(url)
     back = spark.read.format("cdkds").load(url)
+    from cdkds.connector import upsert  # keyed: each task plans whole index buckets
+    users_url = url + "_users"
+    users = spark.range(0, 1000).selectExpr("id AS userId", "'v1' AS email",
+                                            "timestamp_millis(1770000000000) AS updatedAt")
+    first = upsert(users, users_url, recordKey="userId", orderingField="updatedAt")
+    second = upsert(spark.range(500, 1500).selectExpr("id AS userId", "'v2' AS email",
+                                                      "timestamp_millis(1770000000001) AS updatedAt"), users_url)
+    keyed = spark.read.format("cdkds").load(users_url)
     print("ROWS", back.count(), back.filter("userId = 5").count(),
           spark.read.format("cdkds").option("where", "userId = 5").load(url).count(),
-          spark.read.format("cdkds").option("versionAsOf", 1).load(url).count())
+          spark.read.format("cdkds").option("versionAsOf", 1).load(url).count(),
+          first.inserted, second.inserted, second.updated, keyed.count(), keyed.filter("email = 'v2'").count())
     spark.stop()
 """)
 
@@ -82,7 +91,7 @@ def _run_job(master: str, url: str, tmp_path: Path) -> list[int]:
 
 @needs_regular_install
 def test_zero_config_discovery_in_a_fresh_session(tmp_path):
-    assert _run_job("local[2]", f"file://{tmp_path}/lake/events", tmp_path) == [5010, 53, 53, 5000]
+    assert _run_job("local[2]", f"file://{tmp_path}/lake/events", tmp_path) == [5010, 53, 53, 5000, 1000, 500, 500, 1500, 1000]
 
 
 @needs_regular_install
@@ -99,7 +108,7 @@ def test_standalone_cluster_on_loopback(tmp_path):
                               "--webui-port", str(_free_port()), "--work-dir", str(tmp_path / "work"), log=worker_log)
         _wait_for(worker_log, "Successfully registered with master", 90)
         counts = _run_job(f"spark://127.0.0.1:{port}", f"file://{tmp_path}/lake/events", tmp_path)
-        assert counts == [5010, 53, 53, 5000]
+        assert counts == [5010, 53, 53, 5000, 1000, 500, 500, 1500, 1000]
         executor_logs = list((tmp_path / "work").rglob("stderr"))
         assert executor_logs, "the job ran no executor on the worker"
     finally:
