@@ -3,9 +3,10 @@
 Run it with the README's first command. It creates a repository in a temporary folder
 (or the folder given as the first argument). In plain Python, without a JVM, it writes a
 hash- and time-partitioned dataset in two commits, reads it back with partition pruning,
-deletes rows, travels in time, compacts, evolves the schema and lists the history. Then,
-with Spark on local[2], it writes a dataset from a DataFrame, reads it with pruning,
-travels in time, overwrites it and queries it in SQL.
+deletes rows, travels in time, compacts, evolves the schema and lists the history; it then
+upserts into a keyed dataset (record key, ordering field, last write wins), reads rows by
+key and deletes by key. Then, with Spark on local[2], it writes a dataset from a DataFrame,
+reads it with pruning, travels in time, overwrites it, queries it in SQL and upserts.
 """
 
 from __future__ import annotations
@@ -89,6 +90,35 @@ def main(root: str) -> None:
     for entry in repo.load("shop/events").history():
         print(f"  revision {entry.revision}: {entry.operation:18} +{entry.added_files} files, +{entry.added_rows} rows")
     print(f"datasets in {repo.url}: {repo.list()}")
+    keyed(repo)
+
+
+USERS = {"type": "record", "name": "User", "fields": [
+    {"name": "tenant", "type": "string"}, {"name": "userId", "type": "long"},
+    {"name": "email", "type": ["null", "string"], "default": None},
+    {"name": "updatedAt", "type": {"type": "long", "logicalType": "timestamp-millis"}}]}
+
+
+def keyed(repo: DatasetRepository) -> None:
+    """A keyed dataset: each key lives once; writes reconcile by the ordering field."""
+    users = repo.create("shop/users", DatasetDescriptor(
+        USERS, record_key=["tenant", "userId"], ordering_field="updatedAt", partition_strategy="identity(tenant)",
+        properties={"index.buckets": "16"}))
+    t0 = dt.datetime(2026, 3, 1, tzinfo=dt.timezone.utc)
+    r = users.upsert([{"tenant": t, "userId": i, "email": f"{i}@{t}.example", "updatedAt": t0}
+                      for t in ("nz", "au") for i in range(5_000)])
+    print(f"\nupsert into {users.name}: {r.inserted} inserted (revision {r.revision})")
+    later, stale = t0 + dt.timedelta(hours=1), t0 - dt.timedelta(hours=1)
+    r = users.upsert([{"tenant": "nz", "userId": i, "email": f"new{i}@nz.example", "updatedAt": later}
+                      for i in range(4_000, 6_000)] +
+                     [{"tenant": "au", "userId": 1, "email": "stale@au.example", "updatedAt": stale}])
+    print(f"upsert: {r.inserted} inserted, {r.updated} updated, {r.unchanged} unchanged (older than what is stored)")
+    print(f"get nz/4321 through the index: {users.get({'tenant': 'nz', 'userId': 4321})}")
+    print(f"get au/1 kept the newer row: {users.get(('au', 1))['email']}")
+    r = users.update([{"tenant": "au", "userId": 2, "email": "changed@au.example"}])
+    r2 = users.delete_keys([("nz", 0), ("nz", 1)])
+    print(f"update changed {r.updated} row; delete_keys deleted {r2.deleted}; "
+          f"{users.snapshot.row_count} live rows, one per key, in {len(users.files)} files (no file rewritten)")
 
 
 def with_spark(root: str) -> None:
@@ -123,6 +153,14 @@ def with_spark(root: str) -> None:
     register(spark, f"file://{root}")  # every dataset of the repository, as a view named after it
     spark.sql("SELECT day(ts) AS day, count(*) AS n, round(sum(amount), 1) AS total "
               "FROM shop_orders GROUP BY 1 ORDER BY 1").show()
+
+    from cdkds.connector import upsert
+
+    changes = spark.range(5_000, 7_000).selectExpr(
+        "'nz' AS tenant", "id AS userId", "concat('spark', id, '@nz.example') AS email",
+        "timestamp_millis(1772330400000) AS updatedAt")  # 2026-03-01T02:00Z: newer than the rows above
+    r = upsert(changes, f"file://{root}/shop/users")  # clustered by index bucket, one commit
+    print(f"Spark upsert into shop/users: {r.inserted} inserted, {r.updated} updated (revision {r.revision})")
     spark.stop()
 
 

@@ -50,12 +50,12 @@ from cdkds.catalog.log import LOG_FOLDER, TransactionLog
 from cdkds.catalog.log.actions import Action, AddFile, SetMetadata
 from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.storage import ObjectStore, modified
-from cdkds.catalog.writer import DATA_FOLDER, Overwrite, RewriteFiles, WriteMode, write_mode
+from cdkds.catalog.writer import DATA_FOLDER, Append, Overwrite, RewriteFiles, WriteMode, write_mode
 from cdkds.formats import values
 from cdkds.formats.files import conform, file_format
 from cdkds.formats.statistics import StatisticsCollector
 
-OPERATIONS = frozenset({"append", "overwrite", "overwrite_partitions", "compact"})
+OPERATIONS = frozenset({"append", "overwrite", "overwrite_partitions", "compact", "upsert", "insert", "update", "delete"})
 COMMUTING = frozenset({"append", "compact"})  # operations whose order among themselves does not matter
 UNRECOVERED = "unrecovered"  # the operation of an empty commit standing for one that left no file
 
@@ -160,6 +160,13 @@ def rebuild_log(store: ObjectStore, name: str) -> tuple[TransactionLog, RebuildR
         own[txn.writer].update(a.path for a in adds)
         committed.append(txn.uuid)
     log.write_checkpoint(snapshot)
+    keyed = [k for folder in ("_deletes", "_index") for k, _ in store.walk_files(folder)][:1]
+    if keyed:
+        findings.append(Unrecoverable(
+            "deletion vectors and the record index", (),
+            f"the dataset had some ({keyed[0]}); the data files cannot tell which rows were deleted by key, so "
+            f"those rows are live again and a key may be live twice: delete them again and run "
+            f"dataset.rebuild_index() (which refuses duplicate keys, naming them)"))
     return log, RebuildReport(name, tuple(committed), tuple(findings))
 
 
@@ -189,6 +196,8 @@ def _read_transactions(store: ObjectStore) -> tuple[list[_Transaction], list[str
 def _mode(txn: _Transaction, snapshot: Snapshot, stored: set[str]) -> WriteMode | None:
     """The write mode that made ``txn``; ``None`` for a compaction that cannot have
     committed on ``snapshot`` (a stored file it replaces is not live)."""
+    if txn.operation in ("upsert", "insert", "update", "delete"):
+        return Append()  # a keyed write's files: its deletion vectors and index are not in the files
     if txn.operation != "compact":
         return write_mode(txn.operation, txn.descriptor)
     if any(p in stored and p not in snapshot.files for p in txn.replaces):

@@ -255,3 +255,21 @@ def test_iterators_and_batches_are_accepted(users):
     assert users.upsert(batches).inserted == 3
     assert users.upsert(iter([user("au", 1, 1), user("au", 2, 1)])).inserted == 2
     assert users.upsert(pa.Table.from_pylist([user("nz", 0, 2)], schema=schema)).updated == 1
+
+
+def test_rebuilding_the_log_of_a_keyed_dataset_says_what_is_lost(repo, tmp_path):
+    import warnings
+
+    from cdkds.catalog.maintenance.rebuild import IncompleteRebuildWarning
+    ds = repo.create("users", users_descriptor())
+    ds.upsert([user("nz", i, 1) for i in range(5)])
+    ds.upsert([user("nz", 1, 2, "new")])
+    for key, _ in list(ds.store.walk_files("_log")):
+        ds.store.delete(key)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rebuilt = repo.rebuild("users")
+    assert any(isinstance(w.message, IncompleteRebuildWarning) and "rebuild_index" in str(w.message) for w in caught)
+    assert rebuilt.snapshot.row_count == 6  # the replaced row is live again, as the warning says
+    with pytest.raises(InvalidKeyError, match=r"'userId': 1\}"):
+        rebuilt.rebuild_index()
