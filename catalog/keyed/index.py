@@ -81,6 +81,17 @@ class _Footers:
 FOOTERS = _Footers()
 
 
+def by_file(paths: pa.Array | pa.ChunkedArray) -> list[tuple[str | None, np.ndarray]]:
+    """The distinct values of a column of file paths and the rows holding each."""
+    if isinstance(paths, pa.ChunkedArray):
+        paths = paths.combine_chunks()
+    encoded = paths.dictionary_encode(null_encoding="encode")
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(encoded.dictionary) + 1))
+    return [(encoded.dictionary[j].as_py(), order[bounds[j]:bounds[j + 1]]) for j in range(len(encoded.dictionary))]
+
+
 class RecordIndex:
     """The record index of one snapshot of a keyed dataset."""
 
@@ -196,18 +207,15 @@ class RecordIndex:
         """True for each entry that is a live row at ``now_ms``: not a tombstone, its file
         live, its position not deleted, not expired."""
         files = self.snapshot.files
-        paths = entries.column("_file").to_pylist()
         positions = entries.column("_pos").to_numpy(zero_copy_only=False)
-        deleted = entries.column("_deleted").to_numpy(zero_copy_only=False)
-        alive = ~deleted & np.array([p in files for p in paths], dtype=bool)
-        vectors: dict[str, object] = {}
-        for i in np.flatnonzero(alive):
-            path = paths[i]
-            if path not in vectors:
-                vectors[path] = load_deletes(self.store, files[path].deletes)
-            vector = vectors[path]
-            if vector is not None and int(positions[i]) in vector:
-                alive[i] = False
+        alive = ~entries.column("_deleted").to_numpy(zero_copy_only=False)
+        for path, rows in by_file(entries.column("_file")):
+            add = files.get(path) if path is not None else None
+            if add is None:
+                alive[rows] = False
+            elif add.deletes:
+                deleted = load_deletes(self.store, add.deletes).to_numpy()
+                alive[rows] &= ~np.isin(positions[rows], deleted)
         if self.ttl is not None and entries.num_rows:
             alive &= self.ttl.alive(entries.column("_expires").combine_chunks()
                                     if isinstance(entries.column("_expires"), pa.ChunkedArray)

@@ -28,7 +28,7 @@ from cdkds.catalog.errors import (
     KeyExistsError,
 )
 from cdkds.catalog.keyed.deletion import DeletionVector, DeletionVectorRef
-from cdkds.catalog.keyed.index import RecordIndex
+from cdkds.catalog.keyed.index import RecordIndex, by_file
 from cdkds.catalog.keyed.keys import RecordKey
 from cdkds.catalog.keyed.reconcile import compare_orders, greater_rows, reduce_write
 from cdkds.catalog.log.actions import KEYED_PROTOCOL, Action, AddFile, AddIndex, DeleteRows, SetProtocol
@@ -280,7 +280,9 @@ class _Stored:
         self.tombstone[rows] = tomb
         # an expired (TTL) row still in its file: its position is deleted by the write that replaces it
         deleted = found.column("_deleted").to_numpy(zero_copy_only=False)
-        present = np.array([p in index.snapshot.files for p in found.column("_file").to_pylist()], dtype=bool)
+        present = np.zeros(found.num_rows, dtype=bool)
+        for path, slots in by_file(found.column("_file")):
+            present[slots] = path in index.snapshot.files
         self.dead_row = np.zeros(n, dtype=bool)
         self.dead_row[rows] = ~live & ~deleted & present
 
@@ -293,14 +295,10 @@ def _mark(change: KeyedChange, stored: _Stored, rows: np.ndarray) -> None:
     """Delete the stored rows (by position) behind incoming ``rows``."""
     if not len(rows):
         return
-    files = stored.column("_file", rows).to_pylist()
     positions = stored.column("_pos", rows).to_numpy(zero_copy_only=False)
-    by_file: dict[str, list[int]] = defaultdict(list)
-    for f, p in zip(files, positions):
-        by_file[f].append(int(p))
-    for f, ps in by_file.items():
+    for f, slots in by_file(stored.column("_file", rows)):
         previous = change.deletes.get(f)
-        new = np.array(ps, dtype=np.int64)
+        new = positions[slots].astype(np.int64)
         change.deletes[f] = new if previous is None else np.concatenate([previous, new])
 
 
@@ -392,13 +390,9 @@ def stored_rows(dataset: "Dataset", snapshot: "Snapshot", stored: _Stored, rows:
                 columns: Sequence[str]) -> pa.Table:
     """The stored rows behind incoming ``rows`` (which must be live), in ``columns``, in the
     order of ``rows``."""
-    files = stored.column("_file", rows).to_pylist()
     positions = stored.column("_pos", rows).to_numpy(zero_copy_only=False)
-    by_file: dict[str, list[int]] = defaultdict(list)
-    for i, f in enumerate(files):
-        by_file[f].append(i)
     parts, where = [], []
-    for f, slots in by_file.items():
+    for f, slots in by_file(stored.column("_file", rows)):
         wanted = positions[slots]
         unique = np.unique(wanted)
         got = read_rows(dataset.store, snapshot.descriptor, snapshot.files[f], unique, columns)

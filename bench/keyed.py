@@ -1,0 +1,253 @@
+"""Keyed datasets, side by side in one run: upserts against delta-rs ``merge`` and pyiceberg
+``upsert``, record-index lookups, scans after upserts, and the memory of an upsert.
+
+    python bench/keyed.py                  # the issue's sizes: 1M rows into 10M (about 15 min on 2 cores)
+    python bench/keyed.py --scale 0.1      # 100k into 1M
+    python bench/keyed.py --only upsert,lookup
+
+Prints each measurement with its anchor and the ratio (cdkds / anchor: below 1 is
+faster) and writes bench/results-keyed.json. Not part of the test suite.
+pip install '.[bench]' brings delta-rs and pyiceberg; a missing anchor is reported, not faked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pyarrow as pa
+
+from cdkds.catalog import DatasetDescriptor, DatasetRepository
+
+RESULTS: list[dict[str, Any]] = []
+SCHEMA = {"type": "record", "name": "User", "fields": [
+    {"name": "tenant", "type": "string"}, {"name": "userId", "type": "long"},
+    {"name": "email", "type": "string"}, {"name": "score", "type": "long"},
+    {"name": "updatedAt", "type": {"type": "long", "logicalType": "timestamp-millis"}}]}
+TENANTS = np.array(["nz", "au", "us", "de", "fr", "jp", "br", "in"])
+START_MS = 1_767_225_600_000  # 2026-01-01
+
+
+def users(ids: np.ndarray, version: int, seed: int) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    n = len(ids)
+    return pa.table({
+        "tenant": pa.array(TENANTS[ids % len(TENANTS)]),
+        "userId": pa.array(ids.astype(np.int64)),
+        "email": pa.array(np.char.add(np.char.add("u", ids.astype(str)), f"@v{version}.example")),
+        "score": pa.array(rng.integers(0, 1_000_000, n)),
+        "updatedAt": pa.array(np.full(n, START_MS + version * 1000), pa.timestamp("ms", tz="UTC")),
+    })
+
+
+def record(what: str, cdkds: float | None, anchor: float | None, anchor_name: str, unit: str = "s", **extra: Any):
+    ratio = cdkds / anchor if cdkds is not None and anchor else None
+    RESULTS.append({"what": what, "cdkds": cdkds, "anchor": anchor, "anchor_name": anchor_name, "unit": unit,
+                    "ratio": ratio, **extra})
+    c = f"{cdkds:.4g} {unit}" if cdkds is not None else "-"
+    a = f"{anchor:.4g} {unit}" if anchor is not None else "-"
+    r = f"{ratio:.2f}x" if ratio is not None else "-"
+    print(f"{what:58} cdkds {c:12} | {anchor_name:22} {a:12} | {r}", flush=True)
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    start = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - start, result
+
+
+def keyed_dataset(root: str, name: str, buckets: int) -> Any:
+    repo = DatasetRepository(f"file://{root}")
+    return repo.create(name, DatasetDescriptor(SCHEMA, record_key=["tenant", "userId"], ordering_field="updatedAt",
+                                               partition_strategy="identity(tenant)",
+                                               properties={"index.buckets": str(buckets)}))
+
+
+def load(ds: Any, rows: int, chunk: int = 2_000_000) -> None:
+    for start in range(0, rows, chunk):
+        ds.insert(users(np.arange(start, min(rows, start + chunk)), 0, start))
+
+
+def changes(base: int, n: int, seed: int = 1) -> pa.Table:
+    """Half updates of existing keys, half new keys."""
+    rng = np.random.default_rng(seed)
+    updates = rng.choice(base, n // 2, replace=False)
+    inserts = np.arange(base, base + n - n // 2)
+    return users(np.concatenate([updates, inserts]), 1, seed)
+
+
+# ---------------------------------------------------------------- upserts
+
+def bench_upsert(root: str, base: int, n: int, buckets: int) -> None:
+    ds = keyed_dataset(root, "users", buckets)
+    seconds, _ = timed(lambda: load(ds, base))
+    print(f"(setup: inserted {base:,} rows into cdkds in {seconds:.1f} s)")
+    source = changes(base, n)
+    ours, result = timed(lambda: ds.upsert(source))
+    assert (result.inserted, result.updated) == (n - n // 2, n // 2), result
+    delta = delta_merge(root, base, source)
+    record(f"upsert {n:,} rows (half updates) into {base:,}", ours, delta, "delta-rs merge")
+    iceberg = iceberg_upsert(root, base, source)
+    record(f"upsert {n:,} rows into {base:,}", ours, iceberg, "pyiceberg upsert",
+           note=None if iceberg is not None else "pyiceberg missing, or did not finish within 10 minutes")
+
+
+def delta_merge(root: str, base: int, source: pa.Table) -> float | None:
+    try:
+        from deltalake import DeltaTable, write_deltalake
+    except ImportError:
+        return None
+    path = f"{root}/delta-users"
+    for start in range(0, base, 2_000_000):
+        write_deltalake(path, users(np.arange(start, min(base, start + 2_000_000)), 0, start), mode="append",
+                        partition_by=["tenant"])
+    seconds, _ = timed(lambda: DeltaTable(path).merge(
+        source, predicate="t.tenant = s.tenant AND t.userId = s.userId", source_alias="s", target_alias="t")
+        .when_matched_update_all().when_not_matched_insert_all().execute())
+    return seconds
+
+
+ICEBERG = """
+import sys, time, numpy as np, pyarrow as pa, pyarrow.parquet as pq
+from pyiceberg.catalog.sql import SqlCatalog
+root, source = sys.argv[1], pq.read_table(sys.argv[2])
+catalog = SqlCatalog("bench", uri=f"sqlite:///{root}/iceberg.db", warehouse=f"file://{root}/iceberg")
+catalog.create_namespace("b")
+base = pq.read_table(sys.argv[3])
+from pyiceberg.schema import Schema
+table = catalog.create_table("b.users", schema=base.schema)
+table.append(base)
+table = catalog.load_table("b.users")
+start = time.perf_counter()
+table.upsert(source, join_cols=["tenant", "userId"])
+print("SECONDS", time.perf_counter() - start)
+"""
+
+
+def iceberg_upsert(root: str, base: int, source: pa.Table) -> float | None:
+    try:
+        import pyiceberg  # noqa: F401
+    except ImportError:
+        return None
+    import pyarrow.parquet as pq
+
+    folder = Path(root) / "iceberg-run"
+    folder.mkdir()
+    pq.write_table(source, folder / "source.parquet")
+    pq.write_table(users(np.arange(base), 0, 0), folder / "base.parquet")
+    script = folder / "upsert.py"
+    script.write_text(ICEBERG)
+    try:
+        done = subprocess.run([sys.executable, str(script), str(folder), str(folder / "source.parquet"),
+                               str(folder / "base.parquet")], capture_output=True, text=True, timeout=600)
+    except subprocess.TimeoutExpired:
+        return None
+    line = next((l for l in done.stdout.splitlines() if l.startswith("SECONDS")), None)
+    if line is None:
+        print(f"(pyiceberg failed: {done.stderr[-500:]})")
+        return None
+    return float(line.split()[1])
+
+
+# ---------------------------------------------------------------- lookups
+
+def bench_lookup(root: str, base: int, lookups: int, buckets: int) -> None:
+    ds = keyed_dataset(root, "lookups", buckets)
+    load(ds, base)
+    ds.upsert(changes(base, max(1, base // 10)))  # a delta per bucket on top of the bases
+    rng = np.random.default_rng(7)
+    ids = rng.choice(base, lookups, replace=False)
+    keys = pa.table({"tenant": TENANTS[ids % len(TENANTS)], "userId": ids.astype(np.int64)})
+    seconds, found = timed(lambda: ds.get_many(keys))
+    assert found.num_rows == lookups
+    record(f"get_many {lookups:,} random keys of {base:,}", seconds, 1.0, "target", note="target <= 1 s")
+    times = []
+    for i in ids[:100]:
+        t, row = timed(lambda: ds.get((TENANTS[i % len(TENANTS)], int(i))))
+        assert row is not None
+        times.append(t * 1000)
+    record("get(key), median of 100, file://", statistics.median(times), 20.0, "target", unit="ms",
+           note="target < 20 ms")
+    size = sum(f.size for f in ds.snapshot.index.values())
+    record(f"index bytes per key ({len(ds.snapshot.index)} files)", size / ds.snapshot.row_count, 48.0, "target",
+           unit="B", note="Hudi's record index: 48 bytes per key")
+
+
+# ---------------------------------------------------------------- scans
+
+def bench_scan(root: str, rows: int, buckets: int) -> None:
+    ds = keyed_dataset(root, "scan", buckets)
+    load(ds, rows)
+    for round_ in range(10):
+        rng = np.random.default_rng(100 + round_)
+        ds.upsert(users(rng.choice(rows, rows // 10, replace=False), round_ + 1, round_))
+    best_upserted = min(timed(lambda: ds.to_table().num_rows)[0] for _ in range(3))
+    ds.compact()
+    best_compacted = min(timed(lambda: ds.to_table().num_rows)[0] for _ in range(3))
+    record(f"full scan of {rows:,} rows after ten 10% upserts", best_upserted, best_compacted, "same rows compacted",
+           note="target <= 1.2x")
+
+
+# ---------------------------------------------------------------- memory
+
+MEMORY = """
+import resource, sys, numpy as np
+sys.path.insert(0, sys.argv[3])
+from keyed import changes, keyed_dataset, load
+root, base = sys.argv[1], int(sys.argv[2])
+ds = keyed_dataset(root, "memory", 64)
+load(ds, base)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+import gc; gc.collect()
+ds.upsert(changes(base, 100_000))
+print("RSS", before, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def bench_memory(root: str, sizes: list[int]) -> None:
+    script = Path(root) / "memory.py"
+    script.write_text(MEMORY)
+    for size in sizes:
+        folder = tempfile.mkdtemp(dir=root)
+        done = subprocess.run([sys.executable, str(script), folder, str(size), str(Path(__file__).parent)],
+                              capture_output=True, text=True, timeout=3600)
+        line = next(l for l in done.stdout.splitlines() if l.startswith("RSS"))
+        before, after = (int(x) / 1024 for x in line.split()[1:])
+        record(f"peak RSS of a 100k-row upsert into {size:,} rows", after, before, "peak RSS after loading",
+               unit="MiB", note="the upsert's peak should not grow with the dataset")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--buckets", type=int, default=64)
+    parser.add_argument("--only", default="upsert,lookup,scan,memory")
+    args = parser.parse_args()
+    only = set(args.only.split(","))
+    base, n, lookups = int(10_000_000 * args.scale), int(1_000_000 * args.scale), int(100_000 * min(1.0, args.scale * 10))
+    with tempfile.TemporaryDirectory(prefix="cdkds-bench-keyed-") as root:
+        print(f"scale {args.scale}: {base:,} rows, upserts of {n:,}, {lookups:,} lookups; {os.cpu_count()} cores")
+        if "upsert" in only:
+            bench_upsert(root, base, n, args.buckets)
+        if "lookup" in only:
+            bench_lookup(root, base, lookups, args.buckets)
+        if "scan" in only:
+            bench_scan(root, max(100_000, base // 10), args.buckets)
+        if "memory" in only:
+            bench_memory(root, [max(100_000, base // 10), max(400_000, base // 2)])
+    out = Path(__file__).with_name("results-keyed.json")
+    out.write_text(json.dumps({"scale": args.scale, "results": RESULTS}, indent=1, default=str))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
