@@ -16,7 +16,6 @@ from typing import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from cdkds.catalog.errors import CdkdsError, DataFileError, ExpressionError
 from cdkds.catalog.expressions import (

@@ -10,11 +10,10 @@ entries by hash, so a lookup reads only the row groups whose hash range may hold
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import CdkdsError, InvalidKeyError
@@ -174,7 +173,3 @@ def _first_uncastable(column: pa.ChunkedArray | pa.Array, target: pa.DataType) -
             return value
     return None
 
-
-def distinct_rows(table: pa.Table, names: Iterable[str]) -> int:
-    """How many distinct combinations of ``names`` the table holds."""
-    return table.group_by(list(names)).aggregate([]).num_rows

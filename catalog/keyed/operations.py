@@ -238,7 +238,7 @@ def prepare(dataset: "Dataset", operation: str, rows: Any, buckets: frozenset[in
         key.check(table)
     change = KeyedChange(operation, snapshot.version)
     if table.num_rows == 0:
-        change.keys = key.schema.empty_table()
+        change.keys = key.schema.append(pa.field("_hash", pa.uint64())).empty_table()
         return change
     if operation == "update" and ordering is not None and ordering not in table.schema.names:
         keep = reduce_write(table.select(list(key.names)), key, None, "update")  # no order to reconcile by
@@ -422,10 +422,10 @@ def _merge_update(dataset: "Dataset", snapshot: "Snapshot", table: pa.Table, mas
     merged = pa.Table.from_arrays(columns, schema=schema)
     conform = batch_conformer(snapshot.descriptor.schema)
     try:
-        checked = [conform(b) for b in merged.filter(pa.array(stored.live)).to_batches()]
+        for batch in merged.filter(pa.array(stored.live)).to_batches():
+            conform(batch)  # the merged rows must be valid rows (required fields, value rules)
     except SchemaMismatchError as e:
         raise InvalidRecordError(f"dataset {dataset.name!r}: update: {e}") from None
-    del checked
     return merged
 
 

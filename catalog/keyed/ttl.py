@@ -120,6 +120,11 @@ def _micros(column: pa.Array | pa.ChunkedArray) -> pa.Array:
     return column.cast(pa.timestamp("us", tz=column.type.tz)).cast(pa.int64())
 
 
-def files_timestamps(files: Mapping[str, "AddFile"], paths: pa.Array) -> np.ndarray:
+def files_timestamps(files: Mapping[str, "AddFile"], paths: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """The commit time (ms) of each entry's file (0 for a file not live)."""
-    return np.array([files[p].timestamp if p in files else 0 for p in paths.to_pylist()], dtype=np.int64)
+    from cdkds.catalog.keyed.index import by_file
+
+    out = np.zeros(len(paths), dtype=np.int64)
+    for path, rows in by_file(paths):
+        out[rows] = files[path].timestamp if path in files else 0
+    return out

@@ -273,3 +273,21 @@ def test_rebuilding_the_log_of_a_keyed_dataset_says_what_is_lost(repo, tmp_path)
     assert rebuilt.snapshot.row_count == 6  # the replaced row is live again, as the warning says
     with pytest.raises(InvalidKeyError, match=r"'userId': 1\}"):
         rebuilt.rebuild_index()
+
+
+def test_changes_of_several_tasks_commit_once(users):
+    """What Spark's clustered path does: one change per task (some empty), one commit."""
+    users.upsert([user("nz", i, 1) for i in range(8)])
+    key = operations.RecordKey.of(users.descriptor, "users")
+    key_buckets = {i: int(key.buckets(key.hashes(key.keys([("nz", i)])), 4)[0]) for i in range(8)}
+    by_bucket: dict = {}
+    for i, b in key_buckets.items():
+        by_bucket.setdefault(b, []).append(user("nz", i, 2, "new"))
+    changes = [operations.prepare(users, "upsert", rows, buckets=frozenset({b})) for b, rows in by_bucket.items()]
+    changes.append(operations.prepare(users, "upsert", []))
+    result = operations.commit(users, changes)
+    assert (result.updated, result.revision) == (8, users.version)
+    assert {v[0] for v in state(users).values()} == {"new"}
+    with pytest.raises(CdkdsError, match="is not in the buckets this change owns"):
+        other = next(b for b in range(4) if b != key_buckets[0])
+        operations.prepare(users, "upsert", [user("nz", 0, 3)], buckets=frozenset({other}))
