@@ -291,3 +291,27 @@ def test_changes_of_several_tasks_commit_once(users):
     with pytest.raises(CdkdsError, match="is not in the buckets this change owns"):
         other = next(b for b in range(4) if b != key_buckets[0])
         operations.prepare(users, "upsert", [user("nz", 0, 3)], buckets=frozenset({other}))
+
+
+def test_upserts_racing_compaction_and_deletes(users):
+    users.upsert([user("nz", i, 1, score=i) for i in range(10)])
+    users.upsert([user("nz", i, 2, "second", score=i) for i in range(0, 10, 2)])
+    # compaction lands while an upsert of a moved key is planned: the upsert conflicts, re-plans, wins
+    stale = users.repository.load("users")
+    change = operations.prepare(stale, "upsert", [user("nz", 4, 3, "racer")])
+    users.compact()
+    with pytest.raises(CommitConflictError):
+        operations.commit(stale, [change])
+    stale.refresh()
+    assert stale.upsert([user("nz", 4, 3, "racer")]).updated == 1
+    # an upsert lands a row a planned delete-by-predicate would match: the delete conflicts
+    deleting = users.repository.load("users")
+    from cdkds.catalog.delete import plan_delete
+    plan = plan_delete("users", deleting.snapshot, "score >= 8")
+    users.refresh().upsert([user("nz", 9, 9, "late", score=9)])
+    from cdkds.catalog.delete import row_deletes
+    with pytest.raises(CommitConflictError):
+        deleting._commit("delete", row_deletes(deleting.store, deleting.snapshot, plan, 0), rule=plan.rule)
+    deleting.refresh().delete("score >= 8")
+    s = state(deleting)
+    assert sorted(k[1] for k in s) == list(range(8)) and s[("nz", 4)][0] == "racer"
