@@ -84,8 +84,12 @@ class KeyedChange:
 
 # ---------------------------------------------------------------- input
 
-def _tables(rows: Any) -> Iterable[pa.Table | list]:
+def _tables(rows: Any, dataset: str, what: str) -> Iterable[pa.Table | list]:
     """Arrow tables and lists of dicts from any accepted input."""
+    if rows is None or isinstance(rows, (str, bytes)) or not isinstance(rows, (pa.Table, pa.RecordBatch, Mapping,
+                                                                                  Iterable)):
+        raise InvalidRecordError(f"dataset {dataset!r}: the {what} takes dicts, an Arrow table or batch, or an "
+                                 f"iterable of them; got {type(rows).__name__}: {rows!r:.100}")
     if isinstance(rows, (pa.Table, pa.RecordBatch)):
         yield pa.Table.from_batches([rows]) if isinstance(rows, pa.RecordBatch) else rows
         return
@@ -113,7 +117,7 @@ def full_rows(dataset: "Dataset", rows: Any, what: str) -> pa.Table:
     conform = batch_conformer(descriptor.schema)
     parts = []
     try:
-        for part in _tables(rows):
+        for part in _tables(rows, dataset.name, what):
             if isinstance(part, list):
                 checked = []
                 for i, record in enumerate(part):
@@ -124,6 +128,8 @@ def full_rows(dataset: "Dataset", rows: Any, what: str) -> pa.Table:
                 parts.append(pa.Table.from_pylist(checked, schema=schema))
             else:
                 parts.extend(pa.Table.from_batches([conform(b)], schema=schema) for b in part.to_batches())
+    except InvalidRecordError:
+        raise
     except SchemaMismatchError as e:
         raise InvalidRecordError(f"dataset {dataset.name!r}: {e}") from None
     except TypeError as e:
@@ -138,7 +144,7 @@ def partial_rows(dataset: "Dataset", rows: Any) -> tuple[pa.Table, dict[str, np.
     schema = descriptor.arrow_schema
     parts, masks = [], defaultdict(list)
     names: dict[str, None] = {}
-    for part in _tables(rows):
+    for part in _tables(rows, dataset.name, "update"):
         if isinstance(part, list):
             for i, record in enumerate(part):
                 if not isinstance(record, Mapping):
@@ -203,6 +209,9 @@ def delete_keys_table(dataset: "Dataset", key: RecordKey, keys: Any) -> pa.Table
                          pa.Table.from_batches([keys]).drop_columns([ordering]))
         return table.append_column(ordering, order)
     if not isinstance(keys, (pa.Table, pa.RecordBatch)):
+        if keys is None or isinstance(keys, (str, bytes)) or not isinstance(keys, (Mapping, Iterable)):
+            raise InvalidKeyError(f"dataset {dataset.name!r}: delete_keys takes dicts, tuples, values or an Arrow table "
+                                  f"of keys; got {type(keys).__name__}: {keys!r:.100}")
         keys = [keys] if isinstance(keys, Mapping) else list(keys)
         if ordering and keys and all(isinstance(k, Mapping) for k in keys) and any(ordering in k for k in keys):
             orders = [k.get(ordering) for k in keys]
@@ -529,7 +538,7 @@ def result_info(result: UpsertResult) -> dict:
 def run(dataset: "Dataset", operation: str, rows: Any) -> UpsertResult:
     """Prepare and commit a keyed write, re-planning on the new snapshot when a concurrent
     commit wrote the same keys (bounded, with exponential backoff and jitter)."""
-    if not isinstance(rows, (pa.Table, pa.RecordBatch, Mapping, list, tuple)):
+    if isinstance(rows, Iterable) and not isinstance(rows, (pa.Table, pa.RecordBatch, Mapping, list, tuple, str, bytes)):
         rows = list(rows)  # an iterator is read once; a retry needs the rows again
     for attempt in range(MAX_ATTEMPTS):
         change = prepare(dataset, operation, rows)

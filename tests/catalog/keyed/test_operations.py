@@ -315,3 +315,10 @@ def test_upserts_racing_compaction_and_deletes(users):
     deleting.refresh().delete("score >= 8")
     s = state(deleting)
     assert sorted(k[1] for k in s) == list(range(8)) and s[("nz", 4)][0] == "racer"
+
+
+@pytest.mark.parametrize("call", [lambda d: d.upsert(None), lambda d: d.upsert(5), lambda d: d.update(None),
+                                  lambda d: d.delete_keys(None), lambda d: d.insert("rows")])
+def test_input_of_the_wrong_kind_is_refused_clearly(users, call):
+    with pytest.raises((InvalidRecordError, InvalidKeyError), match="dataset 'users': "):
+        call(users)
