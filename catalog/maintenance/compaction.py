@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 from cdkds.catalog.log.actions import AddFile
 from cdkds.catalog.errors import CdkdsError
-from cdkds.catalog.expressions import ALWAYS_TRUE, Expression, as_expression, bind, evaluate
+from cdkds.catalog.expressions import ALWAYS_TRUE, Expression, as_expression, bind, evaluate, not_
+from cdkds.catalog.expressions.pruning import FileFilter
 from cdkds.catalog.keyed.ttl import TimeToLive
 from cdkds.catalog.log.commit import clock
 from cdkds.catalog.scan import file_task, read_task
@@ -16,6 +17,7 @@ from cdkds.catalog.writer import DEFAULT_TARGET_FILE_SIZE, RewriteFiles, check_t
 
 if TYPE_CHECKING:
     from cdkds.catalog.dataset import Dataset
+    from cdkds.catalog.log.snapshot import Snapshot
 
 SMALL_FILE_FRACTION = 0.75  # files under this share of the target are worth merging
 
@@ -32,9 +34,10 @@ class CompactionPlan:
 def plan_compaction(dataset: "Dataset", target_file_size: int = DEFAULT_TARGET_FILE_SIZE,
                     where: Expression | str | None = None) -> CompactionPlan:
     """Per partition, bin-pack small files into groups of about the target size; a group of
-    one file is rewritten only when tombstones apply to it."""
+    one file is rewritten only when rows of it are deleted or expired."""
     check_target_file_size(dataset.name, target_file_size)
     snapshot = dataset.snapshot
+    now = clock()
     descriptor = snapshot.descriptor
     strategy = descriptor.partition_strategy
     partitions: Expression = ALWAYS_TRUE
@@ -45,7 +48,7 @@ def plan_compaction(dataset: "Dataset", target_file_size: int = DEFAULT_TARGET_F
     by_partition: dict[tuple, list[AddFile]] = defaultdict(list)
     for f in snapshot.files.values():
         if partitions is ALWAYS_TRUE or evaluate(partitions, f.partition) is True:
-            if f.size < target_file_size * SMALL_FILE_FRACTION or _has_deletes(snapshot, f):
+            if f.size < target_file_size * SMALL_FILE_FRACTION or _has_deletes(snapshot, f, now):
                 by_partition[tuple(sorted(f.partition.items(), key=lambda kv: kv[0]))].append(f)
     groups = []
     for files in by_partition.values():
@@ -60,7 +63,7 @@ def plan_compaction(dataset: "Dataset", target_file_size: int = DEFAULT_TARGET_F
             size += f.size
         if group:
             groups.append(tuple(group))
-    worth = tuple(g for g in groups if len(g) > 1 or _has_deletes(snapshot, g[0]))
+    worth = tuple(g for g in groups if len(g) > 1 or _has_deletes(snapshot, g[0], now))
     return CompactionPlan(worth)
 
 
@@ -84,6 +87,13 @@ def compact(dataset: "Dataset", target_file_size: int = DEFAULT_TARGET_FILE_SIZE
     return dataset.version
 
 
-def _has_deletes(snapshot, f: AddFile) -> bool:
-    """Whether rewriting ``f`` alone drops rows: tombstones, deletion vectors or TTL apply."""
-    return bool(f.deletes or snapshot.tombstones_for(f) or TimeToLive.of(snapshot.descriptor) is not None)
+def _has_deletes(snapshot: "Snapshot", f: AddFile, now_ms: int) -> bool:
+    """Whether rewriting ``f`` alone drops rows: tombstones or deletion vectors apply, or
+    its statistics say some of its rows may have expired (TTL)."""
+    if f.deletes or snapshot.tombstones_for(f):
+        return True
+    ttl = TimeToLive.of(snapshot.descriptor)
+    if ttl is None:
+        return False
+    expired = bind(not_(ttl.visible(now_ms, f)), snapshot.descriptor.fields)
+    return FileFilter.of(expired, snapshot.descriptor).may_match(f)

@@ -22,12 +22,14 @@ EPOCH_MS = int(EPOCH.timestamp() * 1000)
 @pytest.fixture
 def clock(monkeypatch):
     now = {"ms": EPOCH_MS}
+    import importlib
+    import sys
+
     monkeypatch.setattr(log_commit, "clock", lambda: now["ms"])
-    import cdkds.catalog.keyed.operations as ops
-    import cdkds.catalog.scan as scan
-    import cdkds.catalog.dataset as dataset
-    for module in (ops, scan, dataset):
-        monkeypatch.setattr(module, "clock", lambda: now["ms"], raising=False)
+    for name in ("cdkds.catalog.keyed.operations", "cdkds.catalog.keyed.compaction", "cdkds.catalog.scan",
+                 "cdkds.catalog.dataset", "cdkds.catalog.maintenance.compaction"):
+        module = sys.modules.get(name) or importlib.import_module(name)
+        monkeypatch.setattr(module, "clock", lambda: now["ms"])
     return now
 
 
@@ -97,3 +99,13 @@ def test_scans_and_the_index_agree_on_what_expired(kind, ttl_ms, with_field, row
     visible = filter_batch(batch, bind(ttl.visible(now), descriptor.fields)).column("k").to_pylist()
     alive = ttl.alive(ttl.expiry(batch), np.zeros(len(rows), np.int64), now)
     assert visible == [k for k, a in zip(columns["k"], alive) if a]
+
+
+def test_compaction_rewrites_only_files_that_may_hold_expired_rows(repo, clock):
+    ds = repo.create("users", users_descriptor(ttl="1 day"))
+    ds.upsert([user("nz", 1, 0)])
+    ds.compact()
+    version = ds.version
+    assert ds.compact() is None and ds.version == version  # nothing expired: nothing to rewrite
+    clock["ms"] = EPOCH_MS + 2 * DAY_MS
+    assert ds.compact() is not None and ds.snapshot.row_count == 0
