@@ -141,15 +141,8 @@ def read_task(store: ObjectStore, descriptor: DatasetDescriptor, predicate: Expr
             batch = filter_batch(drop_matching(batch, task.tombstones), predicate)
             if batch.num_rows:
                 yield batch.select(output) if batch.schema.names != output else batch
-    except FileNotFoundError:
-        raise DataFileError(f"data file {where} (added at revision {task.file.revision}) is missing") from None
-    except DataFileError as e:
-        raise DataFileError(f"{e} (added at revision {task.file.revision})") from None
-    except CdkdsError:
-        raise
-    except (pa.ArrowException, OSError, ValueError, EOFError) as e:
-        raise DataFileError(f"data file {where} (added at revision {task.file.revision}) is damaged: "
-                            f"{type(e).__name__}: {e}") from None
+    except Exception as e:  # noqa: BLE001 - named, or passed on, by reading_error
+        raise reading_error(e, where, task.file) from None
 
 
 def read_rows(store: ObjectStore, descriptor: DatasetDescriptor, file: AddFile, positions: np.ndarray,
@@ -173,14 +166,22 @@ def read_rows(store: ObjectStore, descriptor: DatasetDescriptor, file: AddFile, 
                 taken = batch.take(pa.array(wanted - start))
                 pieces.append(pa.RecordBatch.from_arrays(
                     [*(taken.column(c) for c in dict.fromkeys(columns)), pa.array(wanted)], schema=out_schema))
-    except FileNotFoundError:
-        raise DataFileError(f"data file {where} (added at revision {file.revision}) is missing") from None
-    except CdkdsError:
-        raise
-    except (pa.ArrowException, OSError, ValueError, EOFError) as e:
-        raise DataFileError(f"data file {where} (added at revision {file.revision}) is damaged: "
-                            f"{type(e).__name__}: {e}") from None
+    except Exception as e:  # noqa: BLE001 - named, or passed on, by reading_error
+        raise reading_error(e, where, file) from None
     table = pa.Table.from_batches(pieces, schema=out_schema)
     if table.num_rows != len(positions):
         raise DataFileError(f"data file {where} has {file.row_count} rows; positions beyond it were asked for")
     return table
+
+
+def reading_error(error: Exception, where: str, file: AddFile) -> Exception:
+    """What a failed read of data ``file`` raises: a :class:`DataFileError` naming the file
+    and the revision that added it; other cdkds errors and foreign ones pass unchanged."""
+    added = f"added at revision {file.revision}"
+    if isinstance(error, FileNotFoundError):
+        return DataFileError(f"data file {where} ({added}) is missing")
+    if isinstance(error, DataFileError):
+        return DataFileError(f"{error} ({added})")
+    if isinstance(error, CdkdsError) or not isinstance(error, (pa.ArrowException, OSError, ValueError, EOFError)):
+        return error
+    return DataFileError(f"data file {where} ({added}) is damaged: {type(error).__name__}: {error}")

@@ -88,27 +88,13 @@ class ParquetFormat:
     def read(self, fs: Any, path: str, schema: pa.Schema, batch_rows: int = DEFAULT_BATCH_ROWS,
              size: int | None = None) -> Iterator[pa.RecordBatch]:
         with fs.open(path, "rb", **({"size": size} if size is not None else {})) as f:
-            try:
-                parquet = pq.ParquetFile(f)
-            except FileNotFoundError:
-                raise
-            except (pa.ArrowInvalid, OSError) as e:
-                raise DataFileError(f"data file {path} is not a readable Parquet file: {e}") from None
-            present = set(parquet.schema_arrow.names)
-            columns = [name for name in schema.names if name in present]
+            parquet, columns = _open(f, path, schema)
             yield from parquet.iter_batches(batch_size=batch_rows, columns=columns)
 
     def read_at(self, fs: Any, path: str, schema: pa.Schema, positions: np.ndarray,
                 size: int | None = None) -> Iterator[tuple[int, pa.RecordBatch]]:
         with fs.open(path, "rb", **({"size": size} if size is not None else {})) as f:
-            try:
-                parquet = pq.ParquetFile(f)
-            except FileNotFoundError:
-                raise
-            except (pa.ArrowInvalid, OSError) as e:
-                raise DataFileError(f"data file {path} is not a readable Parquet file: {e}") from None
-            present = set(parquet.schema_arrow.names)
-            columns = [name for name in schema.names if name in present]
+            parquet, columns = _open(f, path, schema)
             start = 0
             for group in range(parquet.num_row_groups):
                 rows = parquet.metadata.row_group(group).num_rows
@@ -124,6 +110,18 @@ class ParquetFormat:
         with fs.open(path, "rb") as f:
             raw = pq.read_metadata(f).metadata or {}
         return {k.decode(): v.decode() for k, v in raw.items() if k.startswith(b"cdkds.")}
+
+
+def _open(f: Any, path: str, schema: pa.Schema) -> tuple[pq.ParquetFile, list[str]]:
+    """The Parquet file behind ``f`` and the columns of ``schema`` it has."""
+    try:
+        parquet = pq.ParquetFile(f)
+    except FileNotFoundError:
+        raise
+    except (pa.ArrowInvalid, OSError) as e:
+        raise DataFileError(f"data file {path} is not a readable Parquet file: {e}") from None
+    present = set(parquet.schema_arrow.names)
+    return parquet, [name for name in schema.names if name in present]
 
 
 PARQUET = ParquetFormat()
