@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
-from cdkds.catalog.log.conflicts import ConflictRule
+from cdkds.catalog.log.conflicts import ConflictRule, Exclusive
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.expressions import Expression
 from cdkds.catalog.log.actions import Action, AddFile
@@ -18,7 +19,7 @@ from cdkds.catalog.storage import ObjectStore
 from cdkds.catalog import maintenance
 from cdkds.catalog.delete import plan_delete, row_deletes
 from cdkds.catalog.errors import CommitFailedError
-from cdkds.catalog.log.actions import DeleteRows
+from cdkds.catalog.log.actions import KEYED_PROTOCOL, AddIndex, DeleteRows, SetMetadata, SetProtocol
 from cdkds.catalog.log.commit import clock
 from cdkds.catalog.writer import DEFAULT_TARGET_FILE_SIZE, DatasetWriter, delete_files
 from cdkds.formats.files import DEFAULT_BATCH_ROWS
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from cdkds.catalog.keyed.operations import UpsertResult
     from cdkds.catalog.keyed.writer import KeyedWriter
     from cdkds.catalog.repository import DatasetRepository
+    from cdkds.catalog.schema_update import SchemaUpdate
 
 
 class Dataset:
@@ -189,6 +191,33 @@ class Dataset:
         from the start of the log, keeping every later revision readable. A time less than
         an hour ago needs ``force`` (no writer may be running on a revision it expires)."""
         return self.log.expire(older_than, force)
+
+    # ---------------------------------------------------------------- the descriptor
+
+    def alter(self) -> "SchemaUpdate":
+        """Schema changes committed together: ``alter().rename("a", "b").drop("c")
+        .add("d", "long", default=0).widen("e", "double").move("b", first=True).commit()``
+        (see :class:`cdkds.catalog.schema_update.SchemaUpdate`). No data file is rewritten."""
+        from cdkds.catalog.schema_update import SchemaUpdate
+        return SchemaUpdate(self)
+
+    def update_descriptor(self, descriptor: DatasetDescriptor, operation: str = "update_descriptor",
+                          info: Mapping[str, Any] | None = None) -> Snapshot:
+        """Commit ``descriptor`` as the dataset's new one, if the update rules allow it
+        (:meth:`DatasetDescriptor.evolve`). Setting a record key builds the record index
+        from the data files in the same commit."""
+        evolved = self.snapshot.evolve(descriptor, self.name)
+        actions: list[Action] = [SetMetadata(evolved)]
+        if evolved.record_key and not self.descriptor.record_key:
+            from cdkds.catalog.keyed.index import RecordIndex
+            view = dataclasses.replace(self.snapshot, descriptor=evolved)
+            index = RecordIndex(self.store, view, self.name).rebuild(clock())
+            actions = [SetProtocol(KEYED_PROTOCOL, KEYED_PROTOCOL), SetMetadata(evolved), *index]
+        try:
+            return self._commit(operation, actions, info, rule=Exclusive())
+        except CommitFailedError:
+            delete_files(self.store, [a.path for a in actions if isinstance(a, AddIndex)])
+            raise
 
     def checkpoint(self) -> None:
         """Write a checkpoint of the revision this dataset shows."""

@@ -7,6 +7,7 @@ properties. It round-trips to JSON and is versioned by the dataset's transaction
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -20,8 +21,9 @@ from cdkds.catalog.errors import (
 )
 from cdkds.catalog.keyed.properties import KeyedProperties
 from cdkds.catalog.partitioning import PartitionStrategy
-from cdkds.formats import schema as schemas
+from cdkds.formats import evolution, schema as schemas
 from cdkds.formats.files import file_format
+from cdkds.formats.projection import NameMapping, Projection
 from cdkds.formats.schema import FieldType
 
 DEFAULT_FORMAT = "parquet"
@@ -43,6 +45,7 @@ class DatasetDescriptor:
     record_key: tuple[str, ...]
     ordering_field: str | None
     properties: Mapping[str, str]
+    _ids_given: bool = field(repr=False)  # the schema came with field ids (from a log that has them)
 
     def __init__(self, schema: Any, partition_strategy: PartitionStrategy | str | list | None = None,
                  format: str = DEFAULT_FORMAT, compression: str | None = None,
@@ -50,7 +53,8 @@ class DatasetDescriptor:
                  properties: Mapping[str, str] | None = None):
         avro = schemas.load_schema(schema)
         set_ = object.__setattr__
-        set_(self, "_schema_json", json.dumps(avro, sort_keys=True))
+        set_(self, "_ids_given", schemas.has_ids(avro))
+        set_(self, "_schema_json", json.dumps(schemas.assign_ids(avro), sort_keys=True))
         set_(self, "partition_strategy", _strategy(partition_strategy))
         set_(self, "format", format)
         set_(self, "compression", compression if compression is not None else DEFAULT_COMPRESSION)
@@ -118,6 +122,15 @@ class DatasetDescriptor:
     @cached_property
     def defaults(self) -> Mapping[str, Any]:
         return MappingProxyType(schemas.field_defaults(json.loads(self._schema_json)))
+
+    @cached_property
+    def field_ids(self) -> Mapping[str, int]:
+        """Top-level field name -> field id."""
+        return MappingProxyType(schemas.field_ids(json.loads(self._schema_json)))
+
+    def projection(self, names: Iterable[str] | None = None) -> Projection:
+        """How to read fields ``names`` (default: all) out of the dataset's data files, by id."""
+        return Projection(json.loads(self._schema_json), list(self.fields) if names is None else list(names))
 
     def spark_schema_json(self) -> dict:
         """The schema as Spark's StructType JSON (``StructType.fromJson`` reads it)."""
@@ -189,36 +202,88 @@ class DatasetDescriptor:
 
     # ---------------------------------------------------------------- evolution
 
+    def renamed(self, renames: Mapping[str, str]) -> "DatasetDescriptor":
+        """This descriptor as it reads after top-level fields are renamed (old -> new name)
+        in its schema: partition sources (the partition names, hence paths, stay), record
+        key, ordering field and ``ttl.field`` follow. Only the names change."""
+        def name(n: str) -> str:
+            return renames.get(n, n)
+
+        strategy = self.partition_strategy
+        if strategy is not None:
+            strategy = PartitionStrategy(tuple(dataclasses.replace(f, source=name(f.source)) for f in strategy.functions))
+        props = dict(self.properties)
+        if "ttl.field" in props:
+            props["ttl.field"] = name(props["ttl.field"])
+        schema = self.schema
+        for f in schema["fields"]:
+            f["name"] = name(f["name"])
+        return DatasetDescriptor(schema, strategy, self.format, self.compression, [name(k) for k in self.record_key],
+                                 name(self.ordering_field) if self.ordering_field else None, props)
+
+    def check_drops(self, dropped: Iterable[str]) -> None:
+        """Raise :class:`IncompatibleDescriptorError` if a top-level field in ``dropped`` is
+        a record key field, the ordering field, ``ttl.field`` or a partition source."""
+        dropped = set(dropped)
+        strategy = self.partition_strategy.functions if self.partition_strategy else ()
+        for what, names in (("record key field", self.record_key), ("ordering field", [self.ordering_field]),
+                            ("ttl.field", [self.properties.get("ttl.field")]),
+                            ("partition source", [f.source for f in strategy])):
+            gone = [n for n in names if n in dropped]
+            if gone:
+                raise IncompatibleDescriptorError(f"field {gone[0]!r} is the dataset's {what} and cannot be dropped")
+
     def check_update(self, new: "DatasetDescriptor") -> None:
         """Raise :class:`IncompatibleDescriptorError` unless ``new`` may replace this
-        descriptor (Kite's rules: same format, partition strategy and record key; the new
-        schema must read data written with the old one)."""
+        descriptor (see :meth:`evolve`)."""
+        self.evolve(new)
+
+    def evolve(self, new: "DatasetDescriptor") -> "DatasetDescriptor":
+        """The descriptor to record when ``new`` replaces this one, or
+        :class:`IncompatibleDescriptorError` naming the field and both types.
+
+        Fields are matched by id when ``new``'s schema carries ids, by name otherwise
+        (:func:`cdkds.formats.evolution.align_ids`). The format stays; the partition
+        strategy, record key and ordering field stay, following renames (the recorded
+        strategy keeps the source types its partitions were made with: a hash bucket must
+        not move when its source widens); a key field keeps its type; no partition source,
+        key, ordering or ``ttl.field`` is dropped; every file written so far must read under
+        the new schema (:func:`cdkds.formats.evolution.read_problems`)."""
+        current = self.schema
+        if not self._ids_given and schemas.NAME_MAPPING not in current:
+            # ids were given on load, by position: files written so far carry none and are
+            # read by the names the fields have now, from this commit on through the mapping
+            current[schemas.NAME_MAPPING] = NameMapping.of_schema(current).to_json()
+        schema = evolution.align_ids(current, new.schema, new._ids_given)
+        renames = evolution.top_level_renames(current, schema)
+        self.check_drops([n for n in self.fields if n not in renames])
         if new.format != self.format:
             raise IncompatibleDescriptorError(f"the format cannot change ({self.format} -> {new.format})")
-        if new.partition_strategy != self.partition_strategy:
+        before = self.renamed(renames)
+        if new.partition_strategy != before.partition_strategy:
             raise IncompatibleDescriptorError(
-                f"the partition strategy cannot change ({_text(self.partition_strategy)} -> {_text(new.partition_strategy)})")
-        if self.record_key and new.record_key != self.record_key:  # setting one bootstraps the index
-            raise IncompatibleDescriptorError(f"the record key cannot change ({self.record_key} -> {new.record_key})")
-        if self.record_key and new.ordering_field != self.ordering_field:
+                f"the partition strategy cannot change ({_text(before.partition_strategy)} -> {_text(new.partition_strategy)})")
+        if self.record_key and new.record_key != before.record_key:  # setting one bootstraps the index
+            raise IncompatibleDescriptorError(f"the record key cannot change ({before.record_key} -> {new.record_key})")
+        if self.record_key and new.ordering_field != before.ordering_field:
             raise IncompatibleDescriptorError(f"the ordering field of a keyed dataset cannot change "
-                                              f"({self.ordering_field} -> {new.ordering_field})")
+                                              f"({before.ordering_field} -> {new.ordering_field})")
         if self.record_key and new.keyed.buckets != self.keyed.buckets:
             raise IncompatibleDescriptorError(f"property index.buckets is fixed once a dataset is keyed "
                                               f"({self.keyed.buckets} -> {new.keyed.buckets})")
-        problems = schemas.can_read(self.schema, new.schema)
+        old_types = {f["name"]: f["type"] for f in current["fields"]}
+        new_types = {f["name"]: f["type"] for f in schema["fields"]}
+        for key in self.record_key:
+            if old_types[key] != new_types[renames[key]]:
+                raise IncompatibleDescriptorError(
+                    f"record key field {renames[key]!r} cannot change its type ({evolution.type_text(old_types[key])} "
+                    f"-> {evolution.type_text(new_types[renames[key]])}): rows would move between keys")
+        problems = evolution.read_problems(current, schema)
         if problems:
             raise IncompatibleDescriptorError("the new schema cannot read existing data: " + "; ".join(problems))
+        return DatasetDescriptor(schema, before.partition_strategy, new.format, new.compression, new.record_key,
+                                 new.ordering_field, new.properties)
 
-    def evolve(self, new: "DatasetDescriptor") -> "DatasetDescriptor":
-        """The descriptor to record when ``new`` replaces this one: ``new`` (checked by
-        :meth:`check_update`) with this descriptor's partition strategy, which keeps the
-        source types the partitions were created with (a hash bucket must not move when
-        its source is promoted from int to long)."""
-        self.check_update(new)
-        if self.partition_strategy is None:
-            return new
-        return new.replace(partition_strategy=self.partition_strategy)
 
 
 def _text(strategy: PartitionStrategy | None) -> str:

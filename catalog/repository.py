@@ -214,15 +214,7 @@ class DatasetRepository:
         dataset = self.load(name)
         if not isinstance(descriptor, DatasetDescriptor):
             raise InvalidDescriptorError(f"dataset {name!r}: update takes a DatasetDescriptor, got {type(descriptor).__name__}")
-        evolved = dataset.snapshot.evolve(descriptor, name)
-        actions: list = [SetMetadata(evolved)]
-        if evolved.record_key and not dataset.descriptor.record_key:
-            actions = bootstrap_actions(dataset, evolved)
-        try:
-            dataset._commit("update_descriptor", actions, rule=Exclusive())
-        except CommitFailedError:
-            delete_files(dataset.store, [a.path for a in actions if isinstance(a, AddIndex)])
-            raise
+        dataset.update_descriptor(descriptor)
         return dataset
 
     def drop(self, name: str) -> bool:
@@ -250,14 +242,3 @@ class DatasetRepository:
             warnings.warn(IncompleteRebuildWarning(report), stacklevel=2)
         return Dataset(self, name, store, log, log.snapshot())
 
-
-def bootstrap_actions(dataset: Dataset, keyed: DatasetDescriptor) -> list:
-    """Setting a record key on a dataset with data: the new descriptor and an index built
-    from the data files (:class:`InvalidKeyError` naming some keys when they repeat)."""
-    from cdkds.catalog.keyed.index import RecordIndex
-    from cdkds.catalog.log.actions import KEYED_PROTOCOL, SetProtocol
-    from cdkds.catalog.log.commit import clock
-
-    view = dataclasses.replace(dataset.snapshot, descriptor=keyed)
-    index = RecordIndex(dataset.store, view, dataset.name).rebuild(clock())
-    return [SetProtocol(KEYED_PROTOCOL, KEYED_PROTOCOL), SetMetadata(keyed), *index]

@@ -3,8 +3,8 @@ the rows that match as Arrow batches.
 
 Planning binds the predicate to the schema, projects it through the partition functions
 (inclusive projection) and checks each file's statistics, so only files that may hold a
-match are opened. Reading streams each file's batches, reads them with the current
-schema (older files are conformed), drops the rows of newer tombstones and of the
+match are opened. Reading streams each file's batches, reads them with the schema of the
+snapshot (columns matched by field id: see :mod:`cdkds.formats.projection`), drops the rows of newer tombstones and of the
 file's deletion vectors, and the rows expired by TTL at the moment the scan was planned,
 and filters rows exactly.
 """
@@ -29,7 +29,7 @@ from cdkds.catalog.log.actions import AddFile
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.storage import ObjectStore
-from cdkds.formats.files import DEFAULT_BATCH_ROWS, conform, file_format
+from cdkds.formats.files import DEFAULT_BATCH_ROWS, file_format
 
 
 @dataclass(frozen=True)
@@ -114,24 +114,22 @@ def read_task(store: ObjectStore, descriptor: DatasetDescriptor, predicate: Expr
     """The rows of one file that survive its tombstones, deletion vectors and TTL and match
     ``predicate``, in ``columns`` (and, with ``positions``, an int64 ``_pos``: each row's
     position in the file)."""
-    schema = descriptor.arrow_schema
     if task.visible is ALWAYS_FALSE:
         return
     predicate = and_(predicate, task.visible)
     referenced = set(references(predicate)).union(*(references(t) for t in task.tombstones))
     needed = list(dict.fromkeys([*columns, *sorted(referenced)]))
     if not needed:
-        needed = [schema.names[0]]  # a file must be read to count its rows
-    read_schema = pa.schema([schema.field(n) for n in needed])
+        needed = [next(iter(descriptor.fields))]  # a file must be read to count its rows
+    projection = descriptor.projection(needed)
     output = [*columns, "_pos"] if positions else list(columns)
     fmt = file_format(descriptor.format)
     where = store.display(task.file.path)
     try:
         deleted = load_deletes(store, task.file.deletes)
         offset = 0
-        for batch in fmt.read(store.fs, store.path(task.file.path), read_schema, batch_rows, task.file.size):
+        for batch in fmt.read(store.fs, store.path(task.file.path), projection, batch_rows, task.file.size):
             start, offset = offset, offset + batch.num_rows
-            batch = conform(batch, read_schema, descriptor.defaults)
             if positions:
                 batch = batch.append_column("_pos", pa.array(np.arange(start, offset, dtype=np.int64)))
             if deleted is not None:
@@ -151,15 +149,14 @@ def read_rows(store: ObjectStore, descriptor: DatasetDescriptor, file: AddFile, 
     int64 ``_pos`` column, conformed to the current schema. Parquet files are read only in
     the row groups that hold them. Deletion vectors and TTL are not applied."""
     schema = descriptor.arrow_schema
-    read_schema = pa.schema([schema.field(n) for n in dict.fromkeys(columns)] or [schema.field(0)])
+    projection = descriptor.projection(list(dict.fromkeys(columns)) or [schema.names[0]])
     positions = np.asarray(positions, dtype=np.int64)
     out_schema = pa.schema([*(schema.field(c) for c in dict.fromkeys(columns)), pa.field("_pos", pa.int64())])
     where = store.display(file.path)
     pieces = []
     try:
         for start, batch in file_format(descriptor.format).read_at(
-                store.fs, store.path(file.path), read_schema, positions, file.size):
-            batch = conform(batch, read_schema, descriptor.defaults)
+                store.fs, store.path(file.path), projection, positions, file.size):
             lo, hi = np.searchsorted(positions, [start, start + batch.num_rows])
             if hi > lo:
                 wanted = positions[lo:hi]

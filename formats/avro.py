@@ -12,7 +12,8 @@ import pyarrow as pa
 from cdkds.formats.errors import DataFileError
 from cdkds.formats.files import DEFAULT_BATCH_ROWS, WrittenFile, stream_at
 from cdkds.formats.records import to_records
-from cdkds.formats.schema import arrow_field, type_kind
+from cdkds.formats.projection import Projection
+from cdkds.formats.schema import arrow_field, to_arrow, type_kind
 from cdkds.formats.statistics import StatisticsCollector
 
 _CODECS = {"snappy": "snappy", "deflate": "deflate", "zstd": "zstandard", "null": "null", "none": "null"}
@@ -67,11 +68,11 @@ class AvroFormat:
                     compression: str, metadata: Mapping[str, str]) -> AvroFileWriter:
         return AvroFileWriter(fs, path, avro_schema, arrow_schema, compression, metadata)
 
-    def read_at(self, fs: Any, path: str, schema: pa.Schema, positions: np.ndarray,
+    def read_at(self, fs: Any, path: str, projection: Projection, positions: np.ndarray,
                 size: int | None = None) -> Iterator[tuple[int, pa.RecordBatch]]:
-        return stream_at(self.read(fs, path, schema, size=size), positions)
+        return stream_at(self.read(fs, path, projection, size=size), positions)
 
-    def read(self, fs: Any, path: str, schema: pa.Schema, batch_rows: int = DEFAULT_BATCH_ROWS,
+    def read(self, fs: Any, path: str, projection: Projection, batch_rows: int = DEFAULT_BATCH_ROWS,
              size: int | None = None) -> Iterator[pa.RecordBatch]:
         with fs.open(path, "rb", **({"size": size} if size is not None else {})) as f:
             try:
@@ -80,10 +81,12 @@ class AvroFormat:
                 raise
             except Exception as e:  # fastavro raises ValueError, EOFError, its own types...
                 raise DataFileError(f"data file {path} is not a readable Avro file: {e}") from None
-            present = {fl["name"]: fl["type"] for fl in reader.writer_schema["fields"]}
-            wanted = pa.schema([_file_field(f, present[f.name]) for f in schema if f.name in present])
-            uuids = [f.name for f in wanted if type_kind(present[f.name]) == "uuid"]
-            names = wanted.names
+            writer = reader.writer_schema  # with the field ids it was written with
+            present = {fl["name"]: fl["type"] for fl in writer["fields"]}
+            resolved = projection.resolve(to_arrow(writer, ids=True), path)
+            names = resolved.read_columns
+            wanted = pa.schema([arrow_field(name, present[name]) for name in names])
+            uuids = [name for name in names if type_kind(present[name]) == "uuid"]
             rows: list[dict] = []
             for record in reader:
                 row = {name: record[name] for name in names}
@@ -92,20 +95,15 @@ class AvroFormat:
                         row[name] = str(row[name])
                 rows.append(row)
                 if len(rows) >= batch_rows:
-                    yield pa.RecordBatch.from_pylist(rows, schema=wanted)
+                    yield resolved.apply(pa.RecordBatch.from_pylist(rows, schema=wanted))
                     rows = []
             if rows:
-                yield pa.RecordBatch.from_pylist(rows, schema=wanted)
+                yield resolved.apply(pa.RecordBatch.from_pylist(rows, schema=wanted))
 
     def metadata(self, fs: Any, path: str) -> dict[str, str]:
         with fs.open(path, "rb") as f:
             meta = fastavro.reader(f).metadata
         return {k: v for k, v in meta.items() if k.startswith("cdkds.")}
-
-
-def _file_field(field: pa.Field, avro: Any) -> pa.Field:
-    """The Arrow field of a column as the file wrote it (its own type, before any promotion)."""
-    return arrow_field(field.name, avro)
 
 
 AVRO = AvroFormat()

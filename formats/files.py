@@ -10,13 +10,16 @@ can be rebuilt from the files alone.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Protocol
 
 import numpy as np
 import pyarrow as pa
 
-from cdkds.formats.errors import DataFileError, InvalidSchemaError
+from cdkds.formats.errors import InvalidSchemaError
 from cdkds.formats.statistics import ColumnStatistics
+
+if TYPE_CHECKING:
+    from cdkds.formats.projection import Projection
 
 DEFAULT_BATCH_ROWS = 65_536
 
@@ -65,13 +68,13 @@ class FileFormat(Protocol):
     def open_writer(self, fs: Any, path: str, avro_schema: dict, arrow_schema: pa.Schema,
                     compression: str, metadata: Mapping[str, str]) -> DataFileWriter: ...
 
-    def read(self, fs: Any, path: str, schema: pa.Schema, batch_rows: int = DEFAULT_BATCH_ROWS,
+    def read(self, fs: Any, path: str, projection: "Projection", batch_rows: int = DEFAULT_BATCH_ROWS,
              size: int | None = None) -> Iterator[pa.RecordBatch]:
-        """Batches with the columns of ``schema`` that the file has, in the file's own types.
-        A known ``size`` saves object stores a metadata request."""
+        """Batches of the projection's fields, read out of the file by field id (see
+        :mod:`cdkds.formats.projection`). A known ``size`` saves object stores a metadata request."""
         ...
 
-    def read_at(self, fs: Any, path: str, schema: pa.Schema, positions: np.ndarray,
+    def read_at(self, fs: Any, path: str, projection: "Projection", positions: np.ndarray,
                 size: int | None = None) -> Iterator[tuple[int, pa.RecordBatch]]:
         """``(first row position, batch)`` pairs covering at least the sorted ``positions``."""
         ...
@@ -102,26 +105,3 @@ def file_format(name: str) -> FileFormat:
         return formats[name]
     except KeyError:
         raise InvalidSchemaError(f"unknown file format {name!r}; choose one of {sorted(formats)}") from None
-
-
-def conform(batch: pa.RecordBatch, schema: pa.Schema, defaults: Mapping[str, Any]) -> pa.RecordBatch:
-    """A batch with exactly the fields of ``schema``: casts promoted columns, fills added ones.
-
-    This is how files written with an older schema are read with the current one.
-    """
-    if batch.schema.equals(schema):
-        return batch
-    columns = []
-    for f in schema:
-        index = batch.schema.get_field_index(f.name)
-        if index < 0:
-            columns.append(pa.array([defaults.get(f.name)] * batch.num_rows, type=f.type))
-            continue
-        column = batch.column(index)
-        if not column.type.equals(f.type):
-            try:
-                column = column.cast(f.type, safe=True)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-                raise DataFileError(f"column {f.name!r} of type {column.type} cannot be read as {f.type}: {e}") from None
-        columns.append(column)
-    return pa.RecordBatch.from_arrays(columns, schema=schema)

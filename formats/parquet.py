@@ -10,6 +10,8 @@ import pyarrow.parquet as pq
 
 from cdkds.formats.errors import DataFileError
 from cdkds.formats.files import DEFAULT_BATCH_ROWS, WrittenFile
+from cdkds.formats.projection import FileProjection, Projection
+from cdkds.formats.schema import to_arrow
 from cdkds.formats.statistics import StatisticsCollector
 
 ROW_GROUP_ROWS = 131_072
@@ -19,13 +21,14 @@ ROW_GROUP_BYTES = 64 * 1024 * 1024
 class ParquetFileWriter:
     """Buffers batches up to one row group, so small batches do not make tiny row groups."""
 
-    def __init__(self, fs: Any, path: str, schema: pa.Schema, compression: str, metadata: Mapping[str, str]):
+    def __init__(self, fs: Any, path: str, avro_schema: dict, schema: pa.Schema, compression: str,
+                 metadata: Mapping[str, str]):
         self.path = path
         self._fs = fs
         self._schema = schema
         self._stream = fs.open(path, "wb")
-        try:
-            self._writer = pq.ParquetWriter(self._stream, schema.with_metadata(dict(metadata)),
+        try:  # the file's schema carries the field ids: files are read by id
+            self._writer = pq.ParquetWriter(self._stream, to_arrow(avro_schema, ids=True).with_metadata(dict(metadata)),
                                             compression=compression)
         except BaseException:
             self._stream.close()
@@ -83,25 +86,27 @@ class ParquetFormat:
 
     def open_writer(self, fs: Any, path: str, avro_schema: dict, arrow_schema: pa.Schema,
                     compression: str, metadata: Mapping[str, str]) -> ParquetFileWriter:
-        return ParquetFileWriter(fs, path, arrow_schema, compression, metadata)
+        return ParquetFileWriter(fs, path, avro_schema, arrow_schema, compression, metadata)
 
-    def read(self, fs: Any, path: str, schema: pa.Schema, batch_rows: int = DEFAULT_BATCH_ROWS,
+    def read(self, fs: Any, path: str, projection: Projection, batch_rows: int = DEFAULT_BATCH_ROWS,
              size: int | None = None) -> Iterator[pa.RecordBatch]:
         with fs.open(path, "rb", **({"size": size} if size is not None else {})) as f:
-            parquet, columns = _open(f, path, schema)
-            yield from parquet.iter_batches(batch_size=batch_rows, columns=columns)
+            parquet, resolved = _open(f, path, projection)
+            for batch in parquet.iter_batches(batch_size=batch_rows, columns=resolved.read_columns):
+                yield resolved.apply(batch)
 
-    def read_at(self, fs: Any, path: str, schema: pa.Schema, positions: np.ndarray,
+    def read_at(self, fs: Any, path: str, projection: Projection, positions: np.ndarray,
                 size: int | None = None) -> Iterator[tuple[int, pa.RecordBatch]]:
         with fs.open(path, "rb", **({"size": size} if size is not None else {})) as f:
-            parquet, columns = _open(f, path, schema)
+            parquet, resolved = _open(f, path, projection)
+            columns = resolved.read_columns
             start = 0
             for group in range(parquet.num_row_groups):
                 rows = parquet.metadata.row_group(group).num_rows
                 lo, hi = np.searchsorted(positions, [start, start + rows])
                 if hi > lo:
                     for batch in parquet.read_row_group(group, columns=columns).to_batches():
-                        yield start, batch
+                        yield start, resolved.apply(batch)
                         start += batch.num_rows
                 else:
                     start += rows
@@ -112,16 +117,15 @@ class ParquetFormat:
         return {k.decode(): v.decode() for k, v in raw.items() if k.startswith(b"cdkds.")}
 
 
-def _open(f: Any, path: str, schema: pa.Schema) -> tuple[pq.ParquetFile, list[str]]:
-    """The Parquet file behind ``f`` and the columns of ``schema`` it has."""
+def _open(f: Any, path: str, projection: Projection) -> tuple[pq.ParquetFile, FileProjection]:
+    """The Parquet file behind ``f`` and how to read the projection's fields out of it."""
     try:
         parquet = pq.ParquetFile(f)
     except FileNotFoundError:
         raise
     except (pa.ArrowInvalid, OSError) as e:
         raise DataFileError(f"data file {path} is not a readable Parquet file: {e}") from None
-    present = set(parquet.schema_arrow.names)
-    return parquet, [name for name in schema.names if name in present]
+    return parquet, projection.resolve(parquet.schema_arrow, path)
 
 
 PARQUET = ParquetFormat()

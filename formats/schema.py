@@ -33,6 +33,12 @@ FLOAT_KINDS = {"float", "double"}
 INT_RANGES = {"int": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
 UUID_METADATA = {b"cdkds.logicalType": b"uuid"}
 
+FIELD_ID = "field-id"  # a record field's id, as Iceberg keeps it in Avro schemas
+LAST_FIELD_ID = "cdkds.last-field-id"  # on the top record: the largest id ever given
+NAME_MAPPING = "cdkds.name-mapping"  # on the top record: ids of files written before ids
+FORMER_NAMES = "cdkds.former-names"  # on a field: the names it had before renames
+PARQUET_FIELD_ID = b"PARQUET:field_id"
+
 
 @dataclass(frozen=True)
 class FieldType:
@@ -70,7 +76,91 @@ def load_schema(source: Any) -> dict:
     except Exception as e:  # fastavro raises several unrelated types
         raise InvalidSchemaError(f"invalid Avro schema: {e}") from None
     _check_supported(schema, schema.get("name", "record"))
+    _check_ids(schema)
     return schema
+
+
+def _check_ids(schema: dict) -> None:
+    seen: dict[int, str] = {}
+    for path, f in walk_fields(schema):
+        if FIELD_ID not in f:
+            continue
+        fid = f[FIELD_ID]
+        if isinstance(fid, bool) or not isinstance(fid, int) or fid < 1:
+            raise InvalidSchemaError(f"field {path!r}: {FIELD_ID} must be a positive integer, got {fid!r}")
+        if fid in seen:
+            raise InvalidSchemaError(f"fields {seen[fid]!r} and {path!r} have the same {FIELD_ID} {fid}")
+        seen[fid] = path
+    last = schema.get(LAST_FIELD_ID, 0)
+    if isinstance(last, bool) or not isinstance(last, int) or last < 0:
+        raise InvalidSchemaError(f"{LAST_FIELD_ID} must be a non-negative integer, got {last!r}")
+
+
+# ---------------------------------------------------------------- field ids
+
+def record_of(avro: AvroType) -> dict | None:
+    """The record a field type holds, through nullability, arrays and maps (``None`` if none)."""
+    inner = unwrap(avro).avro
+    if isinstance(inner, dict):
+        t = inner["type"]
+        if t == "record":
+            return inner
+        if t == "array":
+            return record_of(inner["items"])
+        if t == "map":
+            return record_of(inner["values"])
+        if isinstance(t, (dict, list)):
+            return record_of(t)
+    return None
+
+
+def walk_fields(record: dict, prefix: str = ""):
+    """``(dotted path, field)`` for every record field, nested ones included, parents first
+    (the fields of a record inside an array or map are named through it: ``items.sku``)."""
+    for f in record["fields"]:
+        path = f"{prefix}{f['name']}"
+        yield path, f
+        inner = record_of(f["type"])
+        if inner is not None:
+            yield from walk_fields(inner, f"{path}.")
+
+
+def has_ids(schema: dict) -> bool:
+    """Whether any field of the schema carries an id."""
+    return any(FIELD_ID in f for _, f in walk_fields(schema))
+
+
+def last_field_id(schema: dict) -> int:
+    """The largest field id the schema has given (ids of dropped fields included)."""
+    return max([schema.get(LAST_FIELD_ID, 0), *(f.get(FIELD_ID, 0) for _, f in walk_fields(schema))])
+
+
+def assign_ids(schema: dict) -> dict:
+    """A copy of the schema in which every field has an id: fields without one get the next
+    ids after :func:`last_field_id`, a record's fields before their nested fields, in order
+    (so an id-less schema is always numbered the same way: top-level fields 1..n)."""
+    out = json.loads(json.dumps(schema))
+    last = last_field_id(out)
+
+    def number(record: dict) -> None:
+        nonlocal last
+        for f in record["fields"]:
+            if FIELD_ID not in f:
+                last += 1
+                f[FIELD_ID] = last
+        for f in record["fields"]:
+            inner = record_of(f["type"])
+            if inner is not None:
+                number(inner)
+
+    number(out)
+    out[LAST_FIELD_ID] = last
+    return out
+
+
+def field_ids(schema: dict) -> dict[str, int]:
+    """Top-level field name -> id."""
+    return {f["name"]: f[FIELD_ID] for f in schema["fields"] if FIELD_ID in f}
 
 
 def _check_supported(avro: AvroType, path: str) -> None:
@@ -126,19 +216,28 @@ def field_defaults(schema: dict) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- Avro -> Arrow
 
-def to_arrow(schema: dict) -> pa.Schema:
-    """The Arrow schema that files of an Avro record schema are read and written with."""
-    return pa.schema([arrow_field(f["name"], f["type"]) for f in schema["fields"]])
+def to_arrow(schema: dict, ids: bool = False) -> pa.Schema:
+    """The Arrow schema that files of an Avro record schema are read and written with;
+    with ``ids``, every field carries its id as Parquet field-id metadata."""
+    return pa.schema([record_field(f, ids) for f in schema["fields"]])
 
 
-def arrow_field(name: str, avro: AvroType) -> pa.Field:
+def record_field(f: dict, ids: bool = False) -> pa.Field:
+    """The Arrow field of an Avro record field (with its id as metadata if ``ids``)."""
+    field = arrow_field(f["name"], f["type"], ids)
+    if ids and FIELD_ID in f:
+        field = field.with_metadata({**(field.metadata or {}), PARQUET_FIELD_ID: str(f[FIELD_ID]).encode()})
+    return field
+
+
+def arrow_field(name: str, avro: AvroType, ids: bool = False) -> pa.Field:
     """The Arrow field for a named Avro field type."""
     ft = unwrap(avro)
     metadata = UUID_METADATA if ft.kind == "uuid" else None
-    return pa.field(name, arrow_type(ft.avro, name), nullable=ft.nullable, metadata=metadata)
+    return pa.field(name, arrow_type(ft.avro, name, ids), nullable=ft.nullable, metadata=metadata)
 
 
-def arrow_type(avro: AvroType, path: str) -> pa.DataType:
+def arrow_type(avro: AvroType, path: str, ids: bool = False) -> pa.DataType:
     """The Arrow type of a (non-union) Avro type; ``path`` names the field in errors."""
     kind = type_kind(avro)
     simple = {
@@ -157,12 +256,12 @@ def arrow_type(avro: AvroType, path: str) -> pa.DataType:
     if kind == "fixed":
         return pa.binary(avro["size"])
     if kind == "record":
-        return pa.struct([arrow_field(f["name"], f["type"]) for f in avro["fields"]])
+        return pa.struct([record_field(f, ids) for f in avro["fields"]])
     if kind == "array":
-        return pa.list_(arrow_field("element", avro["items"]))
+        return pa.list_(arrow_field("element", avro["items"], ids))
     if kind == "map":
         value = unwrap(avro["values"])
-        return pa.map_(pa.string(), pa.field("value", arrow_type(value.avro, path), nullable=value.nullable))
+        return pa.map_(pa.string(), pa.field("value", arrow_type(value.avro, path, ids), nullable=value.nullable))
     raise InvalidSchemaError(f"field {path!r}: Avro type {json.dumps(avro)} has no Arrow form")
 
 
@@ -386,39 +485,3 @@ def _decimal_fits(source: AvroType, target: AvroType) -> bool:
     if type_kind(source) != "decimal" or type_kind(target) != "decimal":
         return False
     return source.get("scale", 0) == target.get("scale", 0) and source["precision"] <= target["precision"]
-
-
-# ---------------------------------------------------------------- schema evolution
-
-_PROMOTIONS = {
-    "int": {"int", "long", "float", "double"},
-    "long": {"long", "float", "double"},
-    "float": {"float", "double"},
-    "string": {"string", "bytes"},
-    "bytes": {"bytes", "string"},
-}
-
-
-def can_read(writer: dict, reader: dict) -> list[str]:
-    """Why data written with ``writer`` cannot be read with ``reader`` (empty when it can).
-
-    Avro's resolution rules at the top level: a field the reader adds needs a default;
-    a field both have must keep its kind or be promoted (int->long->float->double,
-    string<->bytes); a required field may become nullable but not the reverse.
-    """
-    problems = []
-    old = fields(writer)
-    defaults = field_defaults(reader)
-    for name, new in fields(reader).items():
-        if name not in old:
-            if name not in defaults:
-                problems.append(f"new field {name!r} has no default, so old data cannot be read")
-            continue
-        before = old[name]
-        if before.nullable and not new.nullable:
-            problems.append(f"field {name!r} became required but old data may hold nulls")
-        if before.kind != new.kind and new.kind not in _PROMOTIONS.get(before.kind, set()):
-            problems.append(f"field {name!r} changed from {before.kind} to {new.kind}, which is no Avro promotion")
-        elif before.kind == new.kind and before.avro != new.avro and before.kind in ("record", "array", "map", "enum", "fixed", "decimal"):
-            problems.append(f"field {name!r} changed its {before.kind} type, which cdkds does not evolve yet")
-    return problems

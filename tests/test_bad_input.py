@@ -69,8 +69,8 @@ CASES = [
     # descriptors and updates
     ("format change", lambda r, d: r.update("events", d.descriptor.replace(format="avro")), r"dataset 'events': the format cannot change"),
     ("strategy change", lambda r, d: r.update("events", d.descriptor.replace(partition_strategy="identity(country)")), r"partition strategy cannot change"),
-    ("new required field", lambda r, d: r.update("events", d.descriptor.replace(schema={**SCHEMA, "fields": SCHEMA["fields"] + [{"name": "z", "type": "int"}]})), r"new field 'z' has no default"),
-    ("narrowing a type", lambda r, d: r.update("events", d.descriptor.replace(schema={**SCHEMA, "fields": [{"name": "id", "type": "int"}] + SCHEMA["fields"][1:]})), r"field 'id' changed from long to int"),
+    ("new required field", lambda r, d: r.update("events", d.descriptor.replace(schema={**SCHEMA, "fields": SCHEMA["fields"] + [{"name": "z", "type": "int"}]})), r"new field 'z' \(int\) is required and has no default"),
+    ("narrowing a type", lambda r, d: r.update("events", d.descriptor.replace(schema={**SCHEMA, "fields": [{"name": "id", "type": "int"}] + SCHEMA["fields"][1:]})), r"field 'id' cannot change from long to int"),
     ("bad strategy text", lambda r, d: PartitionStrategy.parse("hash(id)"), r"takes 1 argument"),
     ("bad strategy JSON", lambda r, d: PartitionStrategy.from_json('[{"type": "bucket", "source": "id"}]'), r"unknown partition function type 'bucket'"),
     ("strategy on a missing field", lambda r, d: DatasetDescriptor(SCHEMA, "hash(user, 4)"), r"partition source 'user'"),

@@ -60,14 +60,14 @@ class AddFile:
 
     def to_json(self, descriptor: DatasetDescriptor) -> dict:
         kinds = partition_kinds(descriptor)
-        fields = descriptor.fields
+        fields, ids = descriptor.fields, descriptor.field_ids
         out = {
             "path": self.path,
             "partition": {k: values.to_json(v, kinds[k]) for k, v in self.partition.items()},
             "size": self.size,
             "rows": self.row_count,
             "schemaVersion": self.schema_version,
-            "stats": {k: s.to_json(fields[k].kind) for k, s in self.statistics.items() if k in fields},
+            "stats": {str(ids[k]): s.to_json(fields[k].kind) for k, s in self.statistics.items() if k in fields},
         }
         if self.timestamp:
             out["committedAt"] = self.timestamp  # in checkpoints; a commit's own adds take its time
@@ -79,29 +79,46 @@ class AddFile:
     def from_json(cls, data: Mapping[str, Any], descriptor: DatasetDescriptor, revision: int) -> "AddFile":
         kinds = partition_kinds(descriptor)
         fields = descriptor.fields
+        names = {str(i): n for n, i in descriptor.field_ids.items()}  # stats are keyed by field id (by name before ids)
+        stats = {names.get(k, k): s for k, s in data.get("stats", {}).items()}
         return cls(
             str(data["path"]),
             {k: values.from_json(v, kinds[k]) for k, v in data["partition"].items()},
             int(data["size"]), int(data["rows"]),
-            {k: ColumnStatistics.from_json(s, fields[k].kind) for k, s in data.get("stats", {}).items() if k in fields},
+            {k: ColumnStatistics.from_json(s, fields[k].kind) for k, s in stats.items() if k in fields},
             int(data.get("schemaVersion", 0)), revision, int(data.get("committedAt", 0)),
             tuple(DeletionVectorRef.from_json(d) for d in data.get("deletes", ())),
         )
 
 
-def promote_statistics(files: Mapping[str, AddFile], before: DatasetDescriptor,
-                       after: DatasetDescriptor) -> Mapping[str, AddFile]:
-    """``files`` with their statistics converted to the column types of ``after``, as their
-    values are when read (an Arrow cast: string -> bytes is UTF-8, int -> long or double...).
-    Bounds that cannot be converted are dropped, which means "anything"."""
+def evolve_statistics(files: Mapping[str, AddFile], before: DatasetDescriptor,
+                      after: DatasetDescriptor) -> Mapping[str, AddFile]:
+    """``files`` (statistics named by ``before``'s fields) with statistics named and typed
+    by ``after``'s fields, matched by id: a renamed field's bounds follow it, a dropped
+    field's go, a widened field's are converted as its values are when read (an Arrow
+    cast). Bounds that cannot be converted are dropped, which means "anything"."""
     old, new = before.arrow_schema, after.arrow_schema
-    changed = {f.name: (old.field(f.name).type, f.type) for f in new
-               if old.get_field_index(f.name) >= 0 and not old.field(f.name).type.equals(f.type)}
-    if not changed:
+    names = {i: n for n, i in after.field_ids.items()}
+    target = {n: names.get(i) for n, i in before.field_ids.items()}  # old name -> new name (None: dropped)
+    changed = {n: (old.field(n).type, new.field(m).type) for n, m in target.items()
+               if m is not None and not old.field(n).type.equals(new.field(m).type)}
+    if not changed and all(n == m for n, m in target.items()):
         return files
     return {path: dataclasses.replace(add, statistics={
-        name: _promoted(stats, *changed[name]) if name in changed else stats for name, stats in add.statistics.items()})
+        target[name]: _promoted(stats, *changed[name]) if name in changed else stats
+        for name, stats in add.statistics.items() if target.get(name) is not None})
         for path, add in files.items()}
+
+
+def rebase_actions(actions: tuple["Action", ...], before: DatasetDescriptor,
+                   after: DatasetDescriptor) -> tuple["Action", ...]:
+    """Actions planned under ``before`` as they read under ``after`` (a concurrent schema
+    change): the statistics of added files follow the fields by id."""
+    adds = {a.path: a for a in actions if isinstance(a, AddFile)}
+    if not adds or before is after:
+        return actions
+    moved = evolve_statistics(adds, before, after)
+    return tuple(moved[a.path] if isinstance(a, AddFile) else a for a in actions)
 
 
 def _promoted(statistics: ColumnStatistics, source: pa.DataType, target: pa.DataType) -> ColumnStatistics:

@@ -23,7 +23,7 @@ import uuid
 from typing import Any, Mapping, Sequence
 
 from cdkds.catalog.errors import CommitConflictError, CommitFailedError, CommitStateUnknownError, CorruptLogError
-from cdkds.catalog.log.actions import Action
+from cdkds.catalog.log.actions import Action, rebase_actions
 from cdkds.catalog.log.checkpointer import Checkpointer
 from cdkds.catalog.log.commit import Commit, age_ms, commit_key, engine_info, next_timestamp
 from cdkds.catalog.log.conflicts import BlindAppend, ConflictRule
@@ -153,6 +153,7 @@ class _Attempt:
                     f"dataset {self.dataset!r}: {ours.operation!r} planned on revision {self.base.version} conflicts "
                     f"with revision {theirs.revision} ({theirs.operation!r}), which committed first: {reason}; "
                     f"nothing of {ours.operation!r} was committed — re-read the dataset and retry")
+            self.actions = rebase_actions(self.actions, self.current.descriptor, after.descriptor)
             self.current = after
         return None
 

@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, Iterable
 from cdkds.catalog.log.actions import Action, AddFile, DeleteRows, RemoveFile, RemoveIndex, SetMetadata, Tombstone
 from cdkds.catalog.expressions import bind
 from cdkds.catalog.expressions.pruning import FileFilter
+from cdkds.catalog.log.snapshot import top_level_renames
 
 if TYPE_CHECKING:
+    from cdkds.catalog.descriptor import DatasetDescriptor
     from cdkds.catalog.log.transaction import Commit
     from cdkds.catalog.log.snapshot import Snapshot
 
@@ -25,10 +27,13 @@ if TYPE_CHECKING:
 class ConflictRule(ABC):
     """What one kind of write assumed when it was planned."""
 
+    rebases_over_schema_changes = False  # whether a concurrent schema change leaves it valid
+
     def conflict(self, ours: tuple[Action, ...], theirs: "Commit", base: "Snapshot") -> str | None:
         """Why ``theirs`` (committed after ``base``) conflicts with ``ours``, or ``None``."""
-        if any(isinstance(a, SetMetadata) for a in theirs.actions):
-            return "it changed the descriptor"
+        for change in (a for a in theirs.actions if isinstance(a, SetMetadata)):
+            if not (self.rebases_over_schema_changes and schema_only(base.descriptor, change.descriptor)):
+                return "it changed the descriptor"
         removed = {a.path for a in theirs.actions if isinstance(a, RemoveFile)}
         also = sorted(removed & {a.path for a in ours if isinstance(a, RemoveFile)})
         if also:
@@ -48,7 +53,10 @@ class ConflictRule(ABC):
 
 
 class BlindAppend(ConflictRule):
-    """Adding files assumes nothing about existing data."""
+    """Adding files assumes nothing about existing data, nor about names: its files carry
+    field ids, so a concurrent rename, drop, reorder or added field leaves them readable."""
+
+    rebases_over_schema_changes = True
 
     def specific_conflict(self, theirs: "Commit", base: "Snapshot") -> str | None:
         return None
@@ -113,6 +121,23 @@ class Exclusive(ConflictRule):
         if any(not isinstance(a, AddFile) for a in theirs.actions):
             return f"its {theirs.operation!r} changed what this commit was checked against"
         return None
+
+
+def schema_only(before: "DatasetDescriptor", after: "DatasetDescriptor") -> bool:
+    """Whether ``after`` changed only names, order, added or dropped fields, nested fields or
+    nullability of ``before``, so files planned under ``before`` land unchanged (their
+    statistics, per top-level field, keep their types) under the same layout and no key."""
+    if before.record_key or after.record_key or before.format != after.format:
+        return False
+    renames = top_level_renames(before, after)
+    if before.renamed(renames).partition_strategy != after.partition_strategy:
+        return False
+    for name, new_name in {**{n: n for n in before.fields}, **renames}.items():
+        if new_name in after.fields and before.field_ids[name] == after.field_ids.get(new_name):
+            old, new = before.fields[name], after.fields[new_name]
+            if old.kind != new.kind or (old.kind not in ("record", "array", "map") and old.avro != new.avro):
+                return False
+    return True
 
 
 def _adds(actions: Iterable[Action]) -> Iterable[AddFile]:

@@ -10,12 +10,13 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Mapping
 
 from cdkds.catalog.log.actions import (
-    AddFile, AddIndex, DeleteRows, RemoveFile, RemoveIndex, SetMetadata, SetProtocol, Tombstone, promote_statistics,
+    AddFile, AddIndex, DeleteRows, RemoveFile, RemoveIndex, SetMetadata, SetProtocol, Tombstone, evolve_statistics,
 )
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import ExpressionError, IncompatibleDescriptorError
-from cdkds.catalog.expressions import bind
+from cdkds.catalog.expressions import Expression, bind, transform
 from cdkds.catalog.expressions.pruning import FileFilter
+from cdkds.formats import evolution
 
 if TYPE_CHECKING:
     from cdkds.catalog.log.commit import Commit
@@ -61,9 +62,10 @@ class Snapshot:
             evolved = self.descriptor.evolve(new)
         except IncompatibleDescriptorError as e:
             raise IncompatibleDescriptorError(f"dataset {dataset!r}: {e}") from None
+        renames = top_level_renames(self.descriptor, evolved)
         for t in _applying(self):
             try:
-                bind(t.predicate, evolved.fields)
+                bind(rename(t.predicate, renames), evolved.fields)
             except ExpressionError as e:
                 raise IncompatibleDescriptorError(
                     f"dataset {dataset!r}: the live delete '{t.predicate}' of revision {t.revision} cannot be "
@@ -108,7 +110,9 @@ class Snapshot:
                     if tombstones:  # spent ones go, so the new schema need not read them (see evolve)
                         tombstones = _applying(dataclasses.replace(
                             self, descriptor=descriptor, files=MappingProxyType(files), tombstones=tuple(tombstones)))
-                    files = dict(promote_statistics(files, descriptor, action.descriptor))
+                    renames = top_level_renames(descriptor, action.descriptor)
+                    tombstones = [dataclasses.replace(t, predicate=rename(t.predicate, renames)) for t in tombstones]
+                    files = dict(evolve_statistics(files, descriptor, action.descriptor))
                 descriptor, descriptor_version = action.descriptor, commit.revision
             elif isinstance(action, SetProtocol):
                 protocol = action
@@ -133,3 +137,15 @@ def _applying(snapshot: Snapshot) -> list[Tombstone]:
         return list(snapshot.applying_tombstones())
     except ExpressionError:
         return list(snapshot.tombstones)
+
+
+def top_level_renames(before: DatasetDescriptor, after: DatasetDescriptor) -> dict[str, str]:
+    """Old name -> new name of the top-level fields that ``after`` renamed (by field id)."""
+    return {n: m for n, m in evolution.top_level_renames(before.schema, after.schema).items() if n != m}
+
+
+def rename(predicate: Expression, renames: dict[str, str]) -> Expression:
+    """``predicate`` reading fields by their new names."""
+    if not renames:
+        return predicate
+    return transform(predicate, lambda p: dataclasses.replace(p, name=renames.get(p.name, p.name)))

@@ -63,6 +63,7 @@ class TransactionLog:
         return self.replay.landed(commit_uuid, after)
 
     def create(self, descriptor: DatasetDescriptor, info: Mapping[str, Any] | None = None) -> Snapshot:
+        descriptor = DatasetDescriptor.from_json(descriptor.to_json())  # as every reader of the log sees it
         commit = Commit(0, uuid.uuid4().hex, None, next_timestamp(0), "create", engine_info(info),
                         (SetProtocol(KEYED_PROTOCOL, KEYED_PROTOCOL) if descriptor.record_key else SetProtocol(),
                          SetMetadata(descriptor)))

@@ -52,7 +52,7 @@ from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.storage import ObjectStore, modified
 from cdkds.catalog.writer import DATA_FOLDER, Append, Overwrite, RewriteFiles, WriteMode, write_mode
 from cdkds.formats import values
-from cdkds.formats.files import conform, file_format
+from cdkds.formats.files import file_format
 from cdkds.formats.statistics import StatisticsCollector
 
 OPERATIONS = frozenset({"append", "overwrite", "overwrite_partitions", "compact", "upsert", "insert", "update", "delete"})
@@ -262,8 +262,7 @@ def _unrecorded(ordered: list[_Transaction]) -> list[Unrecoverable]:
 
 
 def _add(store: ObjectStore, stored: _StoredFile, descriptor: DatasetDescriptor) -> AddFile:
-    schema = descriptor.arrow_schema
-    collector = StatisticsCollector(schema)
-    for batch in file_format(descriptor.format).read(store.fs, store.path(stored.key), schema):
-        collector.update(conform(batch, schema, descriptor.defaults))
+    collector = StatisticsCollector(descriptor.arrow_schema)
+    for batch in file_format(descriptor.format).read(store.fs, store.path(stored.key), descriptor.projection()):
+        collector.update(batch)
     return AddFile(stored.key, stored.partition, stored.size, collector.row_count, collector.result())

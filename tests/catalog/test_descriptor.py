@@ -4,6 +4,8 @@ import json
 import pyarrow as pa
 import pytest
 
+from cdkds.formats.schema import assign_ids
+
 from cdkds.catalog import DatasetDescriptor, PartitionStrategy
 from cdkds.catalog.errors import IncompatibleDescriptorError, InvalidDescriptorError, InvalidPartitionStrategyError
 from tests.conftest import EVENT_SCHEMA, USER_SCHEMA
@@ -21,7 +23,8 @@ def test_descriptor_is_an_immutable_value_that_round_trips_json():
         d.properties["x"] = "y"
     schema = d.schema
     schema["fields"].clear()
-    assert d.schema == EVENT_SCHEMA  # the caller's copy cannot change the descriptor
+    assert d.schema == assign_ids(EVENT_SCHEMA)  # the caller's copy cannot change the descriptor
+    assert [f["field-id"] for f in d.schema["fields"]] == [1, 2, 3, 4, 5]
     assert d.record_key == ("id",) and d.partition_strategy == PartitionStrategy.parse("hash(userId, 16), day(ts)")
 
 
@@ -64,5 +67,5 @@ def test_update_rules():
     with pytest.raises(IncompatibleDescriptorError, match="partition strategy cannot change"):
         d.check_update(d.replace(partition_strategy="hash(userId, 16)"))
     required = {**USER_SCHEMA, "fields": USER_SCHEMA["fields"] + [{"name": "email", "type": "string"}]}
-    with pytest.raises(IncompatibleDescriptorError, match="'email' has no default"):
+    with pytest.raises(IncompatibleDescriptorError, match=r"'email' \(string\) is required and has no default"):
         d.check_update(d.replace(schema=required))

@@ -113,20 +113,6 @@ def test_record_validator_names_field_and_value():
         validate(missing)
 
 
-def test_can_read_follows_avro_resolution_rules():
-    old = {"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}, {"name": "b", "type": "string"}]}
-    widened = {"type": "record", "name": "R", "fields": [
-        {"name": "a", "type": "long"}, {"name": "c", "type": ["null", "string"], "default": None}]}
-    assert schemas.can_read(old, widened) == []
-    narrowed = {"type": "record", "name": "R", "fields": [{"name": "a", "type": "string"}]}
-    assert "no Avro promotion" in schemas.can_read(old, narrowed)[0]
-    no_default = {"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}, {"name": "z", "type": "int"}]}
-    assert "has no default" in schemas.can_read(old, no_default)[0]
-    nullable = {"type": "record", "name": "R", "fields": [{"name": "a", "type": ["null", "int"], "default": None}]}
-    assert schemas.can_read(old, nullable) == []
-    assert "became required" in schemas.can_read(nullable, old)[0]
-
-
 # ---------------------------------------------------------------- properties
 
 _PRIMITIVE = st.sampled_from([

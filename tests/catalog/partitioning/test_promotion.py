@@ -60,5 +60,5 @@ def test_a_hash_source_cannot_leave_its_creation_type():
         DatasetDescriptor(INT_SCHEMA, [{"type": "hash", "source": "x", "buckets": 16, "sourceType": "long"}])
     with pytest.raises(InvalidPartitionStrategyError, match="sourceType must be one of"):
         PartitionStrategy.from_json([{"type": "hash", "source": "x", "buckets": 16, "sourceType": "float"}])
-    with pytest.raises(IncompatibleDescriptorError, match="changed from int to string"):
+    with pytest.raises(IncompatibleDescriptorError, match="cannot change from int to string"):
         d.evolve(DatasetDescriptor({**INT_SCHEMA, "fields": [{"name": "x", "type": "string"}]}, "hash(x, 16)"))

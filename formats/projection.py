@@ -1,0 +1,293 @@
+"""Reading data files by field id: some fields of a reader schema, out of files written
+with any earlier schema of the dataset.
+
+A file's columns are matched to the reader's fields by id, never by name, at every
+depth (records, and records inside arrays and maps): a renamed field reads its old
+column, a dropped field's column is never read (a field added later under the same name
+has another id), a field the file lacks reads its default (or null), a widened field's
+column is cast. Files written before ids existed carry none; their columns get ids by
+name through the dataset's :class:`NameMapping` (the names the fields had when ids were
+given), or through the reader schema's own names when it has no mapping.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import pyarrow as pa
+
+from cdkds.formats.errors import DataFileError
+from cdkds.formats.schema import (
+    FIELD_ID, NAME_MAPPING, PARQUET_FIELD_ID, AvroType, record_field, record_of, type_kind, unwrap,
+)
+
+
+# ---------------------------------------------------------------- name mapping
+
+@dataclass(frozen=True)
+class NameMapping:
+    """Field name -> (id, mapping of the record it holds) for the fields of one record."""
+
+    fields: Mapping[str, tuple[int, "NameMapping | None"]]
+
+    @classmethod
+    def of_schema(cls, record: dict) -> "NameMapping":
+        """The mapping of a record schema's own names and ids."""
+        out = {}
+        for f in record["fields"]:
+            inner = record_of(f["type"])
+            out[f["name"]] = (f[FIELD_ID], cls.of_schema(inner) if inner is not None else None)
+        return cls(out)
+
+    @classmethod
+    def of(cls, schema: dict) -> "NameMapping":
+        """The mapping recorded in a schema, or the schema's own names."""
+        if NAME_MAPPING in schema:
+            return cls.from_json(schema[NAME_MAPPING])
+        return cls.of_schema(schema)
+
+    def to_json(self) -> list[dict]:
+        """Iceberg's name-mapping form: ``[{"field-id": 1, "names": ["a"], "fields": [...]}]``."""
+        out = []
+        for name, (fid, inner) in self.fields.items():
+            item: dict[str, Any] = {"field-id": fid, "names": [name]}
+            if inner is not None:
+                item["fields"] = inner.to_json()
+            out.append(item)
+        return out
+
+    @classmethod
+    def from_json(cls, data: list) -> "NameMapping":
+        out = {}
+        for item in data:
+            inner = cls.from_json(item["fields"]) if item.get("fields") else None
+            for name in item["names"]:
+                out[name] = (int(item["field-id"]), inner)
+        return cls(out)
+
+    def apply(self, schema: pa.Schema) -> pa.Schema:
+        """``schema`` (of a file without ids) with ids on the fields this mapping names."""
+        return pa.schema([self._field(f) for f in schema])
+
+    def _field(self, f: pa.Field) -> pa.Field:
+        if f.name not in self.fields:
+            return f  # a column no field had when ids were given: never read
+        fid, inner = self.fields[f.name]
+        typ = _with_ids(f.type, inner) if inner is not None else f.type
+        return pa.field(f.name, typ, f.nullable, {**(f.metadata or {}), PARQUET_FIELD_ID: str(fid).encode()})
+
+
+def _with_ids(t: pa.DataType, mapping: "NameMapping") -> pa.DataType:
+    if pa.types.is_struct(t):
+        return pa.struct([mapping._field(t.field(i)) for i in range(t.num_fields)])
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        item = t.value_field
+        return pa.list_(item.with_type(_with_ids(item.type, mapping)))
+    if pa.types.is_map(t):
+        item = t.item_field
+        return pa.map_(t.key_field, item.with_type(_with_ids(item.type, mapping)))
+    return t
+
+
+def file_has_ids(schema: pa.Schema) -> bool:
+    return any(f.metadata and PARQUET_FIELD_ID in f.metadata for f in schema)
+
+
+def _id(f: pa.Field) -> int | None:
+    raw = (f.metadata or {}).get(PARQUET_FIELD_ID)
+    return int(raw) if raw is not None else None
+
+
+# ---------------------------------------------------------------- projection
+
+class Projection:
+    """Fields ``names`` of the Avro record ``schema`` (which carries ids), read out of
+    files; ``arrow_schema`` is what every resolved batch has."""
+
+    def __init__(self, schema: dict, names: Sequence[str]):
+        by_name = {f["name"]: f for f in schema["fields"]}
+        self.fields = tuple(by_name[n] for n in names)
+        self.arrow_schema = pa.schema([record_field(f) for f in self.fields])
+        self._mapping = NameMapping.of(schema)
+
+    def resolve(self, file_schema: pa.Schema, where: str) -> "FileProjection":
+        """How to read the fields out of a file of ``file_schema`` (its Arrow schema with
+        Parquet field-id metadata where it has ids); ``where`` names the file in errors."""
+        if not file_has_ids(file_schema):
+            file_schema = self._mapping.apply(file_schema)
+        by_id = {_id(f): f for f in file_schema if _id(f) is not None}
+        columns, readers = [], []
+        for field, target in zip(self.fields, self.arrow_schema):
+            source = by_id.get(field[FIELD_ID])
+            if source is None:
+                readers.append(_Missing(field, target))
+            else:
+                columns.append(source.name)
+                readers.append(_column_reader(source, field["type"], target, where))
+        return FileProjection(tuple(columns), tuple(readers), self.arrow_schema,
+                              file_schema.names[0] if file_schema.names else None)
+
+
+@dataclass(frozen=True)
+class FileProjection:
+    """The columns to read out of one file and how each becomes a reader field."""
+
+    columns: tuple[str, ...]
+    readers: tuple["_Reader", ...]
+    schema: pa.Schema
+    any_column: str | None  # read when no field is in the file: the row count must come from somewhere
+
+    @property
+    def read_columns(self) -> list[str]:
+        """The file's columns to read (at least one, to count rows)."""
+        return list(self.columns) or ([self.any_column] if self.any_column is not None else [])
+
+    def apply(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """A batch of the file's ``read_columns`` as a batch of the reader's fields."""
+        return pa.RecordBatch.from_arrays([r.read(batch) for r in self.readers], schema=self.schema)
+
+
+class _Reader:
+    def read(self, batch: pa.RecordBatch) -> pa.Array:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class _Missing(_Reader):
+    field: dict
+    target: pa.Field
+
+    def read(self, batch: pa.RecordBatch) -> pa.Array:
+        return filled(self.field, self.target.type, batch.num_rows)
+
+
+def filled(field: dict, t: pa.DataType, rows: int) -> pa.Array:
+    """A column of ``rows`` values of a field a file does not have: its default, or null."""
+    default = field.get("default")
+    if default is None:
+        return pa.nulls(rows, t)
+    return pa.repeat(pa.scalar(default, t), rows)
+
+
+@dataclass(frozen=True)
+class _Column(_Reader):
+    name: str
+    convert: "_Convert"
+
+    def read(self, batch: pa.RecordBatch) -> pa.Array:
+        column = batch.column(self.name)
+        if isinstance(column, pa.ChunkedArray):
+            column = column.combine_chunks()
+        return self.convert(column)
+
+
+def _column_reader(source: pa.Field, avro: AvroType, target: pa.Field, where: str) -> _Reader:
+    return _Column(source.name, _converter(source.type, avro, target.type, f"{where}: column {source.name!r}"))
+
+
+class _Convert:
+    def __call__(self, array: pa.Array) -> pa.Array:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class _Same(_Convert):
+    def __call__(self, array: pa.Array) -> pa.Array:
+        return array
+
+
+@dataclass(frozen=True)
+class _Cast(_Convert):
+    target: pa.DataType
+    where: str
+
+    def __call__(self, array: pa.Array) -> pa.Array:
+        try:
+            return array.cast(self.target, safe=True)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            raise DataFileError(f"{self.where} of type {array.type} cannot be read as {self.target}: {e}") from None
+
+
+@dataclass(frozen=True)
+class _Struct(_Convert):
+    """Children by id: ``(index of the file's child, converter)`` or ``(None, field)``."""
+
+    children: tuple[tuple[int | None, Any], ...]
+    target: pa.DataType
+
+    def __call__(self, array: pa.Array) -> pa.Array:
+        flat = array.flatten()
+        rows = len(array)
+        arrays = [convert(flat[index]) if index is not None else filled(convert, self.target.field(i).type, rows)
+                  for i, (index, convert) in enumerate(self.children)]  # convert: the field dict when missing
+        mask = array.is_null() if array.null_count else None
+        return pa.StructArray.from_arrays(arrays, fields=list(self.target), mask=mask)
+
+
+@dataclass(frozen=True)
+class _List(_Convert):
+    items: _Convert
+    target: pa.DataType
+
+    def __call__(self, array: pa.Array) -> pa.Array:
+        offsets = array.offsets
+        values = self.items(array.values.slice(offsets[0].as_py(), offsets[-1].as_py() - offsets[0].as_py()))
+        offsets = pa.compute.subtract(offsets, offsets[0]) if offsets[0].as_py() else offsets
+        mask = array.is_null() if array.null_count else None
+        return pa.ListArray.from_arrays(offsets, values, type=self.target, mask=mask)
+
+
+@dataclass(frozen=True)
+class _Map(_Convert):
+    values: _Convert
+    target: pa.DataType
+
+    def __call__(self, array: pa.Array) -> pa.Array:
+        offsets = array.offsets
+        start, end = offsets[0].as_py(), offsets[-1].as_py()
+        keys = array.keys.slice(start, end - start)
+        items = self.values(array.items.slice(start, end - start))
+        offsets = pa.compute.subtract(offsets, offsets[0]) if start else offsets
+        mask = array.is_null() if array.null_count else None
+        return pa.MapArray.from_arrays(offsets, keys, items, type=self.target, mask=mask)
+
+
+def _converter(source: pa.DataType, avro: AvroType, target: pa.DataType, where: str) -> _Convert:
+    """How a file column of type ``source`` becomes a value of the reader type ``avro``."""
+    inner = unwrap(avro).avro
+    kind = type_kind(inner)
+    if kind == "record":
+        if not pa.types.is_struct(source):
+            raise DataFileError(f"{where} is {source}, not the record the schema has")
+        by_id = {_id(source.field(i)): i for i in range(source.num_fields)}
+        children: list[tuple[int | None, Any]] = []
+        same = source.num_fields == len(inner["fields"])
+        for i, f in enumerate(inner["fields"]):
+            index = by_id.get(f[FIELD_ID])
+            if index is None:
+                children.append((None, f))
+                same = False
+                continue
+            convert = _converter(source.field(index).type, f["type"], target.field(i).type, f"{where}.{f['name']}")
+            children.append((index, convert))
+            same = same and index == i and isinstance(convert, _Same) and source.field(index).name == f["name"] \
+                and source.field(index).nullable == target.field(i).nullable
+        return _Same() if same else _Struct(tuple(children), target)
+    if kind == "array":
+        if not (pa.types.is_list(source) or pa.types.is_large_list(source)):
+            raise DataFileError(f"{where} is {source}, not the array the schema has")
+        items = _converter(source.value_type, inner["items"], target.value_type, f"{where}[]")
+        if isinstance(items, _Same) and source.equals(target):
+            return _Same()
+        return _List(items, target)
+    if kind == "map":
+        if not pa.types.is_map(source):
+            raise DataFileError(f"{where} is {source}, not the map the schema has")
+        values = _converter(source.item_type, inner["values"], target.item_type, f"{where}{{}}")
+        if isinstance(values, _Same) and source.equals(target):
+            return _Same()
+        return _Map(values, target)
+    if source.equals(target):
+        return _Same()
+    return _Cast(target, where)
