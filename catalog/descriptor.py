@@ -46,6 +46,7 @@ class DatasetDescriptor:
     ordering_field: str | None
     properties: Mapping[str, str]
     _ids_given: bool = field(repr=False)  # the schema came with field ids (from a log that has them)
+    _given_json: str = field(repr=False)  # the schema as given, before missing ids were given
 
     def __init__(self, schema: Any, partition_strategy: PartitionStrategy | str | list | None = None,
                  format: str = DEFAULT_FORMAT, compression: str | None = None,
@@ -54,6 +55,7 @@ class DatasetDescriptor:
         avro = schemas.load_schema(schema)
         set_ = object.__setattr__
         set_(self, "_ids_given", schemas.has_ids(avro))
+        set_(self, "_given_json", json.dumps(avro))
         set_(self, "_schema_json", json.dumps(schemas.assign_ids(avro), sort_keys=True))
         set_(self, "partition_strategy", _strategy(partition_strategy))
         set_(self, "format", format)
@@ -127,6 +129,10 @@ class DatasetDescriptor:
     def field_ids(self) -> Mapping[str, int]:
         """Top-level field name -> field id."""
         return MappingProxyType(schemas.field_ids(json.loads(self._schema_json)))
+
+    @property
+    def _schema_given(self) -> dict:
+        return json.loads(self._given_json)
 
     def projection(self, names: Iterable[str] | None = None) -> Projection:
         """How to read fields ``names`` (default: all) out of the dataset's data files, by id."""
@@ -254,7 +260,7 @@ class DatasetDescriptor:
             # ids were given on load, by position: files written so far carry none and are
             # read by the names the fields have now, from this commit on through the mapping
             current[schemas.NAME_MAPPING] = NameMapping.of_schema(current).to_json()
-        schema = evolution.align_ids(current, new.schema, new._ids_given)
+        schema = evolution.align_ids(current, new._schema_given)
         renames = evolution.top_level_renames(current, schema)
         self.check_drops([n for n in self.fields if n not in renames])
         if new.format != self.format:

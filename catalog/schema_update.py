@@ -14,10 +14,12 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
-from cdkds.catalog.errors import IncompatibleDescriptorError, InvalidSchemaError, SchemaMismatchError
+from cdkds.catalog.errors import (
+    IncompatibleDescriptorError, InvalidDescriptorError, InvalidSchemaError, SchemaMismatchError,
+)
 from cdkds.formats.evolution import can_widen, top_level_renames, type_text
 from cdkds.formats.records import record_validator
-from cdkds.formats.schema import AvroType, record_of, unwrap
+from cdkds.formats.schema import FIELD_ID, AvroType, record_of, unwrap
 
 if TYPE_CHECKING:
     from cdkds.catalog.dataset import Dataset
@@ -61,6 +63,7 @@ class SchemaUpdate:
         self._base = dataset.descriptor
         self._schema = self._base.schema  # with ids: changed in place by each step
         self._changes: list[str] = []
+        self._key_ids = {self._base.field_ids[k] for k in self._base.record_key}
 
     def __repr__(self) -> str:
         return f"SchemaUpdate({self.dataset.name!r}, {self._changes})"
@@ -134,6 +137,9 @@ class SchemaUpdate:
         _, _, field = self._find(path)
         old = unwrap(field["type"])
         new = parse_type(type, f"dataset {self.dataset.name!r}: field {path!r}")
+        if "." not in path and any(f["name"] == path and f[FIELD_ID] in self._key_ids for f in self._schema["fields"]):
+            raise self._error(f"record key field {path!r} cannot change its type ({type_text(old.avro)} -> "
+                              f"{type_text(new)}): rows would move between keys")
         if not can_widen(old.avro, new):
             raise self._error(f"cannot widen field {path!r} from {type_text(old.avro)} to {type_text(new)}: "
                               f"allowed are int -> long, float -> double, int/long -> double and a decimal's "
@@ -176,8 +182,11 @@ class SchemaUpdate:
             raise self._error("alter() has no changes to commit")
         base = self._base
         renames = top_level_renames(base.schema, self._schema)
-        base.check_drops([n for n in base.fields if n not in renames])
-        new = base.renamed({n: m for n, m in renames.items() if n != m}).replace(schema=self._schema)
+        try:
+            base.check_drops([n for n in base.fields if n not in renames])
+            new = base.renamed({n: m for n, m in renames.items() if n != m}).replace(schema=self._schema)
+        except InvalidDescriptorError as e:
+            raise self._error(str(e)) from None
         self.dataset.update_descriptor(new, "alter", {"changes": self._changes})
         return self.dataset.version
 

@@ -101,10 +101,11 @@ def _type_problems(old: AvroType, new: AvroType, path: str, problems: list[str])
 
 # ---------------------------------------------------------------- matching ids
 
-def align_ids(current: dict, new: dict, by_id: bool) -> dict:
-    """``new`` with the ids of ``current``'s fields: matched by id (``by_id``: ``new``
-    carries them; an id ``current`` does not have is a new field) or else by name, at every
-    depth. Fields not matched get ids above every id ``current`` ever gave; a matched field
+def align_ids(current: dict, new: dict) -> dict:
+    """``new`` with the ids of ``current``'s fields, at every depth: a field of ``new`` that
+    carries an id is the field of ``current`` with that id (a new field if there is none);
+    one without is the field of ``current`` of the same name, if no other field claimed it
+    by id. Fields not matched get ids above every id ``current`` ever gave; a matched field
     whose name changed records its former names; the name mapping carries over."""
     out = json.loads(json.dumps(new))
     last = last_field_id(current)
@@ -117,9 +118,14 @@ def align_ids(current: dict, new: dict, by_id: bool) -> dict:
     def align(old: dict | None, record: dict) -> None:
         before_ids = {f[FIELD_ID]: f for f in old["fields"]} if old is not None else {}
         before_names = {f["name"]: f for f in old["fields"]} if old is not None else {}
+        claimed = {f[FIELD_ID] for f in record["fields"] if f.get(FIELD_ID) in before_ids}
         matched = []
         for f in record["fields"]:
-            match = before_ids.get(f.get(FIELD_ID)) if by_id else before_names.get(f["name"])
+            if FIELD_ID in f:
+                match = before_ids.get(f[FIELD_ID])
+            else:
+                match = before_names.get(f["name"])
+                match = match if match is not None and match[FIELD_ID] not in claimed else None
             matched.append(match)
             f[FIELD_ID] = match[FIELD_ID] if match is not None else -1
         for f, match in zip(record["fields"], matched):

@@ -27,8 +27,8 @@ import pyarrow.compute as pc
 
 from cdkds.formats.errors import InvalidSchemaError, SchemaMismatchError
 from cdkds.formats.schema import (
-    FLOAT_KINDS, INT_RANGES, INTEGER_KINDS, TIMESTAMP_KINDS, AvroType, field_defaults, fields, to_arrow, type_kind,
-    unwrap,
+    FLOAT_KINDS, INT_RANGES, INTEGER_KINDS, TIMESTAMP_KINDS, AvroType, field_defaults, fields, renamed_hint, to_arrow,
+    type_kind, unwrap,
 )
 from cdkds.formats.values import DECIMAL_CONTEXT
 
@@ -61,7 +61,8 @@ def record_validator(schema: dict) -> Callable[[Mapping[str, Any]], dict]:
             raise SchemaMismatchError(f"a record must be a dict, got {type(record).__name__}: {record!r:.200}")
         unknown = [k for k in record if k not in checks]
         if unknown:
-            raise SchemaMismatchError(f"unknown field {unknown[0]!r} (value {record[unknown[0]]!r:.100}); "
+            raise SchemaMismatchError(f"unknown field {unknown[0]!r} (value {record[unknown[0]]!r:.100})"
+                                      f"{renamed_hint(schema, unknown[:1])}; "
                                       f"the schema has {list(checks)}")
         out = {}
         for name, check in checks.items():
@@ -233,7 +234,8 @@ def batch_conformer(schema: dict) -> Callable[[pa.RecordBatch], pa.RecordBatch]:
     def conform(batch: pa.RecordBatch) -> pa.RecordBatch:
         unknown = [n for n in batch.schema.names if arrow.get_field_index(n) < 0]
         if unknown:
-            raise SchemaMismatchError(f"unknown column {unknown[0]!r}; the schema has {arrow.names}")
+            raise SchemaMismatchError(f"unknown column {unknown[0]!r}{renamed_hint(schema, unknown[:1])}; "
+                                      f"the schema has {arrow.names}")
         columns = []
         for f in arrow:
             if batch.schema.get_field_index(f.name) < 0:

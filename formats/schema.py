@@ -158,6 +158,13 @@ def assign_ids(schema: dict) -> dict:
     return out
 
 
+def renamed_hint(schema: dict, names: list[str]) -> str:
+    """For unknown field ``names``: which of them were renamed, and to what (or nothing)."""
+    now = {old: f["name"] for f in schema["fields"] for old in f.get(FORMER_NAMES, ())}
+    hints = [f"{n!r} was renamed to {now[n]!r}" for n in names if n in now]
+    return f" ({'; '.join(hints)})" if hints else ""
+
+
 def field_ids(schema: dict) -> dict[str, int]:
     """Top-level field name -> id."""
     return {f["name"]: f[FIELD_ID] for f in schema["fields"] if FIELD_ID in f}
@@ -457,7 +464,7 @@ def writable_from(writer: dict, dataset: dict, nullability: bool = True) -> list
     defaults = field_defaults(dataset)
     unknown = [n for n in have if n not in target]
     if unknown:
-        problems.append(f"unknown columns {unknown}; the dataset has {list(target)}")
+        problems.append(f"unknown columns {unknown}{renamed_hint(dataset, unknown)}; the dataset has {list(target)}")
     missing = [n for n in target if n not in have and n not in defaults]
     if missing:
         problems.append(f"missing required columns {missing}")

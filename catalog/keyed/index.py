@@ -146,7 +146,7 @@ class RecordIndex:
         positions = np.concatenate([np.arange(offsets[g], offsets[g + 1]) for g in groups])
         keep = pc.is_in(table.column("_hash"), value_set=pa.array(wanted, pa.uint64()))
         table = table.append_column(_RANK, pa.array((seq << 32) + positions, pa.int64())).filter(keep)
-        return [table.cast(self._ranked_schema())]
+        return [_entries(table, self._ranked_schema())]
 
     def _ranked_schema(self) -> pa.Schema:
         return self.schema.append(pa.field(_RANK, pa.int64()))
@@ -186,7 +186,7 @@ class RecordIndex:
         if len(data) != entry.size or hashlib.sha256(data).hexdigest() != entry.sha256:
             raise self._corrupt(entry, "differs from the log (size or SHA-256)")
         try:
-            return pq.read_table(io.BytesIO(data), page_checksum_verification=True).cast(self.schema)
+            return _entries(pq.read_table(io.BytesIO(data), page_checksum_verification=True), self.schema)
         except (pa.ArrowException, OSError, ValueError) as e:
             raise self._corrupt(entry, f"is unreadable ({type(e).__name__}: {e})") from None
 
@@ -331,6 +331,12 @@ class RecordIndex:
         for bucket in np.unique(buckets):
             actions.append(self._write_file(int(bucket), entries.filter(pa.array(buckets == bucket)), base=True))
         return actions
+
+
+def _entries(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Entries read from an index file, in ``schema``: columns are taken by position, as key
+    columns keep the names the key fields had when the file was written (renames follow)."""
+    return table.rename_columns(schema.names).cast(schema)
 
 
 class _CheckedFile:

@@ -1,0 +1,46 @@
+"""Spark reads and writes across schema changes: files are read by field id."""
+
+from __future__ import annotations
+
+import pytest
+
+from cdkds.catalog import DatasetRepository, SchemaMismatchError
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "avro"])
+def test_spark_reads_after_each_kind_of_change_and_refuses_old_names(spark, tmp_path, fmt):
+    url = f"file://{tmp_path}/lake/events"
+    spark.range(0, 6).selectExpr("id", "cast(id AS int) AS amount", "concat('c', id % 2) AS country",
+                                 "named_struct('city', concat('x', id), 'zip', cast(id AS int)) AS address") \
+        .write.format("cdkds").mode("append").option("partitionBy", "identity(country)").option("format", fmt).save(url)
+    ds = DatasetRepository(f"file://{tmp_path}/lake").load("events")
+    read = lambda: spark.read.format("cdkds").load(url)  # noqa: E731
+
+    ds.alter().rename("country", "region").rename("address.city", "town").commit()
+    df = read()
+    assert df.columns == ["id", "amount", "region", "address"]
+    assert df.schema["address"].dataType.names == ["town", "zip"]
+    assert sorted(r.town for r in df.select("address.town").collect()) == [f"x{i}" for i in range(6)]
+    assert df.where("region = 'c1'").count() == 3
+
+    ds.alter().drop("address").add("note", "string").add("score", "long", default=7).commit()
+    assert read().columns == ["id", "amount", "region", "note", "score"]
+    assert {(r.note, r.score) for r in read().collect()} == {(None, 7)}
+
+    ds.alter().widen("amount", "double").move("amount", first=True).commit()
+    df = read()
+    assert df.columns[0] == "amount" and dict(df.dtypes)["amount"] == "double"
+    assert sorted(r.amount for r in df.collect()) == [float(i) for i in range(6)]
+
+    old_names = spark.createDataFrame([(9, 9, "c1")], "id long, amount int, country string")
+    with pytest.raises(Exception, match="'country' was renamed to 'region'"):
+        old_names.write.format("cdkds").mode("append").save(url)
+    spark.createDataFrame([(9.5, 9, "c1", "n")], "amount double, id long, region string, note string") \
+        .write.format("cdkds").mode("append").save(url)
+    assert read().count() == 7
+    assert read().where("note = 'n'").select("score").first().score == 7  # the default fills an omitted column
+    assert DatasetRepository(f"file://{tmp_path}/lake").load("events").descriptor.partition_strategy.names == \
+        ["country_copy"]  # the partition keeps its name, so paths do not move
+    assert SchemaMismatchError  # the error Spark surfaces is cdkds' SchemaMismatchError
