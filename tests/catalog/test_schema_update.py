@@ -205,3 +205,41 @@ def test_alter_racing_alter_conflicts_and_drop_racing_an_append_is_defined(repo)
     assert fresh.version == 3 and [r for r in table(fresh) if r["id"] == 7][0].get("c", "absent") == "absent"
     fresh.alter().add("c", "string").commit()
     assert {r["c"] for r in table(fresh)} == {None}
+
+
+def test_a_hash_partition_keeps_hashing_with_its_creation_type_after_widening(repo):
+    schema = {"type": "record", "name": "H", "fields": [{"name": "k", "type": "int"}, {"name": "v", "type": "string"}]}
+    ds = repo.create("h", DatasetDescriptor(schema, partition_strategy="hash(k, 8)"))
+    with ds.writer() as w:
+        for i in range(20):
+            w.write({"k": i, "v": "old"})
+    before = {f.partition["k_hash"] for f in ds.files}
+    ds.alter().widen("k", "long").rename("k", "key").commit()
+    with ds.writer() as w:
+        for i in range(20):
+            w.write({"key": i, "v": "new"})
+    by_bucket: dict = {}
+    for f in ds.files:
+        by_bucket.setdefault(f.partition["k_hash"], set()).add(f.path)
+    assert set(by_bucket) == before and all(len(paths) == 2 for paths in by_bucket.values())  # same buckets
+    assert sorted(r["v"] for r in ds.to_table(where="key = 7").to_pylist()) == ["new", "old"]
+    assert len(ds.plan(where="key = 7").files) == 2
+
+
+def test_ttl_field_follows_a_rename_and_rebuild_reads_files_of_every_schema(repo, backend):
+    schema = {"type": "record", "name": "T", "fields": [
+        {"name": "id", "type": "long"}, {"name": "exp", "type": ["null", {"type": "long", "logicalType": "timestamp-micros"}],
+                                         "default": None}]}
+    ds = repo.create("t", DatasetDescriptor(schema, record_key="id", properties={"ttl.field": "exp"}))
+    ds.upsert([{"id": 1}, {"id": 2}])
+    ds.alter().rename("exp", "expires_at").add("note", "string").commit()
+    assert ds.descriptor.properties["ttl.field"] == "expires_at"
+    ds.upsert([{"id": 3, "note": "n"}])
+    assert sorted(r["id"] for r in ds.to_table().to_pylist()) == [1, 2, 3]
+    import warnings
+    ds.store.delete_tree("_log")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rebuilt = repo.rebuild("t")
+    assert rebuilt.descriptor.field_ids == ds.descriptor.field_ids
+    assert sorted((r["id"], r["note"]) for r in rebuilt.to_table().to_pylist()) == [(1, None), (2, None), (3, "n")]
