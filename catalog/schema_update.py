@@ -140,6 +140,8 @@ class SchemaUpdate:
         if "." not in path and any(f["name"] == path and f[FIELD_ID] in self._key_ids for f in self._schema["fields"]):
             raise self._error(f"record key field {path!r} cannot change its type ({type_text(old.avro)} -> "
                               f"{type_text(new)}): rows would move between keys")
+        if old.avro == new:
+            return self  # already that type
         if not can_widen(old.avro, new):
             raise self._error(f"cannot widen field {path!r} from {type_text(old.avro)} to {type_text(new)}: "
                               f"allowed are int -> long, float -> double, int/long -> double and a decimal's "
