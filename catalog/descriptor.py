@@ -208,10 +208,14 @@ class DatasetDescriptor:
 
     # ---------------------------------------------------------------- evolution
 
-    def renamed(self, renames: Mapping[str, str]) -> "DatasetDescriptor":
-        """This descriptor as it reads after top-level fields are renamed (old -> new name)
-        in its schema: partition sources (the partition names, hence paths, stay), record
-        key, ordering field and ``ttl.field`` follow. Only the names change."""
+    def with_schema(self, schema: dict) -> "DatasetDescriptor":
+        """This descriptor with ``schema``, whose fields are this schema's by id: partition
+        sources (the partition names, hence paths, stay), record key, ordering field and
+        ``ttl.field`` follow renames; :class:`IncompatibleDescriptorError` if one of them
+        is dropped."""
+        renames = evolution.top_level_renames(self.schema, schema)
+        self.check_drops([n for n in self.fields if n not in renames])
+
         def name(n: str) -> str:
             return renames.get(n, n)
 
@@ -221,9 +225,6 @@ class DatasetDescriptor:
         props = dict(self.properties)
         if "ttl.field" in props:
             props["ttl.field"] = name(props["ttl.field"])
-        schema = self.schema
-        for f in schema["fields"]:
-            f["name"] = name(f["name"])
         return DatasetDescriptor(schema, strategy, self.format, self.compression, [name(k) for k in self.record_key],
                                  name(self.ordering_field) if self.ordering_field else None, props)
 
@@ -262,10 +263,12 @@ class DatasetDescriptor:
             current[schemas.NAME_MAPPING] = NameMapping.of_schema(current).to_json()
         schema = evolution.align_ids(current, new._schema_given)
         renames = evolution.top_level_renames(current, schema)
-        self.check_drops([n for n in self.fields if n not in renames])
         if new.format != self.format:
             raise IncompatibleDescriptorError(f"the format cannot change ({self.format} -> {new.format})")
-        before = self.renamed(renames)
+        problems = evolution.read_problems(current, schema)
+        if problems:
+            raise IncompatibleDescriptorError("the new schema cannot read existing data: " + "; ".join(problems))
+        before = self.with_schema(schema)
         if new.partition_strategy != before.partition_strategy:
             raise IncompatibleDescriptorError(
                 f"the partition strategy cannot change ({_text(before.partition_strategy)} -> {_text(new.partition_strategy)})")
@@ -284,9 +287,6 @@ class DatasetDescriptor:
                 raise IncompatibleDescriptorError(
                     f"record key field {renames[key]!r} cannot change its type ({evolution.type_text(old_types[key])} "
                     f"-> {evolution.type_text(new_types[renames[key]])}): rows would move between keys")
-        problems = evolution.read_problems(current, schema)
-        if problems:
-            raise IncompatibleDescriptorError("the new schema cannot read existing data: " + "; ".join(problems))
         return DatasetDescriptor(schema, before.partition_strategy, new.format, new.compression, new.record_key,
                                  new.ordering_field, new.properties)
 

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 from cdkds.catalog.errors import (
     IncompatibleDescriptorError, InvalidDescriptorError, InvalidSchemaError, SchemaMismatchError,
 )
-from cdkds.formats.evolution import can_widen, top_level_renames, type_text
+from cdkds.formats.evolution import can_widen, type_text
 from cdkds.formats.records import record_validator
-from cdkds.formats.schema import FIELD_ID, AvroType, record_of, unwrap
+from cdkds.formats.schema import FIELD_ID, AvroType, assign_ids, record_of, unwrap
 
 if TYPE_CHECKING:
     from cdkds.catalog.dataset import Dataset
@@ -182,11 +182,8 @@ class SchemaUpdate:
         committed when a check fails."""
         if not self._changes:
             raise self._error("alter() has no changes to commit")
-        base = self._base
-        renames = top_level_renames(base.schema, self._schema)
-        try:
-            base.check_drops([n for n in base.fields if n not in renames])
-            new = base.renamed({n: m for n, m in renames.items() if n != m}).replace(schema=self._schema)
+        try:  # added fields get new ids here: matched by name, a field dropped and re-added would be the old one
+            new = self._base.with_schema(assign_ids(self._schema))
         except InvalidDescriptorError as e:
             raise self._error(str(e)) from None
         self.dataset.update_descriptor(new, "alter", {"changes": self._changes})

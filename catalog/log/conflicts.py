@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Iterable
 from cdkds.catalog.log.actions import Action, AddFile, DeleteRows, RemoveFile, RemoveIndex, SetMetadata, Tombstone
 from cdkds.catalog.expressions import bind
 from cdkds.catalog.expressions.pruning import FileFilter
-from cdkds.catalog.log.snapshot import top_level_renames
+from cdkds.catalog.errors import CdkdsError
+from cdkds.formats import evolution
 
 if TYPE_CHECKING:
     from cdkds.catalog.descriptor import DatasetDescriptor
@@ -129,14 +130,15 @@ def schema_only(before: "DatasetDescriptor", after: "DatasetDescriptor") -> bool
     statistics, per top-level field, keep their types) under the same layout and no key."""
     if before.record_key or after.record_key or before.format != after.format:
         return False
-    renames = top_level_renames(before, after)
-    if before.renamed(renames).partition_strategy != after.partition_strategy:
+    try:
+        if before.with_schema(after.schema).partition_strategy != after.partition_strategy:
+            return False
+    except CdkdsError:  # a partition source dropped: not a change an append survives
         return False
-    for name, new_name in {**{n: n for n in before.fields}, **renames}.items():
-        if new_name in after.fields and before.field_ids[name] == after.field_ids.get(new_name):
-            old, new = before.fields[name], after.fields[new_name]
-            if old.kind != new.kind or (old.kind not in ("record", "array", "map") and old.avro != new.avro):
-                return False
+    for name, new_name in evolution.top_level_renames(before.schema, after.schema).items():
+        old, new = before.fields[name], after.fields[new_name]
+        if old.kind != new.kind or (old.kind not in ("record", "array", "map") and old.avro != new.avro):
+            return False
     return True
 
 

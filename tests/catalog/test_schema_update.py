@@ -78,6 +78,16 @@ def test_a_dropped_field_never_comes_back_under_a_new_field_of_its_name(repo):
     assert {r["id"]: r["c"] for r in table(ds)} == {0: None, 1: None, 2: None, 3: None, 9: "new"}
 
 
+@pytest.mark.parametrize("fmt", ["parquet", "avro"])
+def test_a_field_dropped_and_added_in_one_alter_is_a_new_field(repo, fmt):
+    ds = make(repo, fmt)
+    ds.alter().drop("c").add("c", "string").drop("s.y").add("s.y", "string").rename("a", "old_a") \
+        .add("a", "int", default=-1).commit()
+    assert {(r["c"], r["s"]["y"], r["a"]) for r in table(ds)} == {(None, None, -1)}
+    assert table(ds, where="c = 'c1'") == [] and len(table(ds, where="c is null")) == 4
+    assert [r["old_a"] for r in table(ds)] == [0, 10, 20, 30]
+
+
 def test_partition_source_key_and_ordering_follow_a_rename(repo):
     ds = make(repo, record_key="id", ordering_field="a")
     ds.alter().rename("g", "group").rename("id", "key").rename("a", "version").commit()
