@@ -6,6 +6,7 @@ import json
 import multiprocessing
 import os
 import threading
+import time
 
 import pyarrow as pa
 import pytest
@@ -126,3 +127,46 @@ def test_operations_racing_appends_are_serialisable_or_conflict(repo, operation)
         expected = applied["append"] if history[0] == "append" else applied["op_first"]
         assert after == expected, (history, after)
     assert sum(outcomes.values()) == 6
+
+
+def _stale_writer_process(url, index, rows, barrier):
+    barrier.wait()
+    for k in range(COMMITS_EACH):
+        ds = DatasetRepository(url).load("t", version=0)  # planned on the first schema, whatever it is now
+        start = (index * COMMITS_EACH + k) * rows
+        with ds.writer() as w:
+            w.write_batch(pa.table({"id": list(range(start, start + rows)), "writer": [index] * rows,
+                                    "g": ["abc"[i % 3] for i in range(rows)]}))
+
+
+@pytest.mark.slow
+def test_appends_with_the_old_schema_racing_schema_changes_all_land(tmp_path):
+    url = f"file://{tmp_path}/lake"
+    repo = DatasetRepository(url)
+    repo.create("t", DatasetDescriptor(SCHEMA, "identity(g)"))
+    context = multiprocessing.get_context("spawn")
+    writers = 4
+    barrier = context.Barrier(writers + 1)
+    processes = [context.Process(target=_stale_writer_process, args=(url, i, 10, barrier)) for i in range(writers)]
+    for p in processes:
+        p.start()
+    barrier.wait()
+    changes = [lambda a: a.rename("writer", "w"), lambda a: a.add("note", "string"),
+               lambda a: a.rename("g", "grp").move("grp", first=True), lambda a: a.drop("note")]
+    while repo.load("t").version < 2:  # appends are landing
+        time.sleep(0.01)
+    for change in changes:
+        change(repo.load("t").alter()).commit()
+    for p in processes:
+        p.join(300)
+    assert [p.exitcode for p in processes] == [0] * writers
+    ds = repo.load("t")
+    assert ds.version == writers * COMMITS_EACH + len(changes)
+    operations = [h.operation for h in ds.history()]
+    assert "append" in operations[operations.index("alter") + 1:]  # appends planned on revision 0 landed after
+    rows = sorted(ds.to_table().to_pylist(), key=lambda r: r["id"])
+    assert list(rows[0]) == ["grp", "id", "w"]
+    assert [r["id"] for r in rows] == list(range(writers * COMMITS_EACH * 10))
+    assert all(r["w"] == r["id"] // (COMMITS_EACH * 10) and r["grp"] == "abc"[r["id"] % 10 % 3] for r in rows)
+    assert len(ds.plan(where="grp = 'a'").files) < len(ds.files)  # partition pruning on the renamed source
+    assert all(set(f.statistics) == {"grp", "id", "w"} for f in ds.files)  # statistics follow the renames
