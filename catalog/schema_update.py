@@ -137,7 +137,7 @@ class SchemaUpdate:
         _, _, field = self._find(path)
         old = unwrap(field["type"])
         new = parse_type(type, f"dataset {self.dataset.name!r}: field {path!r}")
-        if "." not in path and any(f["name"] == path and f[FIELD_ID] in self._key_ids for f in self._schema["fields"]):
+        if "." not in path and any(f["name"] == path and f.get(FIELD_ID) in self._key_ids for f in self._schema["fields"]):
             raise self._error(f"record key field {path!r} cannot change its type ({type_text(old.avro)} -> "
                               f"{type_text(new)}): rows would move between keys")
         if old.avro == new:
