@@ -11,6 +11,7 @@ metadata only: files are read by field id, so no data file is rewritten.
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -98,7 +99,7 @@ class SchemaUpdate:
         """Add a field at ``path`` (in a record, or a record inside an array or map), last in
         its record. Without a default it is optional (rows written before read null); with
         one, it is required unless ``nullable`` (rows written before read the default)."""
-        parent_path, _, name = path.rpartition(".")
+        parent_path, name = self._split(path)
         parent = self._record(parent_path) if parent_path else self._schema
         if not _NAME.fullmatch(name):
             raise self._error(f"cannot add field {path!r}: a name is letters, digits and _, not starting with a digit")
@@ -123,9 +124,13 @@ class SchemaUpdate:
                     {"name": name, "type": avro}]})({name: default})[name]
             except SchemaMismatchError as e:
                 raise self._error(f"cannot add field {path!r} with default {default!r}: {e}") from None
+            if isinstance(default, float) and not math.isfinite(default):
+                raise self._error(f"cannot add field {path!r} with default {default!r}: a default must be finite")
             field["type"] = [avro, "null"] if nullable else avro
             field["default"] = default
         if doc is not None:
+            if not isinstance(doc, str):
+                raise self._error(f"cannot add field {path!r}: doc must be text, got {doc!r:.100}")
             field["doc"] = doc
         parent["fields"].append(field)
         self._changes.append(f"add {path} {type_text(field['type'])}")
@@ -184,7 +189,7 @@ class SchemaUpdate:
             raise self._error("alter() has no changes to commit")
         try:  # added fields get new ids here: matched by name, a field dropped and re-added would be the old one
             new = self._base.with_schema(assign_ids(self._schema))
-        except InvalidDescriptorError as e:
+        except (InvalidDescriptorError, InvalidSchemaError) as e:
             raise self._error(str(e)) from None
         self.dataset.update_descriptor(new, "alter", {"changes": self._changes})
         return self.dataset.version
@@ -196,15 +201,20 @@ class SchemaUpdate:
 
     def _find(self, path: str) -> tuple[dict, int, dict]:
         """The record holding field ``path``, its index there and the field."""
-        if not isinstance(path, str) or not path:
-            raise self._error(f"a field path is a non-empty string, got {path!r:.100}")
-        parent_path, _, name = path.rpartition(".")
+        parent_path, name = self._split(path)
         parent = self._record(parent_path) if parent_path else self._schema
         for i, f in enumerate(parent["fields"]):
             if f["name"] == name:
                 return parent, i, f
         raise self._error(f"no field {path!r}; {'the record ' + repr(parent_path) if parent_path else 'the schema'} "
                           f"has {[f['name'] for f in parent['fields']]}")
+
+    def _split(self, path: Any) -> tuple[str, str]:
+        """A dotted path's parent path and last name."""
+        if not isinstance(path, str) or not path or "" in path.split("."):
+            raise self._error(f"a field path is names joined by dots, got {path!r:.100}")
+        parent_path, _, name = path.rpartition(".")
+        return parent_path, name
 
     def _record(self, path: str) -> dict:
         """The record held by field ``path`` (through arrays and maps)."""

@@ -146,6 +146,12 @@ BAD = [
     ("move after a stranger", lambda a: a.move("a", after="s.x"), r"is not another field of the same record"),
     ("move two ways", lambda a: a.move("a", first=True, after="c"), r"exactly one of"),
     ("nothing", lambda a: a, r"no changes"),
+    ("no path", lambda a: a.add(None, "int"), r"a field path is names joined by dots, got None"),
+    ("an empty path segment", lambda a: a.add(".z", "int"), r"got '.z'"),
+    ("a non-finite default", lambda a: a.add("z", "double", default=float("nan")), r"a default must be finite"),
+    ("a doc that is no text", lambda a: a.add("z", "int", doc=5), r"doc must be text"),
+    ("a record type name used twice", lambda a: a.add("z", {"type": "record", "name": "S", "fields": [
+        {"name": "q", "type": "int"}]}), r"redefined named type: S"),
     ("a key field's type", lambda a: a.widen("id", "double"), r"record key field 'id' cannot change its type"),
 ]
 
