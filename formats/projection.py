@@ -225,17 +225,23 @@ class _Struct(_Convert):
         return pa.StructArray.from_arrays(arrays, fields=list(self.target), mask=mask)
 
 
+def _entries(array: pa.Array) -> tuple[pa.Array, slice, pa.Array | None]:
+    """A list or map array's offsets from 0, the slice of its child they cover, its null mask."""
+    offsets = array.offsets
+    start, end = offsets[0].as_py(), offsets[-1].as_py()
+    if start:
+        offsets = pa.compute.subtract(offsets, offsets[0])
+    return offsets, slice(start, end), array.is_null() if array.null_count else None
+
+
 @dataclass(frozen=True)
 class _List(_Convert):
     items: _Convert
     target: pa.DataType
 
     def __call__(self, array: pa.Array) -> pa.Array:
-        offsets = array.offsets
-        values = self.items(array.values.slice(offsets[0].as_py(), offsets[-1].as_py() - offsets[0].as_py()))
-        offsets = pa.compute.subtract(offsets, offsets[0]) if offsets[0].as_py() else offsets
-        mask = array.is_null() if array.null_count else None
-        return pa.ListArray.from_arrays(offsets, values, type=self.target, mask=mask)
+        offsets, covered, mask = _entries(array)
+        return pa.ListArray.from_arrays(offsets, self.items(array.values[covered]), type=self.target, mask=mask)
 
 
 @dataclass(frozen=True)
@@ -244,13 +250,9 @@ class _Map(_Convert):
     target: pa.DataType
 
     def __call__(self, array: pa.Array) -> pa.Array:
-        offsets = array.offsets
-        start, end = offsets[0].as_py(), offsets[-1].as_py()
-        keys = array.keys.slice(start, end - start)
-        items = self.values(array.items.slice(start, end - start))
-        offsets = pa.compute.subtract(offsets, offsets[0]) if start else offsets
-        mask = array.is_null() if array.null_count else None
-        return pa.MapArray.from_arrays(offsets, keys, items, type=self.target, mask=mask)
+        offsets, covered, mask = _entries(array)
+        return pa.MapArray.from_arrays(offsets, array.keys[covered], self.values(array.items[covered]),
+                                       type=self.target, mask=mask)
 
 
 def _converter(source: pa.DataType, avro: AvroType, target: pa.DataType, where: str) -> _Convert:
