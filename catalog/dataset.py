@@ -19,9 +19,12 @@ from cdkds.catalog.storage import ObjectStore
 from cdkds.catalog import maintenance
 from cdkds.catalog.delete import plan_delete, row_deletes
 from cdkds.catalog.errors import CommitFailedError
-from cdkds.catalog.log.actions import KEYED_PROTOCOL, AddIndex, DeleteRows, SetMetadata, SetProtocol
+from cdkds.catalog.log.actions import (
+    FIELD_ID_PROTOCOL, KEYED_PROTOCOL, AddIndex, DeleteRows, SetMetadata, SetProtocol,
+)
 from cdkds.catalog.log.commit import clock
 from cdkds.catalog.writer import DEFAULT_TARGET_FILE_SIZE, DatasetWriter, delete_files
+from cdkds.formats.evolution import misread_by_name
 from cdkds.formats.files import DEFAULT_BATCH_ROWS
 from cdkds.formats.records import to_records
 
@@ -208,11 +211,16 @@ class Dataset:
         from the data files in the same commit."""
         evolved = self.snapshot.evolve(descriptor, self.name)
         actions: list[Action] = [SetMetadata(evolved)]
+        protocol = self.snapshot.protocol.reader_version
+        if misread_by_name(self.descriptor.schema, evolved.schema):
+            protocol = max(protocol, FIELD_ID_PROTOCOL)
         if evolved.record_key and not self.descriptor.record_key:
             from cdkds.catalog.keyed.index import RecordIndex
             view = dataclasses.replace(self.snapshot, descriptor=evolved)
-            index = RecordIndex(self.store, view, self.name).rebuild(clock())
-            actions = [SetProtocol(KEYED_PROTOCOL, KEYED_PROTOCOL), SetMetadata(evolved), *index]
+            actions.extend(RecordIndex(self.store, view, self.name).rebuild(clock()))
+            protocol = max(protocol, KEYED_PROTOCOL)
+        if protocol > self.snapshot.protocol.reader_version:
+            actions.insert(0, SetProtocol(protocol, protocol))
         try:
             return self._commit(operation, actions, info, rule=Exclusive())
         except CommitFailedError:

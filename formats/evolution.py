@@ -19,6 +19,7 @@ import json
 
 from cdkds.formats.schema import (
     FIELD_ID, FORMER_NAMES, LAST_FIELD_ID, NAME_MAPPING, AvroType, last_field_id, record_of, type_kind, unwrap,
+    walk_fields,
 )
 
 PROMOTIONS = {  # kind -> the kinds its values may be read as (besides itself)
@@ -147,6 +148,13 @@ def align_ids(current: dict, new: dict) -> dict:
     else:
         out.pop(NAME_MAPPING, None)
     return out
+
+
+def misread_by_name(old: dict, new: dict) -> bool:
+    """Whether a reader that matches file columns by name would misread files written with
+    ``old`` under ``new``: some field (at any depth) was renamed or dropped."""
+    paths = {f[FIELD_ID]: path for path, f in walk_fields(new) if FIELD_ID in f}
+    return any(paths.get(f[FIELD_ID]) != path for path, f in walk_fields(old))
 
 
 def top_level_renames(old: dict, new: dict) -> dict[str, str]:

@@ -23,9 +23,10 @@ from cdkds.catalog.keyed.deletion import DeletionVectorRef
 from cdkds.formats import values
 from cdkds.formats.statistics import ColumnStatistics
 
-READER_VERSION = 2  # the newest protocol this build reads and writes
-WRITER_VERSION = 2
+READER_VERSION = 3  # the newest protocol this build reads and writes
+WRITER_VERSION = 3
 KEYED_PROTOCOL = 2  # deletion vectors and index files: readers of version 1 would return deleted rows
+FIELD_ID_PROTOCOL = 3  # renamed or dropped fields: readers matching columns by name would misread them
 
 
 @dataclass(frozen=True)

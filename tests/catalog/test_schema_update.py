@@ -167,6 +167,18 @@ def test_bad_alters_are_refused_clearly_and_commit_nothing(repo, backend, what, 
     assert fresh.version == before and table(fresh) == rows and fresh.descriptor == ds.descriptor
 
 
+def test_renames_and_drops_raise_the_log_version_so_older_readers_refuse(repo, monkeypatch):
+    from cdkds.catalog.log import replay
+    ds = make(repo)
+    ds.alter().add("z", "string").widen("a", "long").move("z", first=True).commit()
+    assert ds.snapshot.protocol.reader_version == 1  # a reader matching names still reads these right
+    ds.alter().rename("s.x", "xx").commit()
+    assert (ds.snapshot.protocol.reader_version, ds.snapshot.protocol.writer_version) == (3, 3)
+    monkeypatch.setattr(replay, "READER_VERSION", 2)  # a reader of before field ids
+    with pytest.raises(CdkdsError, match="needs log reader version 3"):
+        repo.load("e")
+
+
 def test_changes_apply_in_order_and_are_checked_as_a_whole(repo):
     ds = make(repo)
     ds.alter().rename("a", "b").rename("c", "a").rename("b", "c").commit()  # a swap
