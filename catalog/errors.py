@@ -71,6 +71,15 @@ class InvalidKeyError(InvalidRecordError):
     of a dataset without an ordering field."""
 
 
+class NoSuchFieldError(CdkdsError, LookupError):
+    """A field a keyed table's specification does not have (CDAP's ``NoSuchFieldException``)."""
+
+
+class InvalidFieldError(CdkdsError, ValueError):
+    """A field of a keyed table given a value of the wrong type, a null or missing key part,
+    or a range that skips a key column (CDAP's ``InvalidFieldException``)."""
+
+
 class KeyExistsError(CdkdsError):
     """An insert of a key that is already live in a keyed dataset."""
 

@@ -1,0 +1,156 @@
+"""Table specifications: a keyed table's fields, composite primary key and indexes (seed 000,
+"Create"). Immutable values with a JSON form."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from cdkds.catalog.errors import InvalidFieldError
+
+KINDS = ("int", "long", "float", "double", "string", "bytes", "boolean")
+KEY_KINDS = ("int", "long", "string")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """A column: its name and kind (one of :data:`KINDS`)."""
+
+    name: str
+    kind: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
+            raise InvalidFieldError(f"a field name is letters, digits and _, not starting with a digit; got {self.name!r:.100}")
+        if self.kind not in KINDS:
+            raise InvalidFieldError(f"field {self.name!r}: kind must be one of {list(KINDS)}, got {self.kind!r:.100}")
+
+
+class Fields:
+    """``Fields.int("k1")``, ``Fields.string("k2")``... as in CDAP."""
+
+    @staticmethod
+    def int(name: str) -> FieldSpec:
+        return FieldSpec(name, "int")
+
+    @staticmethod
+    def long(name: str) -> FieldSpec:
+        return FieldSpec(name, "long")
+
+    @staticmethod
+    def float(name: str) -> FieldSpec:
+        return FieldSpec(name, "float")
+
+    @staticmethod
+    def double(name: str) -> FieldSpec:
+        return FieldSpec(name, "double")
+
+    @staticmethod
+    def string(name: str) -> FieldSpec:
+        return FieldSpec(name, "string")
+
+    @staticmethod
+    def bytes(name: str) -> FieldSpec:
+        return FieldSpec(name, "bytes")
+
+    @staticmethod
+    def boolean(name: str) -> FieldSpec:
+        return FieldSpec(name, "boolean")
+
+
+@dataclass(frozen=True)
+class TableSpecification:
+    """A table: its name, fields in order, primary key (field names, in key order) and
+    single-column indexes on non-key fields. Key fields are never null; others may be."""
+
+    name: str
+    fields: tuple[FieldSpec, ...]
+    primary_key: tuple[str, ...]
+    indexes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for attr in ("fields", "primary_key", "indexes"):
+            object.__setattr__(self, attr, tuple(getattr(self, attr)))
+        where = f"table {self.name!r}"
+        if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
+            raise InvalidFieldError(f"a table name is letters, digits and _, not starting with a digit; got {self.name!r:.100}")
+        if not self.fields:
+            raise InvalidFieldError(f"{where} needs at least one field")
+        names = [f.name for f in self.fields]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise InvalidFieldError(f"{where}: field {repeated[0]!r} is declared twice")
+        kinds = self.kinds
+        if not self.primary_key:
+            raise InvalidFieldError(f"{where} needs a primary key")
+        for key in self.primary_key:
+            if key not in kinds:
+                raise InvalidFieldError(f"{where}: primary key field {key!r} is not a field; fields are {names}")
+            if kinds[key] not in KEY_KINDS:
+                raise InvalidFieldError(f"{where}: primary key field {key!r} is a {kinds[key]}; keys are int, long or string")
+        if len(set(self.primary_key)) != len(self.primary_key):
+            raise InvalidFieldError(f"{where}: the primary key repeats a field: {list(self.primary_key)}")
+        for index in self.indexes:
+            if index not in kinds:
+                raise InvalidFieldError(f"{where}: index field {index!r} is not a field; fields are {names}")
+            if index in self.primary_key:
+                raise InvalidFieldError(f"{where}: index field {index!r} is part of the primary key, which is indexed already")
+        if len(set(self.indexes)) != len(self.indexes):
+            raise InvalidFieldError(f"{where}: an index is declared twice: {list(self.indexes)}")
+
+    @property
+    def kinds(self) -> dict[str, str]:
+        """Field name -> kind, in order."""
+        return {f.name: f.kind for f in self.fields}
+
+    @property
+    def key_kinds(self) -> tuple[str, ...]:
+        return tuple(self.kinds[k] for k in self.primary_key)
+
+    @staticmethod
+    def builder(name: str) -> "TableSpecificationBuilder":
+        return TableSpecificationBuilder(name)
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "fields": [{"name": f.name, "type": f.kind} for f in self.fields],
+                "primaryKey": list(self.primary_key), "indexes": list(self.indexes)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "TableSpecification":
+        try:
+            return cls(data["name"], tuple(FieldSpec(f["name"], f["type"]) for f in data["fields"]),
+                       tuple(data["primaryKey"]), tuple(data.get("indexes", ())))
+        except (KeyError, TypeError) as e:
+            raise InvalidFieldError(f"not a table specification ({type(e).__name__}: {e}): {str(data)[:200]}") from None
+
+
+class TableSpecificationBuilder:
+    """``TableSpecification.builder("t").fields(...).primary_key(...).indexes(...).build()``."""
+
+    def __init__(self, name: str):
+        self._name = name
+        self._fields: list[FieldSpec] = []
+        self._key: tuple[str, ...] = ()
+        self._indexes: tuple[str, ...] = ()
+
+    def fields(self, *fields: FieldSpec | Iterable[FieldSpec]) -> "TableSpecificationBuilder":
+        for f in fields:
+            items = [f] if isinstance(f, FieldSpec) else list(f)
+            for item in items:
+                if not isinstance(item, FieldSpec):
+                    raise InvalidFieldError(f"table {self._name!r}: fields are made by Fields.<kind>(name), got {item!r:.100}")
+                self._fields.append(item)
+        return self
+
+    def primary_key(self, *names: str) -> "TableSpecificationBuilder":
+        self._key = names
+        return self
+
+    def indexes(self, *names: str) -> "TableSpecificationBuilder":
+        self._indexes = names
+        return self
+
+    def build(self) -> TableSpecification:
+        return TableSpecification(self._name, tuple(self._fields), self._key, self._indexes)
