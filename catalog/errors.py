@@ -80,6 +80,18 @@ class InvalidFieldError(CdkdsError, ValueError):
     or a range that skips a key column (CDAP's ``InvalidFieldException``)."""
 
 
+class TableNotFoundError(CdkdsError, LookupError):
+    """A keyed table that does not exist."""
+
+
+class TableExistsError(CdkdsError):
+    """A keyed table created twice."""
+
+
+class TransactionConflictError(CdkdsError):
+    """A keyed-table transaction that lost to concurrent ones on every attempt."""
+
+
 class KeyExistsError(CdkdsError):
     """An insert of a key that is already live in a keyed dataset."""
 

@@ -1,0 +1,133 @@
+"""TableAdmin and TransactionRunner: creating keyed tables and running functions over them
+in transactions (seed 000, "Admin operations" and "Transactions")."""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any, Callable, TypeVar
+from urllib.parse import urlparse
+
+from cdkds.catalog.errors import InvalidFieldError, InvalidNameError, TableExistsError, TableNotFoundError, \
+    TransactionConflictError
+from cdkds.catalog.tables.spec import TableSpecification
+from cdkds.catalog.tables.sql import SqliteStore, SqlTable
+
+T = TypeVar("T")
+ATTEMPTS = 20  # CDAP's runner: 20 attempts, 100 ms apart
+BACKOFF = 0.1
+
+
+class TableAdmin:
+    """The keyed tables of one store: ``TableAdmin.open("sqlite:///path.db")``."""
+
+    def __init__(self, store: SqliteStore, url: str):
+        self.store = store
+        self.url = url
+
+    def __repr__(self) -> str:
+        return f"TableAdmin({self.url!r})"
+
+    @classmethod
+    def open(cls, url: str) -> "TableAdmin":
+        if not isinstance(url, str):
+            raise InvalidNameError(f"a table store URL is a string, got {url!r:.100}")
+        parsed = urlparse(url)
+        if parsed.scheme == "sqlite":
+            path = url[len("sqlite://"):]
+            if not path or path == "/":
+                raise InvalidNameError(f"a SQLite URL names a file: sqlite:///path/to.db, got {url!r}")
+            return cls(SqliteStore(path), url)
+        raise InvalidNameError(f"table store {url!r}: supported so far is sqlite:///path.db")
+
+    def create(self, spec: TableSpecification) -> None:
+        """Create table ``spec.name``; :class:`TableExistsError` if it exists."""
+        self._check(spec)
+        with self.store.transaction(write=True) as db:
+            if self.store.specification(db, spec.name) is not None:
+                raise TableExistsError(f"table {spec.name!r} already exists in {self.url}")
+            self.store.create(db, spec)
+
+    def create_or_update(self, spec: TableSpecification) -> None:
+        """Create the table, or add the non-key columns and indexes ``spec`` has and it lacks
+        (a new index is built over the existing rows)."""
+        self._check(spec)
+        with self.store.transaction(write=True) as db:
+            old = self.store.specification(db, spec.name)
+            if old is None:
+                self.store.create(db, spec)
+                return
+            changed = [f.name for f in old.fields if spec.kinds.get(f.name) != f.kind]
+            if spec.primary_key != old.primary_key or changed:
+                raise InvalidFieldError(
+                    f"table {spec.name!r}: an update may only add non-key columns and indexes; it changes "
+                    f"{'the primary key' if spec.primary_key != old.primary_key else f'field {changed[0]!r}'}")
+            dropped = [i for i in old.indexes if i not in spec.indexes]
+            if dropped:
+                raise InvalidFieldError(f"table {spec.name!r}: an update cannot drop index {dropped[0]!r}")
+            self.store.update(db, old, spec)
+
+    def exists(self, name: str) -> bool:
+        with self.store.transaction(write=False) as db:
+            return self.store.specification(db, name) is not None
+
+    def get_specification(self, name: str) -> TableSpecification:
+        with self.store.transaction(write=False) as db:
+            spec = self.store.specification(db, name)
+        if spec is None:
+            raise TableNotFoundError(f"table {name!r} does not exist in {self.url}")
+        return spec
+
+    def drop(self, name: str) -> bool:
+        """Drop the table and its rows; False if it did not exist."""
+        with self.store.transaction(write=True) as db:
+            if self.store.specification(db, name) is None:
+                return False
+            self.store.drop(db, name)
+            return True
+
+    def list(self) -> list[str]:
+        with self.store.transaction(write=False) as db:
+            return self.store.names(db)
+
+    @staticmethod
+    def _check(spec: Any) -> None:
+        if not isinstance(spec, TableSpecification):
+            raise InvalidFieldError(f"a table is created from a TableSpecification, got {spec!r:.100}")
+
+
+class TableContext:
+    """What a transaction's function sees: ``ctx.table(name)``."""
+
+    def __init__(self, admin: TableAdmin, db: Any):
+        self._admin, self._db = admin, db
+        self._tables: dict[str, SqlTable] = {}
+
+    def table(self, name: str) -> SqlTable:
+        if name not in self._tables:
+            spec = self._admin.store.specification(self._db, name)
+            if spec is None:
+                raise TableNotFoundError(f"table {name!r} does not exist in {self._admin.url}")
+            self._tables[name] = SqlTable(spec, self._db)
+        return self._tables[name]
+
+
+class TransactionRunner:
+    """Runs a function over the tables of an admin in one transaction: every change commits
+    at once or none does; a conflict with concurrent transactions retries the function."""
+
+    def __init__(self, admin: TableAdmin, attempts: int = ATTEMPTS, backoff: float = BACKOFF):
+        self.admin, self.attempts, self.backoff = admin, attempts, backoff
+
+    def run(self, fn: Callable[[TableContext], T]) -> T:
+        """``fn(ctx)``'s result, its changes committed; an exception in ``fn`` commits nothing."""
+        last: Exception | None = None
+        for attempt in range(self.attempts):
+            try:
+                with self.admin.store.transaction(write=True) as db:
+                    return fn(TableContext(self.admin, db))
+            except TransactionConflictError as e:
+                last = e
+                time.sleep(random.uniform(0.5, 1.0) * self.backoff)
+        raise TransactionConflictError(f"{self.admin.url}: the transaction lost to concurrent ones "
+                                       f"{self.attempts} times ({last})")

@@ -1,0 +1,233 @@
+"""Keyed tables over SQL: one SQL table per TableSpecification, with a real primary key and
+secondary indexes, filters compiled to parameterised SQL (never formatted values), and the
+database's own transactions. SQLite (Python's ``sqlite3``) is the embedded default."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from typing import Any, Iterator, Sequence
+
+from cdkds.catalog.errors import InvalidFieldError, TransactionConflictError
+from cdkds.catalog.expressions import BoundPredicate, BoundPredicateVisitor, Expression, visit
+from cdkds.catalog.tables.keys import Range
+from cdkds.catalog.tables.spec import TableSpecification
+from cdkds.catalog.tables.table import StructuredTable
+
+_SQL_TYPES = {"int": "INTEGER", "long": "INTEGER", "float": "REAL", "double": "REAL", "string": "TEXT",
+              "bytes": "BLOB", "boolean": "INTEGER"}
+_SPECS = "_cdkds_tables"
+
+
+def quote(name: str) -> str:
+    """An identifier (names are checked to be letters, digits and _)."""
+    return f'"{name}"'
+
+
+class _Compiler(BoundPredicateVisitor["tuple[str, list]"]):
+    """A bound expression as a SQL condition and its parameters (SQL's three-valued logic is
+    the expression tree's: a comparison with null is unknown)."""
+
+    def visit_true(self):
+        return "1 = 1", []
+
+    def visit_false(self):
+        return "1 = 0", []
+
+    def visit_and(self, left, right):
+        return f"({left[0]} AND {right[0]})", left[1] + right[1]
+
+    def visit_or(self, left, right):
+        return f"({left[0]} OR {right[0]})", left[1] + right[1]
+
+    def _compare(self, p: BoundPredicate, op: str):
+        return f"{quote(p.name)} {op} ?", [p.value]
+
+    def visit_is_null(self, p):
+        return f"{quote(p.name)} IS NULL", []
+
+    def visit_not_null(self, p):
+        return f"{quote(p.name)} IS NOT NULL", []
+
+    def visit_eq(self, p):
+        return self._compare(p, "=")
+
+    def visit_ne(self, p):
+        return self._compare(p, "<>")
+
+    def visit_lt(self, p):
+        return self._compare(p, "<")
+
+    def visit_le(self, p):
+        return self._compare(p, "<=")
+
+    def visit_gt(self, p):
+        return self._compare(p, ">")
+
+    def visit_ge(self, p):
+        return self._compare(p, ">=")
+
+    def visit_in(self, p):
+        if not p.values:
+            return "1 = 0", []
+        return f"{quote(p.name)} IN ({', '.join('?' * len(p.values))})", list(p.values)
+
+    def visit_not_in(self, p):
+        if not p.values:
+            return f"{quote(p.name)} IS NOT NULL", []
+        return f"{quote(p.name)} NOT IN ({', '.join('?' * len(p.values))})", list(p.values)
+
+    def visit_starts_with(self, p):
+        return f"substr({quote(p.name)}, 1, length(?)) = ?", [p.value, p.value]
+
+    def visit_not_starts_with(self, p):
+        return f"substr({quote(p.name)}, 1, length(?)) <> ?", [p.value, p.value]
+
+
+def compile_filter(expr: Expression) -> tuple[str, list]:
+    """A bound expression as ``(SQL condition, parameters)``."""
+    return visit(expr, _Compiler())
+
+
+def range_condition(spec: TableSpecification, range_: Range) -> tuple[str, list]:
+    """A key range (leftmost prefixes) as row-value comparisons on the key columns."""
+    parts, params = [], []
+    for prefix, bound, ops in ((range_.begin, range_.begin_bound, (">=", ">")),
+                               (range_.end, range_.end_bound, ("<=", "<"))):
+        if not prefix:
+            continue
+        names = [k for k in spec.primary_key if k in prefix]
+        op = ops[0] if bound == Range.INCLUSIVE else ops[1]
+        parts.append(f"({', '.join(quote(n) for n in names)}) {op} ({', '.join('?' * len(names))})")
+        params.extend(prefix[n] for n in names)
+    return (" AND ".join(parts) or "1 = 1"), params
+
+
+class SqlTable(StructuredTable):
+    """A keyed table in a SQL database, inside the connection's current transaction."""
+
+    def __init__(self, spec: TableSpecification, connection: sqlite3.Connection):
+        super().__init__(spec)
+        self._db = connection
+        self._columns_sql = ", ".join(quote(f.name) for f in spec.fields)
+        self._key_sql = " AND ".join(f"{quote(k)} = ?" for k in spec.primary_key)
+
+    def _row(self, values: Sequence[Any]) -> dict:
+        row = dict(zip(self.spec.kinds, values))
+        for name, kind in self.spec.kinds.items():
+            if kind == "boolean" and row[name] is not None:
+                row[name] = bool(row[name])
+        return row
+
+    def _get(self, key: dict) -> dict | None:
+        found = self._db.execute(f"SELECT {self._columns_sql} FROM {quote(self.spec.name)} WHERE {self._key_sql}",
+                                 [key[k] for k in self.spec.primary_key]).fetchone()
+        return None if found is None else self._row(found)
+
+    def _scan(self, ranges: Sequence[Range], filter: Expression, limit: int | None, order: str) -> Iterator[dict]:
+        if limit == 0 or not ranges:
+            return iter(())
+        conditions, params = [], []
+        for r in ranges:
+            sql, values = range_condition(self.spec, r)
+            conditions.append(f"({sql})")
+            params.extend(values)
+        where, values = compile_filter(filter)
+        direction = "ASC" if order == "asc" else "DESC"
+        sql = (f"SELECT {self._columns_sql} FROM {quote(self.spec.name)} WHERE ({' OR '.join(conditions)}) AND {where} "
+               f"ORDER BY {', '.join(f'{quote(k)} {direction}' for k in self.spec.primary_key)}")
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return (self._row(r) for r in self._db.execute(sql, params + values).fetchall())
+
+    def _put(self, row: dict) -> None:
+        names = list(self.spec.kinds)
+        updates = ", ".join(f"{quote(n)} = excluded.{quote(n)}" for n in names if n not in self.spec.primary_key)
+        conflict = f"DO UPDATE SET {updates}" if updates else "DO NOTHING"
+        self._db.execute(f"INSERT INTO {quote(self.spec.name)} ({self._columns_sql}) VALUES "
+                         f"({', '.join('?' * len(names))}) ON CONFLICT ({', '.join(quote(k) for k in self.spec.primary_key)}) "
+                         f"{conflict}", [row[n] for n in names])
+
+    def _remove(self, key: dict) -> None:
+        self._db.execute(f"DELETE FROM {quote(self.spec.name)} WHERE {self._key_sql}",
+                         [key[k] for k in self.spec.primary_key])
+
+
+class SqliteStore:
+    """The tables of one SQLite database file; each transaction is a connection's
+    ``BEGIN IMMEDIATE`` (writers queue on the database lock) or ``BEGIN`` when read-only."""
+
+    def __init__(self, path: str, timeout: float = 30.0):
+        self.path = path
+        self.timeout = timeout
+        self._local = threading.local()
+        with self.transaction(write=True) as db:
+            db.execute(f"CREATE TABLE IF NOT EXISTS {_SPECS} (name TEXT PRIMARY KEY, spec TEXT NOT NULL)")
+
+    def connection(self) -> sqlite3.Connection:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=True)
+            self._local.db = db
+        return db
+
+    def transaction(self, write: bool) -> "_SqliteTransaction":
+        return _SqliteTransaction(self.connection(), write)
+
+    def specification(self, db: sqlite3.Connection, name: str) -> TableSpecification | None:
+        found = db.execute(f"SELECT spec FROM {_SPECS} WHERE name = ?", [name]).fetchone()
+        return None if found is None else TableSpecification.from_json(json.loads(found[0]))
+
+    def names(self, db: sqlite3.Connection) -> list[str]:
+        return [r[0] for r in db.execute(f"SELECT name FROM {_SPECS} ORDER BY name")]
+
+    def create(self, db: sqlite3.Connection, spec: TableSpecification) -> None:
+        columns = [f"{quote(f.name)} {_SQL_TYPES[f.kind]}{' NOT NULL' if f.name in spec.primary_key else ''}"
+                   for f in spec.fields]
+        db.execute(f"CREATE TABLE {quote(spec.name)} ({', '.join(columns)}, "
+                   f"PRIMARY KEY ({', '.join(quote(k) for k in spec.primary_key)}))")
+        for index in spec.indexes:
+            self._index(db, spec, index)
+        db.execute(f"INSERT INTO {_SPECS} (name, spec) VALUES (?, ?)", [spec.name, json.dumps(spec.to_json())])
+
+    def update(self, db: sqlite3.Connection, old: TableSpecification, new: TableSpecification) -> None:
+        for f in new.fields:
+            if f.name not in old.kinds:
+                db.execute(f"ALTER TABLE {quote(new.name)} ADD COLUMN {quote(f.name)} {_SQL_TYPES[f.kind]}")
+        for index in new.indexes:
+            if index not in old.indexes:
+                self._index(db, new, index)
+        db.execute(f"UPDATE {_SPECS} SET spec = ? WHERE name = ?", [json.dumps(new.to_json()), new.name])
+
+    def drop(self, db: sqlite3.Connection, name: str) -> None:
+        db.execute(f"DROP TABLE {quote(name)}")
+        db.execute(f"DELETE FROM {_SPECS} WHERE name = ?", [name])
+
+    @staticmethod
+    def _index(db: sqlite3.Connection, spec: TableSpecification, column: str) -> None:
+        db.execute(f"CREATE INDEX {quote(f'{spec.name}__{column}')} ON {quote(spec.name)} ({quote(column)})")
+
+
+class _SqliteTransaction:
+    def __init__(self, db: sqlite3.Connection, write: bool):
+        self.db, self.write = db, write
+
+    def __enter__(self) -> sqlite3.Connection:
+        try:
+            self.db.execute("BEGIN IMMEDIATE" if self.write else "BEGIN")
+        except sqlite3.OperationalError as e:
+            if "locked" in str(e) or "busy" in str(e):
+                raise TransactionConflictError(f"SQLite database is locked by another writer: {e}") from None
+            raise
+        return self.db
+
+    def __exit__(self, kind, error, tb) -> None:
+        if kind is None:
+            try:
+                self.db.execute("COMMIT")
+            except sqlite3.OperationalError as e:
+                self.db.execute("ROLLBACK")
+                raise TransactionConflictError(f"SQLite could not commit: {e}") from None
+        else:
+            self.db.execute("ROLLBACK")

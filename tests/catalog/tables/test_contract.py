@@ -1,0 +1,200 @@
+"""The StructuredTable contract (CDAP's StructuredTableTest), run per implementation.
+
+Each backend subclasses :class:`StructuredTableContract` with an ``admin`` fixture; so far:
+SQLite."""
+
+import multiprocessing
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from cdkds.catalog.errors import (
+    InvalidFieldError, NoSuchFieldError, TableExistsError, TableNotFoundError,
+)
+from cdkds.catalog.tables import Fields, Range, TableSpecification
+from cdkds.catalog.tables import TableAdmin, TransactionRunner
+
+SPEC = TableSpecification.builder("meta").fields(
+    Fields.int("k1"), Fields.string("k2"), Fields.long("k3"), Fields.int("c1"), Fields.long("c2"), Fields.string("c3"),
+    Fields.double("c4"), Fields.bytes("c5"), Fields.boolean("c6"), Fields.float("c7"),
+).primary_key("k1", "k2", "k3").indexes("c1", "c2").build()
+
+
+def key(k1, k2="a", k3=0):
+    return {"k1": k1, "k2": k2, "k3": k3}
+
+
+class StructuredTableContract:
+    @pytest.fixture
+    def runner(self, admin):
+        admin.create(SPEC)
+        return TransactionRunner(admin)
+
+    def run(self, runner, fn):
+        return runner.run(lambda ctx: fn(ctx.table("meta")))
+
+    def fill(self, runner, n=20):
+        def write(t):
+            for i in range(n):
+                for k2 in ("a", "b"):
+                    t.upsert({**key(i, k2, i * 10), "c1": i % 3, "c2": i, "c3": f"s{i}", "c6": i % 2 == 0})
+        self.run(runner, write)
+
+    # ---------------------------------------------------------------- admin
+
+    def test_admin(self, admin):
+        assert not admin.exists("meta") and admin.list() == []
+        admin.create(SPEC)
+        assert admin.exists("meta") and admin.list() == ["meta"] and admin.get_specification("meta") == SPEC
+        with pytest.raises(TableExistsError):
+            admin.create(SPEC)
+        wider = TableSpecification("meta", SPEC.fields + (Fields.string("c8"),), SPEC.primary_key, SPEC.indexes + ("c3",))
+        admin.create_or_update(wider)
+        assert admin.get_specification("meta") == wider
+        with pytest.raises(InvalidFieldError, match="primary key"):
+            admin.create_or_update(TableSpecification("meta", SPEC.fields, ("k1",)))
+        assert admin.drop("meta") and not admin.drop("meta") and not admin.exists("meta")
+        with pytest.raises(TableNotFoundError):
+            admin.get_specification("meta")
+
+    # ---------------------------------------------------------------- rows
+
+    def test_upsert_is_partial_and_read_selects_columns(self, runner):
+        self.run(runner, lambda t: t.upsert({**key(1), "c1": 5, "c3": "x"}))
+        self.run(runner, lambda t: t.upsert({**key(1), "c2": 7}))
+        row = self.run(runner, lambda t: t.read(key(1)))
+        assert row == {**key(1), "c1": 5, "c2": 7, "c3": "x", "c4": None, "c5": None, "c6": None, "c7": None}
+        assert self.run(runner, lambda t: t.read(key(1), columns=["c1"])) == {"c1": 5}
+        assert self.run(runner, lambda t: t.read(key(2))) is None
+        self.run(runner, lambda t: t.update({**key(2), "c1": 1}))  # no row: no-op
+        assert self.run(runner, lambda t: t.read(key(2))) is None
+        values = {"c4": 1.5, "c5": b"\x00\xff", "c6": False, "c7": 2.0}
+        self.run(runner, lambda t: t.update({**key(1), **values}))
+        assert {k: self.run(runner, lambda t: t.read(key(1)))[k] for k in values} == values
+
+    def test_scans_are_sorted_and_follow_ranges_limits_filters(self, runner):
+        self.fill(runner)
+        scan = lambda r, **kw: [(x["k1"], x["k2"]) for x in self.run(runner, lambda t: list(t.scan(r, **kw)))]  # noqa: E731
+        assert scan(Range.all(), limit=3) == [(0, "a"), (0, "b"), (1, "a")]
+        assert scan(Range.all(), limit=2, order="desc") == [(19, "b"), (19, "a")]
+        assert scan(Range.of({"k1": 3, "k2": "b"}, Range.INCLUSIVE, {"k1": 5}, Range.EXCLUSIVE)) == [(3, "b"), (4, "a"), (4, "b")]
+        assert scan(Range.of({"k1": 3}, Range.EXCLUSIVE, {"k1": 5}, Range.INCLUSIVE)) == [(4, "a"), (4, "b"), (5, "a"), (5, "b")]
+        assert scan(Range.singleton({"k1": 7})) == [(7, "a"), (7, "b")]
+        assert scan(Range.all(), filter="k2 = 'b' and (c1 != 0 or c3 in ('s0', 's6'))", limit=5) == \
+            [(0, "b"), (1, "b"), (2, "b"), (4, "b"), (5, "b")]
+        assert scan(Range.all(), filter="c3 starts with 's1' and k1 > 15") == [(16, "a"), (16, "b"), (17, "a"), (17, "b"),
+                                                                             (18, "a"), (18, "b"), (19, "a"), (19, "b")]
+        multi = self.run(runner, lambda t: [x["k1"] for x in t.multi_scan(
+            [Range.singleton({"k1": 9}), Range.singleton({"k1": 2})], filter="k2 = 'a'")])
+        assert multi == [2, 9]
+        assert self.run(runner, lambda t: t.count([Range.to({"k1": 4}, Range.EXCLUSIVE)])) == 8
+        assert [x["k1"] for x in self.run(runner, lambda t: list(t.scan_index("c1", 2, filter="k2 = 'a'")))] == [2, 5, 8, 11, 14, 17]
+        rows = self.run(runner, lambda t: t.multi_read([key(5, "b", 50), key(1, "a", 10), key(99)]))
+        assert [(r["k1"], r["k2"]) for r in rows] == [(1, "a"), (5, "b")]
+
+    def test_deletes_cas_and_increments(self, runner):
+        self.fill(runner, 5)
+        self.run(runner, lambda t: t.delete(key(0, "a", 0)))
+        self.run(runner, lambda t: t.delete_all(Range.singleton({"k1": 1})))
+        self.run(runner, lambda t: t.update_all(Range.singleton({"k1": 2}), {"c3": "z"}))
+        rows = self.run(runner, lambda t: list(t.scan(Range.all(), columns=["k1", "k2", "c3"])))
+        assert [(r["k1"], r["k2"], r["c3"]) for r in rows][:3] == [(0, "b", "s0"), (2, "a", "z"), (2, "b", "z")]
+        k = key(3, "a", 30)
+        assert not self.run(runner, lambda t: t.compare_and_swap(k, {"c1": 99}, {"c1": 1}))
+        assert self.run(runner, lambda t: t.compare_and_swap(k, {"c1": 0}, {"c1": 1}))
+        assert not self.run(runner, lambda t: t.compare_and_swap(k, None, {"c1": 5}))
+        assert self.run(runner, lambda t: t.compare_and_swap(key(50), None, {"c1": 5}))
+        assert self.run(runner, lambda t: t.read(key(50))["c1"]) == 5
+        assert self.run(runner, lambda t: [t.increment(key(60), "c2", 2), t.increment(key(60), "c2", 3)]) == [2, 5]
+        with pytest.raises(InvalidFieldError, match="non-key long column"):
+            self.run(runner, lambda t: t.increment(key(60), "c1", 1))
+
+    BAD = [
+        (lambda t: t.upsert({**key(1), "zz": 1}), NoSuchFieldError, "no field 'zz'"),
+        (lambda t: t.upsert({"k1": 1, "k2": "a", "c1": 1}), InvalidFieldError, "'k3' is missing"),
+        (lambda t: t.upsert({**key(1), "c1": "x"}), InvalidFieldError, "field 'c1': value 'x'"),
+        (lambda t: t.upsert({**key(1), "c4": float("nan")}), InvalidFieldError, "NaN"),
+        (lambda t: t.upsert({**key(None)}), InvalidFieldError, "'k1' is .*null"),
+        (lambda t: t.read({"k1": 1, "k2": "a"}), InvalidFieldError, "'k3' is missing"),
+        (lambda t: list(t.scan(Range.of({"k1": 1, "k3": 2}, "inclusive", None, "inclusive"))), InvalidFieldError,
+         "without 'k2'"),
+        (lambda t: list(t.scan(Range.all(), filter="nope = 1")), InvalidFieldError, "unknown field 'nope'"),
+        (lambda t: list(t.scan_index("c3", "x")), InvalidFieldError, "'c3' is not indexed"),
+        (lambda t: t.update_all(Range.all(), {"k1": 5}), InvalidFieldError, "cannot set key fields"),
+        (lambda t: list(t.scan(Range.all(), limit=-1)), InvalidFieldError, "limit"),
+    ]
+
+    @pytest.mark.parametrize("call, error, message", BAD)
+    def test_schema_errors_name_the_table_field_and_value(self, runner, call, error, message):
+        self.fill(runner, 2)
+        with pytest.raises(error, match=message) as e:
+            self.run(runner, call)
+        assert "table 'meta'" in str(e.value)
+        assert self.run(runner, lambda t: t.count()) == 4
+
+    # ---------------------------------------------------------------- transactions
+
+    def test_an_exception_commits_nothing_and_a_transaction_sees_its_own_writes(self, runner, admin):
+        admin.create(TableSpecification.builder("runs").fields(Fields.string("id"), Fields.long("n")).primary_key("id").build())
+
+        def fail(ctx):
+            ctx.table("meta").upsert({**key(1), "c1": 1})
+            ctx.table("runs").upsert({"id": "r", "n": 1})
+            assert ctx.table("meta").read(key(1))["c1"] == 1
+            raise RuntimeError("boom")
+
+        with pytest.raises(RuntimeError):
+            runner.run(fail)
+        assert runner.run(lambda ctx: (ctx.table("meta").read(key(1)), ctx.table("runs").read({"id": "r"}))) == (None, None)
+        runner.run(lambda ctx: (ctx.table("meta").upsert({**key(1), "c1": 1}), ctx.table("runs").upsert({"id": "r", "n": 1})))
+        assert runner.run(lambda ctx: ctx.table("runs").read({"id": "r"})["n"]) == 1
+
+    def test_concurrent_increments_from_processes_all_count(self, runner, admin):
+        context = multiprocessing.get_context("spawn")
+        processes = [context.Process(target=_increment, args=(admin.url, 20)) for _ in range(3)]
+        for p in processes:
+            p.start()
+        for p in processes:
+            p.join(120)
+        assert [p.exitcode for p in processes] == [0, 0, 0]
+        assert self.run(runner, lambda t: t.read(key(0))["c2"]) == 60
+
+    @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(st.lists(st.tuples(st.sampled_from(["upsert", "delete"]), st.integers(0, 6), st.sampled_from(["a", "b"]),
+                              st.one_of(st.none(), st.integers(-3, 3))), max_size=25),
+           st.integers(0, 6), st.integers(0, 6), st.sampled_from(["inclusive", "exclusive"]))
+    def test_random_writes_against_a_model(self, admin_factory, ops, lo, hi, bound):
+        admin = admin_factory()
+        admin.create(SPEC)
+        runner = TransactionRunner(admin)
+        model: dict = {}
+        for op, k1, k2, c1 in ops:
+            k = key(k1, k2)
+            if op == "upsert":
+                self.run(runner, lambda t: t.upsert({**k, "c1": c1}))
+                model[(k1, k2)] = c1
+            else:
+                self.run(runner, lambda t: t.delete(k))
+                model.pop((k1, k2), None)
+        rows = self.run(runner, lambda t: list(t.scan(Range.of({"k1": lo}, "inclusive", {"k1": hi}, bound),
+                                                      filter="c1 >= 0")))
+        expected = sorted(k for k, v in model.items() if lo <= k[0] and (k[0] <= hi if bound == "inclusive" else k[0] < hi)
+                          and v is not None and v >= 0)
+        assert [(r["k1"], r["k2"]) for r in rows] == expected
+
+
+def _increment(url, n):
+    runner = TransactionRunner(TableAdmin.open(url))
+    for _ in range(n):
+        runner.run(lambda ctx: ctx.table("meta").increment(key(0), "c2", 1))
+
+
+class TestSqlite(StructuredTableContract):
+    @pytest.fixture
+    def admin_factory(self, tmp_path):
+        counter = iter(range(10**6))
+        return lambda: TableAdmin.open(f"sqlite:///{tmp_path}/db{next(counter)}.sqlite")
+
+    @pytest.fixture
+    def admin(self, admin_factory):
+        return admin_factory()
