@@ -1,0 +1,46 @@
+"""The SQL filter compiler agrees with the expression tree's own row evaluator."""
+
+import sqlite3
+
+from hypothesis import given, settings, strategies as st
+
+from cdkds.catalog.expressions import and_, evaluate, field, not_, or_
+from cdkds.catalog.tables import Fields, Range, TableSpecification
+from cdkds.catalog.tables.sql import SqlTable
+
+SPEC = TableSpecification.builder("t").fields(Fields.int("k"), Fields.int("c1"), Fields.string("c3"),
+                                              Fields.boolean("c6")).primary_key("k").build()
+ints = st.one_of(st.none(), st.integers(-3, 3))
+texts = st.one_of(st.none(), st.sampled_from(["", "a", "ab", "b", "é", "a\x00"]))
+
+
+def predicates():
+    c1, c3 = field("c1"), field("c3")
+    number = st.integers(-3, 3)
+    text = st.sampled_from(["", "a", "ab", "b", "é"])
+    return st.one_of(
+        st.builds(lambda v: c1 == v, number), st.builds(lambda v: c1 != v, number), st.builds(lambda v: c1 < v, number),
+        st.builds(lambda v: c1 >= v, number), st.builds(lambda v: c3 > v, text), st.builds(lambda v: c3 <= v, text),
+        st.builds(lambda vs: c1.isin(vs), st.lists(number, max_size=3)),
+        st.builds(lambda vs: c3.notin(vs), st.lists(text, max_size=3)),
+        st.just(c1.is_null()), st.just(c3.not_null()), st.builds(lambda v: c3.startswith(v), text),
+        st.just(field("c6") == True),  # noqa: E712
+    )
+
+
+filters = st.recursive(predicates(), lambda inner: st.one_of(
+    st.builds(and_, inner, inner), st.builds(or_, inner, inner), st.builds(not_, inner)), max_leaves=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(ints, texts, st.one_of(st.none(), st.booleans())), max_size=12), filters)
+def test_sql_filters_match_the_row_evaluator(rows, where):
+    db = sqlite3.connect(":memory:", isolation_level=None)
+    db.execute('CREATE TABLE "t" ("k" INTEGER NOT NULL, "c1" INTEGER, "c3" TEXT, "c6" INTEGER, PRIMARY KEY ("k"))')
+    table = SqlTable(SPEC, db)
+    records = [{"k": i, "c1": c1, "c3": c3, "c6": c6} for i, (c1, c3, c6) in enumerate(rows)]
+    for r in records:
+        table.upsert(r)
+    bound = table._filter(where)
+    expected = [r["k"] for r in records if evaluate(bound, r) is True]
+    assert [r["k"] for r in table.scan(Range.all(), filter=where)] == expected, str(bound)
