@@ -66,21 +66,24 @@ class Replay:
                    "no checkpoint holds the state they led to"))
         return start
 
-    def forward(self, snapshot: Snapshot, upto: int | None = None, until_ms: int | None = None) -> Snapshot:
+    def forward(self, snapshot: Snapshot, upto: int | None = None, until_ms: int | None = None,
+                confirm_end: bool = True) -> Snapshot:
         """``snapshot`` moved forward to revision ``upto``, the last commit at or before
-        ``until_ms``, or the end of the log."""
-        for _, snapshot in self.walk(snapshot, upto, until_ms):
+        ``until_ms``, or the end of the log. With ``confirm_end`` false, the first missing
+        commit is taken for the end without listing the log to rule out a hole: one GET when
+        nothing is new, for readers that refresh often and list the log now and then."""
+        for _, snapshot in self.walk(snapshot, upto, until_ms, confirm_end):
             pass
         return snapshot
 
-    def walk(self, snapshot: Snapshot, upto: int | None = None,
-             until_ms: int | None = None) -> Iterator[tuple[Commit, Snapshot]]:
+    def walk(self, snapshot: Snapshot, upto: int | None = None, until_ms: int | None = None,
+             confirm_end: bool = True) -> Iterator[tuple[Commit, Snapshot]]:
         """Each later commit with the snapshot it makes, checking the chain (see :meth:`forward`)."""
         revision = snapshot.version + 1
         while upto is None or revision <= upto:
             commit = self.listing.commit(revision, snapshot.descriptor)
             if commit is None:
-                if self._written_meanwhile(revision):
+                if confirm_end and self._written_meanwhile(revision):
                     continue
                 return
             if until_ms is not None and commit.timestamp > until_ms:

@@ -8,10 +8,14 @@ import time
 from typing import Any, Callable, TypeVar
 from urllib.parse import urlparse
 
+import fsspec
+
 from cdkds.catalog.errors import InvalidFieldError, InvalidNameError, TableExistsError, TableNotFoundError, \
     TransactionConflictError
 from cdkds.catalog.tables.spec import TableSpecification
-from cdkds.catalog.tables.sql import SqliteStore, SqlTable
+from cdkds.catalog.tables.objectstore import ObjectTableStore
+from cdkds.catalog.tables.sql import SqliteStore
+from cdkds.catalog.tables.table import StructuredTable
 
 T = TypeVar("T")
 ATTEMPTS = 20  # CDAP's runner: 20 attempts, 100 ms apart
@@ -19,9 +23,10 @@ BACKOFF = 0.1
 
 
 class TableAdmin:
-    """The keyed tables of one store: ``TableAdmin.open("sqlite:///path.db")``."""
+    """The keyed tables of one store: ``TableAdmin.open(url)`` with ``sqlite:///path.db`` or an
+    object-store root (``file://``, ``memory://``, ``s3://``...)."""
 
-    def __init__(self, store: SqliteStore, url: str):
+    def __init__(self, store: "SqliteStore | ObjectTableStore", url: str):
         self.store = store
         self.url = url
 
@@ -29,16 +34,22 @@ class TableAdmin:
         return f"TableAdmin({self.url!r})"
 
     @classmethod
-    def open(cls, url: str) -> "TableAdmin":
-        if not isinstance(url, str):
-            raise InvalidNameError(f"a table store URL is a string, got {url!r:.100}")
-        parsed = urlparse(url)
-        if parsed.scheme == "sqlite":
+    def open(cls, url: str, storage_options: dict | None = None) -> "TableAdmin":
+        """The tables at ``url``: a SQLite database file, or the root of a tables dataset on
+        an object store (created on first use); ``storage_options`` go to fsspec."""
+        if not isinstance(url, str) or not url.strip():
+            raise InvalidNameError(f"a table store URL is a non-empty string, got {url!r:.100}")
+        scheme = urlparse(url).scheme
+        if scheme == "sqlite":
             path = url[len("sqlite://"):]
-            if not path or path == "/":
-                raise InvalidNameError(f"a SQLite URL names a file: sqlite:///path/to.db, got {url!r}")
+            if not path or path == "/" or storage_options:
+                raise InvalidNameError(f"a SQLite URL names a file, sqlite:///path/to.db, and takes no storage "
+                                       f"options; got {url!r}")
             return cls(SqliteStore(path), url)
-        raise InvalidNameError(f"table store {url!r}: supported so far is sqlite:///path.db")
+        if scheme and scheme not in fsspec.available_protocols():
+            raise InvalidNameError(f"table store {url!r}: {scheme!r} is neither sqlite nor an object store fsspec "
+                                   f"knows (file, memory, s3...)")
+        return cls(ObjectTableStore(url, storage_options), url)
 
     def create(self, spec: TableSpecification) -> None:
         """Create table ``spec.name``; :class:`TableExistsError` if it exists."""
@@ -101,14 +112,14 @@ class TableContext:
 
     def __init__(self, admin: TableAdmin, db: Any):
         self._admin, self._db = admin, db
-        self._tables: dict[str, SqlTable] = {}
+        self._tables: dict[str, StructuredTable] = {}
 
-    def table(self, name: str) -> SqlTable:
+    def table(self, name: str) -> StructuredTable:
         if name not in self._tables:
-            spec = self._admin.store.specification(self._db, name)
-            if spec is None:
+            table = self._admin.store.table(self._db, name)
+            if table is None:
                 raise TableNotFoundError(f"table {name!r} does not exist in {self._admin.url}")
-            self._tables[name] = SqlTable(spec, self._db)
+            self._tables[name] = table
         return self._tables[name]
 
 

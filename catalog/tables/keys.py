@@ -91,16 +91,7 @@ class KeyCodec:
         out, at = {}, 0
         for name, kind in zip(self.spec.primary_key, self._kinds):
             if kind == "string":
-                parts = []
-                while True:
-                    stop = data.index(b"\x00", at)
-                    parts.append(data[at:stop])
-                    marker = data[stop + 1]
-                    at = stop + 2
-                    if marker == 1:
-                        break
-                    parts.append(b"\x00")
-                out[name] = b"".join(parts).decode("utf-8")
+                out[name], at = decode_text(data, at)
             else:
                 raw = bytearray(data[at:at + 8])
                 raw[0] ^= 0x80
@@ -114,13 +105,13 @@ class KeyCodec:
         if range_.begin is not None:
             low = self.prefix(range_.begin)
             if range_.begin_bound == Range.EXCLUSIVE:
-                low = _after_prefix(low)
+                low = after_prefix(low)
                 if low is None:
                     return b"", b""  # nothing is after every key
         if range_.end is not None:
             high = self.prefix(range_.end)
             if range_.end_bound == Range.INCLUSIVE:
-                high = _after_prefix(high)
+                high = after_prefix(high)
         return low, high
 
     def _encode(self, key: Mapping[str, Any]) -> tuple[bytes, int]:
@@ -146,6 +137,46 @@ class KeyCodec:
         return b"".join(parts), used
 
 
+def encode_text(text: str) -> bytes:
+    """A string as a key part (order-preserving and prefix-free)."""
+    return _part(text, "string", "text")
+
+
+def decode_text(data: bytes, at: int = 0) -> tuple[str, int]:
+    """The string key part starting at ``at``, and where the rest begins."""
+    parts = []
+    while True:
+        stop = data.index(b"\x00", at)
+        parts.append(data[at:stop])
+        marker = data[stop + 1]
+        at = stop + 2
+        if marker == 1:
+            return b"".join(parts).decode("utf-8"), at
+        parts.append(b"\x00")
+
+
+def encode_value(value: Any, kind: str) -> bytes:
+    """A checked, non-null value of any field kind as bytes no other value of that kind
+    starts with (equal values, 0.0 and -0.0 included, encode alike): an index entry's key
+    is ``encode_value(value) + encode(primary key)``."""
+    if kind in ("int", "long", "string"):
+        return _part(value, kind, "value")
+    if kind in ("float", "double"):
+        return struct.pack(">d", value + 0.0)  # -0.0 + 0.0 is 0.0
+    if kind == "bytes":
+        return bytes(value).replace(b"\x00", b"\x00\xff") + _END
+    return b"\x01" if value else b"\x00"
+
+
+def after_prefix(prefix: bytes) -> bytes | None:
+    """The smallest byte string greater than every string that starts with ``prefix``
+    (``None`` when there is none: the prefix is all 0xFF)."""
+    trimmed = prefix.rstrip(b"\xff")
+    if not trimmed:
+        return None
+    return trimmed[:-1] + bytes([trimmed[-1] + 1])
+
+
 def _part(value: Any, kind: str, where: str) -> bytes:
     if value is None:
         raise InvalidFieldError(f"{where} is null; key fields cannot be null")
@@ -164,11 +195,3 @@ def _part(value: Any, kind: str, where: str) -> bytes:
     raw[0] ^= 0x80  # the sign bit flipped: negative numbers sort first
     return bytes(raw)
 
-
-def _after_prefix(prefix: bytes) -> bytes | None:
-    """The smallest byte string greater than every string that starts with ``prefix``
-    (``None`` when there is none: the prefix is all 0xFF)."""
-    trimmed = prefix.rstrip(b"\xff")
-    if not trimmed:
-        return None
-    return trimmed[:-1] + bytes([trimmed[-1] + 1])

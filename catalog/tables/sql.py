@@ -179,6 +179,10 @@ class SqliteStore:
         found = db.execute(f"SELECT spec FROM {_SPECS} WHERE name = ?", [name]).fetchone()
         return None if found is None else TableSpecification.from_json(json.loads(found[0]))
 
+    def table(self, db: sqlite3.Connection, name: str) -> SqlTable | None:
+        spec = self.specification(db, name)
+        return None if spec is None else SqlTable(spec, db)
+
     def names(self, db: sqlite3.Connection) -> list[str]:
         return [r[0] for r in db.execute(f"SELECT name FROM {_SPECS} ORDER BY name")]
 

@@ -143,8 +143,7 @@ class StructuredTable(ABC):
         names = self._columns(columns)
         if order not in ("asc", "desc"):
             raise InvalidFieldError(f"table {self.spec.name!r}: order is 'asc' or 'desc', got {order!r:.100}")
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-            raise InvalidFieldError(f"table {self.spec.name!r}: limit must be an integer >= 0, got {limit!r:.100}")
+        self._limit(limit)
         checked = [self._range(r) for r in ranges]
         bound = self._filter(filter)
         return ({n: row[n] for n in names} for row in self._scan(checked, bound, limit, order))
@@ -158,8 +157,16 @@ class StructuredTable(ABC):
         checked = self._value(column, value)
         if checked is None:
             raise InvalidFieldError(f"table {self.spec.name!r}: an index scan of {column!r} needs a value, not None")
-        where = and_(field(column) == checked, as_expression(filter))
-        return self.scan(Range.all(), limit, where, columns)
+        names = self._columns(columns)
+        self._limit(limit)
+        bound = self._filter(filter)
+        return ({n: row[n] for n in names} for row in self._scan_index(column, checked, bound, limit))
+
+    def _scan_index(self, column: str, value: Any, filter: Expression, limit: int | None) -> Iterator[dict]:
+        """Rows whose ``column`` equals the checked ``value`` and match the bound filter, by
+        primary key. By default a scan of the table; a backend with its own index entries
+        reads those instead."""
+        return self._scan([Range.all()], and_(self._filter(field(column) == value), filter), limit, "asc")
 
     def count(self, ranges: Iterable[Range] | None = None, filter: Expression | str | None = None) -> int:
         """How many rows are in the ranges (default: all) and match the filter."""
@@ -228,6 +235,10 @@ class StructuredTable(ABC):
             raise InvalidFieldError(f"table {self.spec.name!r}: a range is a Range, got {range_!r:.100}")
         self.codec.bounds(range_)  # checks the prefixes
         return range_
+
+    def _limit(self, limit: Any) -> None:
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+            raise InvalidFieldError(f"table {self.spec.name!r}: limit must be an integer >= 0, got {limit!r:.100}")
 
     def _columns(self, columns: Iterable[str] | None) -> list[str]:
         if columns is None:
