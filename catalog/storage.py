@@ -66,6 +66,10 @@ class ObjectStore:
 
     def read(self, key: str) -> bytes:
         """The object's bytes; :class:`FileNotFoundError` if it is absent."""
+        if "s3" in _protocols(self.fs):
+            # one GET: s3fs otherwise asks the size first (a HEAD, and a LIST when absent) to
+            # split large objects into concurrent ranged GETs
+            return self.fs.cat_file(self.path(key), max_concurrency=1)
         return self.fs.cat_file(self.path(key))
 
     def exists(self, key: str) -> bool:

@@ -419,7 +419,7 @@ class ObjectTable(StructuredTable):
 def _union(spans: list[tuple[bytes, bytes | None]]) -> list[tuple[bytes, bytes | None]]:
     """Byte intervals ``[low, high)`` as sorted, disjoint ones (each key once)."""
     out: list[tuple[bytes, bytes | None]] = []
-    for low, high in sorted(s for s in spans if s[1] is None or s[0] < s[1]):
+    for low, high in sorted((s for s in spans if s[1] is None or s[0] < s[1]), key=lambda s: s[0]):
         if out and (out[-1][1] is None or low <= out[-1][1]):
             last = out[-1]
             out[-1] = (last[0], None if last[1] is None or high is None else max(last[1], high))

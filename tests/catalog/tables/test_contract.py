@@ -1,9 +1,11 @@
 """The StructuredTable contract (CDAP's StructuredTableTest), run per implementation.
 
-Each backend subclasses :class:`StructuredTableContract` with an ``admin`` fixture; so far:
-SQLite."""
+Each backend subclasses :class:`StructuredTableContract` with ``admin`` and ``admin_factory``
+fixtures: SQLite, memory and local files here, S3 in ``test_objectstore.py``, PostgreSQL in
+``test_postgres.py``."""
 
 import multiprocessing
+import threading
 import uuid
 
 import pytest
@@ -26,6 +28,8 @@ def key(k1, k2="a", k3=0):
 
 
 class StructuredTableContract:
+    serializes_writers = False  # the database queues writers: a concurrent writer waits for the commit
+
     @pytest.fixture
     def runner(self, admin):
         admin.create(SPEC)
@@ -184,6 +188,122 @@ class StructuredTableContract:
         assert [(r["k1"], r["k2"]) for r in rows] == expected
 
 
+    # ---------------------------------------------------------------- more reads
+
+    def test_index_scans_follow_updates_deletes_and_new_indexes(self, runner, admin):
+        self.fill(runner, 9)
+        ids = lambda rows: [(r["k1"], r["k2"]) for r in rows]  # noqa: E731
+        assert ids(self.run(runner, lambda t: list(t.scan_index("c1", 1)))) == [(i, k) for i in (1, 4, 7) for k in "ab"]
+        assert ids(self.run(runner, lambda t: list(t.scan_index("c1", 1, limit=3, filter="k2 = 'b'")))) == \
+            [(1, "b"), (4, "b"), (7, "b")][:3]
+        assert ids(self.run(runner, lambda t: list(t.scan_index("c1", 1, limit=2)))) == [(1, "a"), (1, "b")]
+        self.run(runner, lambda t: (t.upsert({**key(1, "a", 10), "c1": 2}), t.delete(key(4, "b", 40))))
+        assert ids(self.run(runner, lambda t: list(t.scan_index("c1", 1)))) == [(1, "b"), (4, "a"), (7, "a"), (7, "b")]
+        assert (1, "a") in ids(self.run(runner, lambda t: list(t.scan_index("c1", 2))))
+        assert self.run(runner, lambda t: list(t.scan_index("c2", 5, columns=["c3"]))) == [{"c3": "s5"}] * 2
+        admin.create_or_update(TableSpecification("meta", SPEC.fields, SPEC.primary_key, SPEC.indexes + ("c3",)))
+        assert ids(self.run(runner, lambda t: list(t.scan_index("c3", "s7")))) == [(7, "a"), (7, "b")]
+        self.run(runner, lambda t: t.update({**key(7, "a", 70), "c3": None}))
+        assert ids(self.run(runner, lambda t: list(t.scan_index("c3", "s7")))) == [(7, "b")]
+
+    def test_multi_reads_multi_scans_and_counts(self, runner):
+        self.fill(runner, 10)
+        rows = self.run(runner, lambda t: t.multi_read([key(5, "b", 50), key(99), key(2, "a", 20)], columns=["k1", "k2"]))
+        assert rows == [{"k1": 2, "k2": "a"}, {"k1": 5, "k2": "b"}]
+        ranges = [Range.of({"k1": 2}, "inclusive", {"k1": 4}, "inclusive"), Range.of({"k1": 3}, "inclusive", {"k1": 6}, "exclusive"),
+                  Range.singleton({"k1": 9, "k2": "b"})]
+        got = self.run(runner, lambda t: [(r["k1"], r["k2"]) for r in t.multi_scan(ranges)])
+        assert got == [(i, k) for i in range(2, 6) for k in "ab"] + [(9, "b")]
+        got = self.run(runner, lambda t: [(r["k1"], r["k2"]) for r in t.multi_scan(ranges, limit=3, order="desc")])
+        assert got == [(9, "b"), (5, "b"), (5, "a")]
+        assert self.run(runner, lambda t: t.count()) == 20
+        assert self.run(runner, lambda t: t.count(ranges, filter="c6 = true")) == 4
+        assert self.run(runner, lambda t: t.count([Range.of({"k1": 3}, "exclusive", {"k1": 5}, "exclusive")])) == 2
+        assert self.run(runner, lambda t: list(t.scan(Range.all(), limit=0))) == []
+
+    def test_a_dropped_table_created_again_is_empty(self, runner, admin):
+        self.fill(runner, 3)
+        assert admin.drop("meta")
+        with pytest.raises(TableNotFoundError, match="'meta'"):
+            self.run(runner, lambda t: t.count())
+        admin.create(SPEC)
+        assert self.run(runner, lambda t: t.count()) == 0
+        assert self.run(runner, lambda t: list(t.scan_index("c1", 0))) == []
+
+    # ---------------------------------------------------------------- isolation and conflicts
+
+    def _concurrently(self, admin, first, during):
+        """Runs ``first(ctx)`` in a transaction, with ``during(ctx)`` run to completion in its
+        own transaction (another thread) after ``first`` has read, when the store lets it;
+        returns what ``first`` saw each time it ran."""
+        seen = []
+        started = threading.Event()
+
+        def other():
+            TransactionRunner(admin).run(during)
+
+        def fn(ctx):
+            before = first(ctx, None)
+            if not started.is_set():
+                started.set()
+                thread = threading.Thread(target=other)
+                thread.start()
+                thread.join(1.0)  # a database that serializes writers finishes it after this commit
+                self.threads.append(thread)
+            after = first(ctx, before)
+            seen.append((before, after))
+            return after
+
+        self.threads = []
+        TransactionRunner(admin).run(fn)
+        for t in self.threads:
+            t.join(60)
+        return seen
+
+    def test_a_transaction_does_not_see_concurrent_commits_and_retries_on_their_writes(self, runner, admin):
+        self.run(runner, lambda t: t.upsert({**key(0), "c2": 0}))
+
+        def first(ctx, before):
+            value = ctx.table("meta").read(key(0))["c2"]
+            if before is not None:
+                ctx.table("meta").upsert({**key(0), "c2": value + 1})
+            return value
+
+        seen = self._concurrently(admin, first, lambda ctx: ctx.table("meta").increment(key(0), "c2", 10))
+        assert seen[0][0] == seen[0][1] == 0  # isolated: the concurrent increment is not seen before commit
+        assert self.run(runner, lambda t: t.read(key(0))["c2"]) == 11  # neither update lost
+        if not self.serializes_writers:
+            assert len(seen) == 2 and seen[1] == (10, 10)  # the conflict retried the function
+
+    def test_a_write_into_a_scanned_range_conflicts(self, runner, admin):
+        self.fill(runner, 5)
+
+        def first(ctx, before):
+            n = ctx.table("meta").count([Range.of({"k1": 0}, "inclusive", {"k1": 2}, "inclusive")])
+            if before is not None:
+                ctx.table("meta").upsert({**key(100), "c2": n})
+            return n
+
+        seen = self._concurrently(admin, first, lambda ctx: ctx.table("meta").upsert({**key(1, "zz", 5)}))
+        assert seen[0] == (6, 6)
+        # serialized, the scan ran before the insert; otherwise the insert won and the scan was retried
+        assert self.run(runner, lambda t: t.read(key(100))["c2"]) == (6 if self.serializes_writers else 7)
+
+    def test_writes_elsewhere_and_reads_only_do_not_conflict(self, runner, admin):
+        self.fill(runner, 5)
+
+        def first(ctx, before):
+            row = ctx.table("meta").read(key(1, "a", 10))
+            if before is not None:
+                ctx.table("meta").upsert({**key(200), "c1": 1})
+            return row["c3"]
+
+        seen = self._concurrently(admin, first, lambda ctx: ctx.table("meta").upsert({**key(3, "a", 30), "c3": "new"}))
+        assert seen == [("s1", "s1")]
+        seen = self._concurrently(admin, lambda ctx, before: ctx.table("meta").read(key(3, "a", 30))["c3"],
+                                  lambda ctx: ctx.table("meta").upsert({**key(3, "a", 30), "c3": "newer"}))
+        assert seen == [("new", "new")]  # read-only: never retried
+
 def _increment(url, n):
     runner = TransactionRunner(TableAdmin.open(url))
     for _ in range(n):
@@ -191,6 +311,8 @@ def _increment(url, n):
 
 
 class TestSqlite(StructuredTableContract):
+    serializes_writers = True
+
     @pytest.fixture
     def admin_factory(self, tmp_path):
         counter = iter(range(10**6))
