@@ -149,7 +149,7 @@ def test_a_process_killed_mid_commit_leaves_whole_transactions(tmp_path):
     admin.create(COUNTER)
     admin.create(EVENTS)
     context = multiprocessing.get_context("spawn")
-    for delay in (1.6, 2.1, 2.6):
+    for delay in (1.6, 2.1, 3.5):
         p = context.Process(target=_transactions_forever, args=(url,))
         p.start()
         time.sleep(delay)
@@ -158,7 +158,8 @@ def test_a_process_killed_mid_commit_leaves_whole_transactions(tmp_path):
         runner = TransactionRunner(TableAdmin.open(url))
         n, events = runner.run(lambda ctx: (ctx.table("counter").read({"name": "c"}),
                                             [r["id"] for r in ctx.table("events").scan(Range.all())]))
-        assert n is not None and events == list(range(n["n"]))  # both tables, whole transactions only
+        assert events == list(range(0 if n is None else n["n"]))  # both tables, whole transactions only
+    assert n is not None and n["n"] > 0  # the killed processes committed (their start is slow: spawn)
     runner.run(lambda ctx: ctx.table("events").upsert({"id": -1, "what": "after"}))  # still takes writes
 
 
