@@ -14,7 +14,7 @@ from cdkds.catalog.errors import InvalidFieldError, InvalidNameError, TableExist
     TransactionConflictError
 from cdkds.catalog.tables.spec import TableSpecification
 from cdkds.catalog.tables.objectstore import ObjectTableStore
-from cdkds.catalog.tables.sql import SqliteStore
+from cdkds.catalog.tables.sql import PostgresStore, SqliteStore, SqlStore
 from cdkds.catalog.tables.table import StructuredTable
 
 T = TypeVar("T")
@@ -23,10 +23,11 @@ BACKOFF = 0.1
 
 
 class TableAdmin:
-    """The keyed tables of one store: ``TableAdmin.open(url)`` with ``sqlite:///path.db`` or an
-    object-store root (``file://``, ``memory://``, ``s3://``...)."""
+    """The keyed tables of one store: ``TableAdmin.open(url)`` with ``sqlite:///path.db``,
+    ``postgresql://user@host:port/db`` or an object-store root (``file://``, ``memory://``,
+    ``s3://``...)."""
 
-    def __init__(self, store: "SqliteStore | ObjectTableStore", url: str):
+    def __init__(self, store: "SqlStore | ObjectTableStore", url: str):
         self.store = store
         self.url = url
 
@@ -46,6 +47,10 @@ class TableAdmin:
                 raise InvalidNameError(f"a SQLite URL names a file, sqlite:///path/to.db, and takes no storage "
                                        f"options; got {url!r}")
             return cls(SqliteStore(path), url)
+        if scheme in ("postgresql", "postgres"):
+            if storage_options:
+                raise InvalidNameError(f"a PostgreSQL URL takes no storage options; got {storage_options!r:.100}")
+            return cls(PostgresStore(url), url)
         if scheme and scheme not in fsspec.available_protocols():
             raise InvalidNameError(f"table store {url!r}: {scheme!r} is neither sqlite nor an object store fsspec "
                                    f"knows (file, memory, s3...)")

@@ -15,8 +15,11 @@ from cdkds.catalog.tables.keys import Range
 from cdkds.catalog.tables.spec import TableSpecification
 from cdkds.catalog.tables.table import StructuredTable
 
-_SQL_TYPES = {"int": "INTEGER", "long": "INTEGER", "float": "REAL", "double": "REAL", "string": "TEXT",
-              "bytes": "BLOB", "boolean": "INTEGER"}
+_SQLITE_TYPES = {"int": "INTEGER", "long": "INTEGER", "float": "REAL", "double": "REAL", "string": "TEXT",
+                 "bytes": "BLOB", "boolean": "INTEGER"}
+# float columns are double precision too: a value reads back as written, as on the other stores
+_POSTGRES_TYPES = {"int": "INTEGER", "long": "BIGINT", "float": "DOUBLE PRECISION", "double": "DOUBLE PRECISION",
+                   "string": "TEXT", "bytes": "BYTEA", "boolean": "BOOLEAN"}
 _SPECS = "_cdkds_tables"
 
 
@@ -79,10 +82,10 @@ class _Compiler(BoundPredicateVisitor["tuple[str, list]"]):
         return f"{quote(p.name)} NOT IN ({', '.join('?' * len(p.values))})", list(p.values)
 
     def visit_starts_with(self, p):
-        return f"substr({quote(p.name)}, 1, length(?)) = ?", [p.value, p.value]
+        return f"substr({quote(p.name)}, 1, length(CAST(? AS TEXT))) = ?", [p.value, p.value]
 
     def visit_not_starts_with(self, p):
-        return f"substr({quote(p.name)}, 1, length(?)) <> ?", [p.value, p.value]
+        return f"substr({quote(p.name)}, 1, length(CAST(? AS TEXT))) <> ?", [p.value, p.value]
 
 
 def compile_filter(expr: Expression) -> tuple[str, list]:
@@ -107,7 +110,7 @@ def range_condition(spec: TableSpecification, range_: Range) -> tuple[str, list]
 class SqlTable(StructuredTable):
     """A keyed table in a SQL database, inside the connection's current transaction."""
 
-    def __init__(self, spec: TableSpecification, connection: sqlite3.Connection):
+    def __init__(self, spec: TableSpecification, connection: Any):
         super().__init__(spec)
         self._db = connection
         self._columns_sql = ", ".join(quote(f.name) for f in spec.fields)
@@ -154,7 +157,58 @@ class SqlTable(StructuredTable):
                          [key[k] for k in self.spec.primary_key])
 
 
-class SqliteStore:
+class SqlStore:
+    """The tables of one SQL database: specifications in table ``_cdkds_tables``, one SQL
+    table per specification. Subclasses open connections and run transactions."""
+
+    types: dict[str, str] = _SQLITE_TYPES
+
+    def transaction(self, write: bool) -> Any:
+        raise NotImplementedError
+
+    def _create_specs(self) -> None:
+        with self.transaction(write=True) as db:
+            db.execute(f"CREATE TABLE IF NOT EXISTS {_SPECS} (name TEXT PRIMARY KEY, spec TEXT NOT NULL)")
+
+    def table(self, db: Any, name: str) -> SqlTable | None:
+        spec = self.specification(db, name)
+        return None if spec is None else SqlTable(spec, db)
+
+    def specification(self, db: Any, name: str) -> TableSpecification | None:
+        found = db.execute(f"SELECT spec FROM {_SPECS} WHERE name = ?", [name]).fetchone()
+        return None if found is None else TableSpecification.from_json(json.loads(found[0]))
+
+    def names(self, db: Any) -> list[str]:
+        return [r[0] for r in db.execute(f"SELECT name FROM {_SPECS} ORDER BY name")]
+
+    def create(self, db: Any, spec: TableSpecification) -> None:
+        columns = [f"{quote(f.name)} {self.types[f.kind]}{' NOT NULL' if f.name in spec.primary_key else ''}"
+                   for f in spec.fields]
+        db.execute(f"CREATE TABLE {quote(spec.name)} ({', '.join(columns)}, "
+                   f"PRIMARY KEY ({', '.join(quote(k) for k in spec.primary_key)}))")
+        for index in spec.indexes:
+            self._index(db, spec, index)
+        db.execute(f"INSERT INTO {_SPECS} (name, spec) VALUES (?, ?)", [spec.name, json.dumps(spec.to_json())])
+
+    def update(self, db: Any, old: TableSpecification, new: TableSpecification) -> None:
+        for f in new.fields:
+            if f.name not in old.kinds:
+                db.execute(f"ALTER TABLE {quote(new.name)} ADD COLUMN {quote(f.name)} {self.types[f.kind]}")
+        for index in new.indexes:
+            if index not in old.indexes:
+                self._index(db, new, index)
+        db.execute(f"UPDATE {_SPECS} SET spec = ? WHERE name = ?", [json.dumps(new.to_json()), new.name])
+
+    def drop(self, db: Any, name: str) -> None:
+        db.execute(f"DROP TABLE {quote(name)}")
+        db.execute(f"DELETE FROM {_SPECS} WHERE name = ?", [name])
+
+    @staticmethod
+    def _index(db: Any, spec: TableSpecification, column: str) -> None:
+        db.execute(f"CREATE INDEX {quote(f'{spec.name}__{column}')} ON {quote(spec.name)} ({quote(column)})")
+
+
+class SqliteStore(SqlStore):
     """The tables of one SQLite database file; each transaction is a connection's
     ``BEGIN IMMEDIATE`` (writers queue on the database lock) or ``BEGIN`` when read-only."""
 
@@ -162,8 +216,7 @@ class SqliteStore:
         self.path = path
         self.timeout = timeout
         self._local = threading.local()
-        with self.transaction(write=True) as db:
-            db.execute(f"CREATE TABLE IF NOT EXISTS {_SPECS} (name TEXT PRIMARY KEY, spec TEXT NOT NULL)")
+        self._create_specs()
 
     def connection(self) -> sqlite3.Connection:
         db = getattr(self._local, "db", None)
@@ -175,49 +228,73 @@ class SqliteStore:
     def transaction(self, write: bool) -> "_SqliteTransaction":
         return _SqliteTransaction(self.connection(), write)
 
-    def specification(self, db: sqlite3.Connection, name: str) -> TableSpecification | None:
-        found = db.execute(f"SELECT spec FROM {_SPECS} WHERE name = ?", [name]).fetchone()
-        return None if found is None else TableSpecification.from_json(json.loads(found[0]))
 
-    def table(self, db: sqlite3.Connection, name: str) -> SqlTable | None:
-        spec = self.specification(db, name)
-        return None if spec is None else SqlTable(spec, db)
+class PostgresStore(SqlStore):
+    """The tables of one PostgreSQL database (through psycopg); each transaction runs at
+    ``SERIALIZABLE`` (snapshot isolation with PostgreSQL's checks of what was read, scanned
+    ranges included: ``REPEATABLE READ`` would let two transactions that each scan what the
+    other writes both commit); a serialization failure or deadlock is a
+    :class:`TransactionConflictError`, which the runner retries."""
 
-    def names(self, db: sqlite3.Connection) -> list[str]:
-        return [r[0] for r in db.execute(f"SELECT name FROM {_SPECS} ORDER BY name")]
+    types = _POSTGRES_TYPES
 
-    def create(self, db: sqlite3.Connection, spec: TableSpecification) -> None:
-        columns = [f"{quote(f.name)} {_SQL_TYPES[f.kind]}{' NOT NULL' if f.name in spec.primary_key else ''}"
-                   for f in spec.fields]
-        db.execute(f"CREATE TABLE {quote(spec.name)} ({', '.join(columns)}, "
-                   f"PRIMARY KEY ({', '.join(quote(k) for k in spec.primary_key)}))")
-        for index in spec.indexes:
-            self._index(db, spec, index)
-        db.execute(f"INSERT INTO {_SPECS} (name, spec) VALUES (?, ?)", [spec.name, json.dumps(spec.to_json())])
+    def __init__(self, dsn: str):
+        try:
+            import psycopg
+        except ImportError:
+            raise InvalidFieldError(f"table store {dsn!r}: PostgreSQL needs psycopg (pip install 'psycopg[binary]')") from None
+        self.dsn = dsn
+        self._psycopg = psycopg
+        self._local = threading.local()
+        try:
+            self._create_specs()
+        except TransactionConflictError:  # another process created it at the same time
+            self._create_specs()
 
-    def update(self, db: sqlite3.Connection, old: TableSpecification, new: TableSpecification) -> None:
-        for f in new.fields:
-            if f.name not in old.kinds:
-                db.execute(f"ALTER TABLE {quote(new.name)} ADD COLUMN {quote(f.name)} {_SQL_TYPES[f.kind]}")
-        for index in new.indexes:
-            if index not in old.indexes:
-                self._index(db, new, index)
-        db.execute(f"UPDATE {_SPECS} SET spec = ? WHERE name = ?", [json.dumps(new.to_json()), new.name])
+    def connection(self) -> Any:
+        db = getattr(self._local, "db", None)
+        if db is None or db.closed:
+            db = self._psycopg.connect(self.dsn, autocommit=True)
+            self._local.db = db
+        return db
 
-    def drop(self, db: sqlite3.Connection, name: str) -> None:
-        db.execute(f"DROP TABLE {quote(name)}")
-        db.execute(f"DELETE FROM {_SPECS} WHERE name = ?", [name])
+    def transaction(self, write: bool) -> "_PostgresTransaction":
+        return _PostgresTransaction(self.connection(), self._psycopg)
 
-    @staticmethod
-    def _index(db: sqlite3.Connection, spec: TableSpecification, column: str) -> None:
-        db.execute(f"CREATE INDEX {quote(f'{spec.name}__{column}')} ON {quote(spec.name)} ({quote(column)})")
+
+class _PostgresTransaction:
+    """``?`` parameters become psycopg's ``%s`` (names are letters, digits and _; values are
+    only ever parameters, so neither character appears otherwise)."""
+
+    _CONFLICTS = ("40001", "40P01", "23505")  # serialization failure, deadlock, a concurrent insert of the key
+
+    def __init__(self, db: Any, psycopg: Any):
+        self.db, self.psycopg = db, psycopg
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        try:
+            return self.db.execute(sql.replace("?", "%s"), list(params))
+        except self.psycopg.Error as e:
+            if getattr(e, "sqlstate", None) in self._CONFLICTS:
+                raise TransactionConflictError(f"PostgreSQL: {e.sqlstate}: {str(e).strip()}") from None
+            raise
+
+    def __enter__(self) -> "_PostgresTransaction":
+        self.db.execute("BEGIN ISOLATION LEVEL SERIALIZABLE")
+        return self
+
+    def __exit__(self, kind, error, tb) -> None:
+        if kind is None:
+            self.execute("COMMIT")
+        else:
+            self.db.execute("ROLLBACK")
 
 
 class _SqliteTransaction:
-    def __init__(self, db: sqlite3.Connection, write: bool):
+    def __init__(self, db: Any, write: bool):
         self.db, self.write = db, write
 
-    def __enter__(self) -> sqlite3.Connection:
+    def __enter__(self) -> Any:
         try:
             self.db.execute("BEGIN IMMEDIATE" if self.write else "BEGIN")
         except sqlite3.OperationalError as e:
