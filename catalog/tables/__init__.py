@@ -1,10 +1,10 @@
 """Keyed tables: CDAP's StructuredTable SPI (seed 000) over cdkds.
 
-Built so far: table specifications (:mod:`.spec`), the order-preserving key encoding and
-ranges (:mod:`.keys`), the SPI with every check written once (:mod:`.table`), and its SQL
-implementation over SQLite with ``TableAdmin`` and ``TransactionRunner`` (:mod:`.sql`,
-:mod:`.admin`). Not yet (issue 13): the object-store implementation (file, memory, S3) and
-PostgreSQL.
+Table specifications (:mod:`.spec`), the order-preserving key encoding and ranges
+(:mod:`.keys`), the SPI with every check written once (:mod:`.table`), its implementations —
+SQL over SQLite and PostgreSQL (:mod:`.sql`), and the object store's log-structured merge
+tree of sorted runs in one dataset and one log (:mod:`.objectstore`, :mod:`.runs`) — and
+``TableAdmin`` and ``TransactionRunner`` over any of them (:mod:`.admin`).
 """
 
 from cdkds.catalog.tables.keys import KeyCodec, Range
