@@ -59,29 +59,33 @@ class TableAdmin:
     def create(self, spec: TableSpecification) -> None:
         """Create table ``spec.name``; :class:`TableExistsError` if it exists."""
         self._check(spec)
-        with self.store.transaction(write=True) as db:
+
+        def create(db: Any) -> None:
             if self.store.specification(db, spec.name) is not None:
                 raise TableExistsError(f"table {spec.name!r} already exists in {self.url}")
             self.store.create(db, spec)
+        self._write(create)
 
     def create_or_update(self, spec: TableSpecification) -> None:
         """Create the table, or add the non-key columns and indexes ``spec`` has and it lacks
         (a new index is built over the existing rows)."""
         self._check(spec)
-        with self.store.transaction(write=True) as db:
-            old = self.store.specification(db, spec.name)
-            if old is None:
-                self.store.create(db, spec)
-                return
-            changed = [f.name for f in old.fields if spec.kinds.get(f.name) != f.kind]
-            if spec.primary_key != old.primary_key or changed:
-                raise InvalidFieldError(
-                    f"table {spec.name!r}: an update may only add non-key columns and indexes; it changes "
-                    f"{'the primary key' if spec.primary_key != old.primary_key else f'field {changed[0]!r}'}")
-            dropped = [i for i in old.indexes if i not in spec.indexes]
-            if dropped:
-                raise InvalidFieldError(f"table {spec.name!r}: an update cannot drop index {dropped[0]!r}")
-            self.store.update(db, old, spec)
+        self._write(lambda db: self._create_or_update(db, spec))
+
+    def _create_or_update(self, db: Any, spec: TableSpecification) -> None:
+        old = self.store.specification(db, spec.name)
+        if old is None:
+            self.store.create(db, spec)
+            return
+        changed = [f.name for f in old.fields if spec.kinds.get(f.name) != f.kind]
+        if spec.primary_key != old.primary_key or changed:
+            raise InvalidFieldError(
+                f"table {spec.name!r}: an update may only add non-key columns and indexes; it changes "
+                f"{'the primary key' if spec.primary_key != old.primary_key else f'field {changed[0]!r}'}")
+        dropped = [i for i in old.indexes if i not in spec.indexes]
+        if dropped:
+            raise InvalidFieldError(f"table {spec.name!r}: an update cannot drop index {dropped[0]!r}")
+        self.store.update(db, old, spec)
 
     def exists(self, name: str) -> bool:
         with self.store.transaction(write=False) as db:
@@ -96,11 +100,17 @@ class TableAdmin:
 
     def drop(self, name: str) -> bool:
         """Drop the table and its rows; False if it did not exist."""
-        with self.store.transaction(write=True) as db:
+        def drop(db: Any) -> bool:
             if self.store.specification(db, name) is None:
                 return False
             self.store.drop(db, name)
             return True
+        return self._write(drop)
+
+    def _write(self, fn: Callable[[Any], T]) -> T:
+        """``fn(db)`` in a write transaction, retried as the runner retries a conflict (a
+        concurrent change of the same table): the retry then sees what the other did."""
+        return TransactionRunner(self).run(lambda ctx: fn(ctx._db))
 
     def list(self) -> list[str]:
         with self.store.transaction(write=False) as db:
