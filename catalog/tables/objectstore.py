@@ -43,7 +43,7 @@ from cdkds.catalog.log.conflicts import ConflictRule, Rewrite
 from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.repository import DatasetRepository
 from cdkds.catalog.tables.keys import Range, after_prefix, decode_text, encode_text, encode_value
-from cdkds.catalog.tables.runs import Entry, Run, RunCache, run_key, run_order, write_run
+from cdkds.catalog.tables.runs import Entry, Run, RunCache, run_key, write_run
 from cdkds.catalog.tables.spec import TableSpecification
 from cdkds.catalog.tables.table import StructuredTable
 from cdkds.catalog.writer import delete_files
