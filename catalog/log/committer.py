@@ -30,7 +30,11 @@ from cdkds.catalog.log.conflicts import BlindAppend, ConflictRule
 from cdkds.catalog.log.replay import Replay
 from cdkds.catalog.log.snapshot import Snapshot
 
+# Each lost race means another writer's commit landed, so the log progresses; a writer that
+# keeps losing (its rivals, already caught up by their own commits, go again at once) keeps
+# trying for MAX_COMMIT_SECONDS, and at least MAX_COMMIT_ATTEMPTS times, before giving up.
 MAX_COMMIT_ATTEMPTS = 20
+MAX_COMMIT_SECONDS = 60.0
 MAX_STORE_FAILURES = 5  # transient store errors tolerated in one commit
 SETTLE_ATTEMPTS = 3  # reads of the log to learn whether a failed PUT landed
 GAP_CHECK_AGE_MS = 30 * 60 * 1000  # half of expiry's minimum age: tolerates clocks up to 30 minutes apart
@@ -116,8 +120,8 @@ class _Attempt:
             raise
 
     def _attempts(self) -> Snapshot:
-        failures = 0
-        for attempt in range(MAX_COMMIT_ATTEMPTS):
+        failures, attempt, start = 0, 0, time.monotonic()
+        while attempt < MAX_COMMIT_ATTEMPTS or time.monotonic() - start < MAX_COMMIT_SECONDS:
             commit = Commit(self.current.version + 1, self.uuid, self.current.commit_uuid,
                             next_timestamp(self.current.timestamp), self.operation, self.info, self.actions)
             try:
@@ -136,9 +140,10 @@ class _Attempt:
             landed = self._catch_up(commit)
             if landed is not None:
                 return landed  # an earlier attempt landed though its acknowledgement was lost
-            time.sleep(random.uniform(0, min(0.2, 0.005 * 2 ** attempt)))
+            time.sleep(random.uniform(0, min(0.2, 0.005 * 2 ** min(attempt, 10))))
+            attempt += 1
         raise CommitConflictError(f"dataset {self.dataset!r}: gave up committing {self.operation!r} after "
-                                  f"{MAX_COMMIT_ATTEMPTS} attempts lost to concurrent writers")
+                                  f"{attempt} attempts in {time.monotonic() - start:.0f} s lost to concurrent writers")
 
     def _catch_up(self, ours: Commit) -> Snapshot | None:
         """Apply the commits others made since ``current``; the snapshot of ours if it is among them."""

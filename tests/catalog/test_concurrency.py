@@ -129,9 +129,11 @@ def test_operations_racing_appends_are_serialisable_or_conflict(repo, operation)
     assert sum(outcomes.values()) == 6
 
 
-def _stale_writer_process(url, index, rows, barrier):
+def _stale_writer_process(url, index, rows, barrier, altered):
     barrier.wait()
     for k in range(COMMITS_EACH):
+        if k == COMMITS_EACH - 1:
+            altered.wait(120)  # the last append of each writer lands after a schema change, surely
         ds = DatasetRepository(url).load("t", version=0)  # planned on the first schema, whatever it is now
         start = (index * COMMITS_EACH + k) * rows
         with ds.writer() as w:
@@ -146,8 +148,9 @@ def test_appends_with_the_old_schema_racing_schema_changes_all_land(tmp_path):
     repo.create("t", DatasetDescriptor(SCHEMA, "identity(g)"))
     context = multiprocessing.get_context("spawn")
     writers = 4
-    barrier = context.Barrier(writers + 1)
-    processes = [context.Process(target=_stale_writer_process, args=(url, i, 10, barrier)) for i in range(writers)]
+    barrier, altered = context.Barrier(writers + 1), context.Event()
+    processes = [context.Process(target=_stale_writer_process, args=(url, i, 10, barrier, altered))
+                 for i in range(writers)]
     for p in processes:
         p.start()
     barrier.wait()
@@ -157,6 +160,7 @@ def test_appends_with_the_old_schema_racing_schema_changes_all_land(tmp_path):
         time.sleep(0.01)
     for change in changes:
         change(repo.load("t").alter()).commit()
+        altered.set()
     for p in processes:
         p.join(300)
     assert [p.exitcode for p in processes] == [0] * writers
