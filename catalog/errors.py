@@ -92,6 +92,11 @@ class TransactionConflictError(CdkdsError):
     """A keyed-table transaction that lost to concurrent ones on every attempt."""
 
 
+class NestedTransactionError(CdkdsError):
+    """A keyed-table transaction (or admin operation) started inside another on the same
+    store and thread: it would commit apart from the outer one, or wait for it forever."""
+
+
 class KeyExistsError(CdkdsError):
     """An insert of a key that is already live in a keyed dataset."""
 

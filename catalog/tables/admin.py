@@ -4,13 +4,16 @@ in transactions (seed 000, "Admin operations" and "Transactions")."""
 from __future__ import annotations
 
 import random
+import threading
 import time
-from typing import Any, Callable, TypeVar
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, TypeVar
 from urllib.parse import urlparse
 
 import fsspec
 
-from cdkds.catalog.errors import InvalidFieldError, InvalidNameError, TableExistsError, TableNotFoundError, \
+from cdkds.catalog.errors import InvalidFieldError, InvalidNameError, NestedTransactionError, TableExistsError, \
+    TableNotFoundError, \
     TransactionConflictError
 from cdkds.catalog.tables.spec import TableSpecification
 from cdkds.catalog.tables.objectstore import ObjectTableStore
@@ -18,6 +21,7 @@ from cdkds.catalog.tables.sql import PostgresStore, SqliteStore, SqlStore
 from cdkds.catalog.tables.table import StructuredTable
 
 T = TypeVar("T")
+_ACTIVE = threading.local()  # ids of the stores this thread is in a transaction on
 ATTEMPTS = 20  # CDAP's runner: 20 attempts, 100 ms apart
 BACKOFF = 0.1
 
@@ -87,12 +91,28 @@ class TableAdmin:
             raise InvalidFieldError(f"table {spec.name!r}: an update cannot drop index {dropped[0]!r}")
         self.store.update(db, old, spec)
 
+    @contextmanager
+    def transaction(self, write: bool) -> Iterator[Any]:
+        """The store's transaction; refused inside another on the same store and thread."""
+        active = _ACTIVE.__dict__.setdefault("stores", set())
+        if id(self.store) in active:
+            raise NestedTransactionError(f"{self.url}: a transaction is already running in this thread; use its "
+                                         f"ctx instead of starting another (an admin call included)")
+        active.add(id(self.store))
+        try:
+            with self.store.transaction(write) as db:
+                yield db
+        finally:
+            active.discard(id(self.store))
+
     def exists(self, name: str) -> bool:
-        with self.store.transaction(write=False) as db:
+        self._name(name)
+        with self.transaction(write=False) as db:
             return self.store.specification(db, name) is not None
 
     def get_specification(self, name: str) -> TableSpecification:
-        with self.store.transaction(write=False) as db:
+        self._name(name)
+        with self.transaction(write=False) as db:
             spec = self.store.specification(db, name)
         if spec is None:
             raise TableNotFoundError(f"table {name!r} does not exist in {self.url}")
@@ -100,6 +120,7 @@ class TableAdmin:
 
     def drop(self, name: str) -> bool:
         """Drop the table and its rows; False if it did not exist."""
+        self._name(name)
         def drop(db: Any) -> bool:
             if self.store.specification(db, name) is None:
                 return False
@@ -113,8 +134,12 @@ class TableAdmin:
         return TransactionRunner(self).run(lambda ctx: fn(ctx._db))
 
     def list(self) -> list[str]:
-        with self.store.transaction(write=False) as db:
+        with self.transaction(write=False) as db:
             return self.store.names(db)
+
+    def _name(self, name: Any) -> None:
+        if not isinstance(name, str):
+            raise InvalidFieldError(f"{self.url}: a table name is a string, got {name!r:.100}")
 
     @staticmethod
     def _check(spec: Any) -> None:
@@ -130,6 +155,7 @@ class TableContext:
         self._tables: dict[str, StructuredTable] = {}
 
     def table(self, name: str) -> StructuredTable:
+        self._admin._name(name)
         if name not in self._tables:
             table = self._admin.store.table(self._db, name)
             if table is None:
@@ -143,14 +169,18 @@ class TransactionRunner:
     at once or none does; a conflict with concurrent transactions retries the function."""
 
     def __init__(self, admin: TableAdmin, attempts: int = ATTEMPTS, backoff: float = BACKOFF):
+        if not isinstance(admin, TableAdmin):
+            raise InvalidFieldError(f"a TransactionRunner runs over a TableAdmin, got {admin!r:.100}")
         self.admin, self.attempts, self.backoff = admin, attempts, backoff
 
     def run(self, fn: Callable[[TableContext], T]) -> T:
         """``fn(ctx)``'s result, its changes committed; an exception in ``fn`` commits nothing."""
+        if not callable(fn):
+            raise InvalidFieldError(f"{self.admin.url}: run takes a function of the transaction's ctx, got {fn!r:.100}")
         last: Exception | None = None
         for attempt in range(self.attempts):
             try:
-                with self.admin.store.transaction(write=True) as db:
+                with self.admin.transaction(write=True) as db:
                     return fn(TableContext(self.admin, db))
             except TransactionConflictError as e:
                 last = e

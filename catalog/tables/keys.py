@@ -42,6 +42,9 @@ class Range:
         for key in (self.begin, self.end):
             if key is not None and not isinstance(key, Mapping):
                 raise InvalidFieldError(f"a range bound is a dict of key fields, got {key!r:.100}")
+        for name in ("begin", "end"):  # an empty prefix bounds nothing: it is no bound, on every store
+            if getattr(self, name) is not None and not getattr(self, name):
+                object.__setattr__(self, name, None)
 
     @classmethod
     def of(cls, begin: Mapping[str, Any] | None, begin_bound: str, end: Mapping[str, Any] | None,

@@ -370,7 +370,9 @@ class ObjectTable(StructuredTable):
         for r in ranges:
             low, high = self.codec.bounds(r)
             spans.append((self.prefix + (low or b""), self.prefix + high if high is not None else after_prefix(self.prefix)))
-        return self._limited(self._rows(_union(spans), order == "desc", filter), limit)
+        # read now, as SQL does: the rows are the snapshot's and this transaction's at the call,
+        # and the ranges are recorded before the transaction can commit
+        return iter(list(self._limited(self._rows(_union(spans), order == "desc", filter), limit)))
 
     def _rows(self, spans: list[tuple[bytes, bytes | None]], reverse: bool, filter: Expression) -> Iterator[dict]:
         for low, high in (reversed(spans) if reverse else spans):
@@ -381,7 +383,7 @@ class ObjectTable(StructuredTable):
 
     def _scan_index(self, column: str, value: Any, filter: Expression, limit: int | None) -> Iterator[dict]:
         prefix = self._index_prefixes[column] + encode_value(value, self.spec.kinds[column])
-        return self._limited(self._indexed(prefix, filter), limit)
+        return iter(list(self._limited(self._indexed(prefix, filter), limit)))
 
     def _indexed(self, prefix: bytes, filter: Expression) -> Iterator[dict]:
         for k, _ in self.txn.entries(prefix, after_prefix(prefix)):

@@ -147,6 +147,7 @@ class Run:
         self.order = run_order(add)
         self._store, self._cache = store, cache
         self._path = store.path(add.path)
+        self._reading = threading.Lock()  # a ParquetFile is not safe to read from two threads at once
         if add.size <= WHOLE_BYTES:
             data = self._fetch(0, add.size)
             self._file = pq.ParquetFile(pa.BufferReader(data))
@@ -188,7 +189,8 @@ class Run:
         if cached is not None:
             return cached
         if self._file is not None:
-            table = self._file.read_row_group(i)
+            with self._reading:
+                table = self._file.read_row_group(i)
         else:
             rg = self._metadata.row_group(i)
             spans = [(c.dictionary_page_offset if c.has_dictionary_page else c.data_page_offset, c.total_compressed_size)

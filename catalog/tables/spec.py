@@ -12,6 +12,7 @@ from cdkds.catalog.errors import InvalidFieldError
 KINDS = ("int", "long", "float", "double", "string", "bytes", "boolean")
 KEY_KINDS = ("int", "long", "string")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+RESERVED_PREFIXES = ("_cdkds", "sqlite_", "pg_")
 
 
 @dataclass(frozen=True)
@@ -71,17 +72,27 @@ class TableSpecification:
     indexes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        for attr in ("fields", "primary_key", "indexes"):
-            object.__setattr__(self, attr, tuple(getattr(self, attr)))
-        where = f"table {self.name!r}"
         if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
             raise InvalidFieldError(f"a table name is letters, digits and _, not starting with a digit; got {self.name!r:.100}")
+        where = f"table {self.name!r}"
+        if self.name.lower().startswith(RESERVED_PREFIXES):
+            raise InvalidFieldError(f"{where}: names starting with {' or '.join(RESERVED_PREFIXES)} are reserved "
+                                    f"(any case) by the stores")
+        for attr, item, what in (("fields", FieldSpec, "Fields.<kind>(name) values"), ("primary_key", str, "field names"),
+                                 ("indexes", str, "field names")):
+            given = getattr(self, attr)
+            given = None if isinstance(given, (str, bytes)) or not hasattr(given, "__iter__") else tuple(given)
+            if given is None or not all(isinstance(x, item) for x in given):
+                raise InvalidFieldError(f"{where}: {attr} must be a sequence of {what}, got {getattr(self, attr)!r:.100}")
+            object.__setattr__(self, attr, given)
         if not self.fields:
             raise InvalidFieldError(f"{where} needs at least one field")
         names = [f.name for f in self.fields]
-        repeated = sorted({n for n in names if names.count(n) > 1})
+        lowered = [n.lower() for n in names]
+        repeated = sorted({n for n in names if lowered.count(n.lower()) > 1})
         if repeated:
-            raise InvalidFieldError(f"{where}: field {repeated[0]!r} is declared twice")
+            raise InvalidFieldError(f"{where}: field {repeated[0]!r} is declared twice (names are compared ignoring "
+                                    f"case, as SQL does)")
         kinds = self.kinds
         if not self.primary_key:
             raise InvalidFieldError(f"{where} needs a primary key")

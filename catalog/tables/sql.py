@@ -9,9 +9,9 @@ import sqlite3
 import threading
 from typing import Any, Iterator, Sequence
 
-from cdkds.catalog.errors import InvalidFieldError, TransactionConflictError
+from cdkds.catalog.errors import InvalidFieldError, StorageError, TableExistsError, TransactionConflictError
 from cdkds.catalog.expressions import BoundPredicate, BoundPredicateVisitor, Expression, visit
-from cdkds.catalog.tables.keys import Range
+from cdkds.catalog.tables.keys import Range, after_prefix
 from cdkds.catalog.tables.spec import TableSpecification
 from cdkds.catalog.tables.table import StructuredTable
 
@@ -81,16 +81,33 @@ class _Compiler(BoundPredicateVisitor["tuple[str, list]"]):
             return f"{quote(p.name)} IS NOT NULL", []
         return f"{quote(p.name)} NOT IN ({', '.join('?' * len(p.values))})", list(p.values)
 
+    def __init__(self, dialect: str):
+        self.dialect = dialect
+
+    def _prefix(self, p: BoundPredicate, op: str):
+        if not p.value:  # every value starts with "": nulls stay unknown
+            return f"{quote(p.name)} {op} {quote(p.name)}", []
+        if self.dialect == "sqlite":
+            # SQLite's length() and substr() stop text at a NUL, count characters and return NULL
+            # for empty blobs: compare the bytes as a range, [prefix, the first string after it)
+            data = p.value.encode("utf-8") if isinstance(p.value, str) else p.value
+            column, high = f"CAST({quote(p.name)} AS BLOB)", after_prefix(data)
+            inside = f"{column} >= ?" + (f" AND {column} < ?" if high is not None else "")
+            params = [data] + ([high] if high is not None else [])
+            return (f"({inside})", params) if op == "=" else (f"NOT ({inside})", params)
+        # PostgreSQL text holds no NUL and counts characters; bytea counts bytes
+        return f"substr({quote(p.name)}, 1, ?) {op} ?", [len(p.value), p.value]
+
     def visit_starts_with(self, p):
-        return f"substr({quote(p.name)}, 1, length(CAST(? AS TEXT))) = ?", [p.value, p.value]
+        return self._prefix(p, "=")
 
     def visit_not_starts_with(self, p):
-        return f"substr({quote(p.name)}, 1, length(CAST(? AS TEXT))) <> ?", [p.value, p.value]
+        return self._prefix(p, "<>")
 
 
-def compile_filter(expr: Expression) -> tuple[str, list]:
-    """A bound expression as ``(SQL condition, parameters)``."""
-    return visit(expr, _Compiler())
+def compile_filter(expr: Expression, dialect: str = "sqlite") -> tuple[str, list]:
+    """A bound expression as ``(SQL condition, parameters)`` for ``dialect`` (sqlite or postgresql)."""
+    return visit(expr, _Compiler(dialect))
 
 
 def range_condition(spec: TableSpecification, range_: Range) -> tuple[str, list]:
@@ -110,9 +127,10 @@ def range_condition(spec: TableSpecification, range_: Range) -> tuple[str, list]
 class SqlTable(StructuredTable):
     """A keyed table in a SQL database, inside the connection's current transaction."""
 
-    def __init__(self, spec: TableSpecification, connection: Any):
+    def __init__(self, spec: TableSpecification, connection: Any, dialect: str = "sqlite"):
         super().__init__(spec)
         self._db = connection
+        self._dialect = dialect
         self._columns_sql = ", ".join(quote(f.name) for f in spec.fields)
         self._key_sql = " AND ".join(f"{quote(k)} = ?" for k in spec.primary_key)
 
@@ -136,7 +154,7 @@ class SqlTable(StructuredTable):
             sql, values = range_condition(self.spec, r)
             conditions.append(f"({sql})")
             params.extend(values)
-        where, values = compile_filter(filter)
+        where, values = compile_filter(filter, self._dialect)
         direction = "ASC" if order == "asc" else "DESC"
         sql = (f"SELECT {self._columns_sql} FROM {quote(self.spec.name)} WHERE ({' OR '.join(conditions)}) AND {where} "
                f"ORDER BY {', '.join(f'{quote(k)} {direction}' for k in self.spec.primary_key)}")
@@ -162,6 +180,7 @@ class SqlStore:
     table per specification. Subclasses open connections and run transactions."""
 
     types: dict[str, str] = _SQLITE_TYPES
+    dialect = "sqlite"
 
     def transaction(self, write: bool) -> Any:
         raise NotImplementedError
@@ -172,7 +191,7 @@ class SqlStore:
 
     def table(self, db: Any, name: str) -> SqlTable | None:
         spec = self.specification(db, name)
-        return None if spec is None else SqlTable(spec, db)
+        return None if spec is None else SqlTable(spec, db, self.dialect)
 
     def specification(self, db: Any, name: str) -> TableSpecification | None:
         found = db.execute(f"SELECT spec FROM {_SPECS} WHERE name = ?", [name]).fetchone()
@@ -182,6 +201,9 @@ class SqlStore:
         return [r[0] for r in db.execute(f"SELECT name FROM {_SPECS} ORDER BY name")]
 
     def create(self, db: Any, spec: TableSpecification) -> None:
+        clash = db.execute(f"SELECT name FROM {_SPECS} WHERE lower(name) = ?", [spec.name.lower()]).fetchone()
+        if clash is not None:
+            raise TableExistsError(f"table {spec.name!r}: SQL table names ignore case and table {clash[0]!r} exists")
         columns = [f"{quote(f.name)} {self.types[f.kind]}{' NOT NULL' if f.name in spec.primary_key else ''}"
                    for f in spec.fields]
         db.execute(f"CREATE TABLE {quote(spec.name)} ({', '.join(columns)}, "
@@ -205,7 +227,7 @@ class SqlStore:
 
     @staticmethod
     def _index(db: Any, spec: TableSpecification, column: str) -> None:
-        db.execute(f"CREATE INDEX {quote(f'{spec.name}__{column}')} ON {quote(spec.name)} ({quote(column)})")
+        db.execute(f"CREATE INDEX {quote(f'{spec.name}#{column}')} ON {quote(spec.name)} ({quote(column)})")
 
 
 class SqliteStore(SqlStore):
@@ -221,7 +243,11 @@ class SqliteStore(SqlStore):
     def connection(self) -> sqlite3.Connection:
         db = getattr(self._local, "db", None)
         if db is None:
-            db = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=True)
+            try:
+                db = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=True)
+                db.execute("PRAGMA schema_version").fetchone()  # fails here, not later, if it cannot be opened
+            except sqlite3.Error as e:
+                raise StorageError(f"SQLite database {self.path!r} cannot be opened: {e}") from None
             self._local.db = db
         return db
 
@@ -237,6 +263,7 @@ class PostgresStore(SqlStore):
     :class:`TransactionConflictError`, which the runner retries."""
 
     types = _POSTGRES_TYPES
+    dialect = "postgresql"
 
     def __init__(self, dsn: str):
         try:
@@ -277,6 +304,8 @@ class _PostgresTransaction:
         except self.psycopg.Error as e:
             if getattr(e, "sqlstate", None) in self._CONFLICTS:
                 raise TransactionConflictError(f"PostgreSQL: {e.sqlstate}: {str(e).strip()}") from None
+            if isinstance(e, self.psycopg.DataError):  # e.g. a NUL in a string: PostgreSQL text holds none
+                raise InvalidFieldError(f"PostgreSQL refused a value: {str(e).strip()}") from None
             raise
 
     def __enter__(self) -> "_PostgresTransaction":

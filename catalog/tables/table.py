@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from cdkds.catalog.errors import ExpressionError, InvalidFieldError, NoSuchFieldError
-from cdkds.catalog.expressions import ALWAYS_TRUE, Expression, and_, as_expression, bind, field
+from cdkds.catalog.expressions import ALWAYS_TRUE, Expression, Predicate, and_, as_expression, bind, field, transform
 from cdkds.catalog.tables.keys import KeyCodec, Range
 from cdkds.catalog.tables.spec import TableSpecification
 from cdkds.formats.schema import FieldType
@@ -27,7 +27,9 @@ class StructuredTable(ABC):
     def __init__(self, spec: TableSpecification):
         self.spec = spec
         self.codec = KeyCodec(spec)
-        self._types = {f.name: FieldType(f.kind, f.name not in spec.primary_key) for f in spec.fields}
+        # float columns hold double-precision values on every store: filters compare them so
+        self._types = {f.name: FieldType("double" if f.kind == "float" else f.kind, f.name not in spec.primary_key)
+                       for f in spec.fields}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.spec.name!r})"
@@ -87,6 +89,9 @@ class StructuredTable(ABC):
         """Write ``new`` (columns of the row of ``key``) if the row's columns named in
         ``expected`` have those values (``None``: if the row does not exist); whether it wrote."""
         full = self._full_key(key, "compare_and_swap")
+        if not isinstance(new, Mapping) or expected is not None and not isinstance(expected, Mapping):
+            raise InvalidFieldError(f"table {self.spec.name!r}: compare_and_swap takes dicts of fields (expected may be "
+                                    f"None), got expected={expected!r:.100}, new={new!r:.100}")
         changes = self._checked({**new, **full}, "compare_and_swap")
         stored = self._get(full)
         if expected is None:
@@ -107,8 +112,10 @@ class StructuredTable(ABC):
         if self.spec.kinds[column] != "long" or column in self.spec.primary_key:
             raise InvalidFieldError(f"table {self.spec.name!r}: increment needs a non-key long column, "
                                     f"{column!r} is a {self.spec.kinds[column]}")
+        if self._value(column, amount) is None:
+            raise InvalidFieldError(f"table {self.spec.name!r}: increment of {column!r} needs an amount, not None")
         stored = self._get(full) or {**self._empty(), **full}
-        value = self._value(column, (stored.get(column) or 0) + self._value(column, amount))
+        value = self._value(column, (stored.get(column) or 0) + amount)
         self._put({**stored, column: value})
         return value
 
@@ -124,7 +131,7 @@ class StructuredTable(ABC):
         """The rows of the keys that exist, sorted by primary key."""
         names = self._columns(columns)
         found = {}
-        for key in keys:
+        for key in self._iterable(keys, "multi_read takes an iterable of keys"):
             full = self._full_key(key, "multi_read")
             row = self._get(full)
             if row is not None:
@@ -144,7 +151,7 @@ class StructuredTable(ABC):
         if order not in ("asc", "desc"):
             raise InvalidFieldError(f"table {self.spec.name!r}: order is 'asc' or 'desc', got {order!r:.100}")
         self._limit(limit)
-        checked = [self._range(r) for r in ranges]
+        checked = [self._range(r) for r in self._ranges(ranges)]
         bound = self._filter(filter)
         return ({n: row[n] for n in names} for row in self._scan(checked, bound, limit, order))
 
@@ -170,17 +177,18 @@ class StructuredTable(ABC):
 
     def count(self, ranges: Iterable[Range] | None = None, filter: Expression | str | None = None) -> int:
         """How many rows are in the ranges (default: all) and match the filter."""
-        return sum(1 for _ in self.multi_scan(list(ranges) if ranges is not None else [Range.all()], None, filter))
+        return sum(1 for _ in self.multi_scan(ranges if ranges is not None else [Range.all()], None, filter))
 
     # ---------------------------------------------------------------- checks
 
     def _field(self, name: Any) -> str:
-        if name not in self.spec.kinds:
+        if not isinstance(name, str) or name not in self.spec.kinds:
             raise NoSuchFieldError(f"table {self.spec.name!r} has no field {name!r:.100}; fields are "
                                    f"{list(self.spec.kinds)}")
         return name
 
     def _value(self, name: str, value: Any) -> Any:
+        given = value
         kind, where = self.spec.kinds[name], f"table {self.spec.name!r}: field {name!r}"
         if value is None:
             if name in self.spec.primary_key:
@@ -191,13 +199,21 @@ class StructuredTable(ABC):
             if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
                 raise InvalidFieldError(f"{where}: value {value!r:.100} ({type(value).__name__}) is not an {kind}")
         elif kind in ("float", "double"):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-                raise InvalidFieldError(f"{where}: value {value!r:.100} ({type(value).__name__}) is not a {kind} "
-                                        f"(NaN is not stored)")
-            value = float(value)
+            try:
+                value = None if isinstance(value, bool) or not isinstance(value, (int, float)) else float(value)
+            except OverflowError:
+                value = None
+            if value is None or math.isnan(value):
+                raise InvalidFieldError(f"{where}: value {given!r:.100} ({type(given).__name__}) is not "
+                                        f"a {kind} (NaN is not stored)")
+            value += 0.0  # -0.0 is stored as 0.0, as SQLite does
         elif kind == "string":
             if not isinstance(value, str):
                 raise InvalidFieldError(f"{where}: value {value!r:.100} ({type(value).__name__}) is not a string")
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise InvalidFieldError(f"{where}: value {value!r:.100} is not valid Unicode (a lone surrogate)") from None
         elif kind == "bytes":
             if not isinstance(value, (bytes, bytearray)):
                 raise InvalidFieldError(f"{where}: value {value!r:.100} ({type(value).__name__}) is not bytes")
@@ -237,7 +253,7 @@ class StructuredTable(ABC):
         return range_
 
     def _limit(self, limit: Any) -> None:
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit < 2**63):
             raise InvalidFieldError(f"table {self.spec.name!r}: limit must be an integer >= 0, got {limit!r:.100}")
 
     def _columns(self, columns: Iterable[str] | None) -> list[str]:
@@ -245,13 +261,34 @@ class StructuredTable(ABC):
             return list(self.spec.kinds)
         if isinstance(columns, str):
             columns = [columns]
-        return [self._field(c) for c in columns]
+        return [self._field(c) for c in self._iterable(columns, "columns are a list of field names")]
+
+    def _iterable(self, values: Any, what: str) -> Iterable:
+        if isinstance(values, (str, bytes, Mapping)) or not hasattr(values, "__iter__"):
+            raise InvalidFieldError(f"table {self.spec.name!r}: {what}, got {values!r:.100}")
+        return values
+
+    def _ranges(self, ranges: Any) -> list:
+        """Ranges as a list (a single Range is taken as one)."""
+        return [ranges] if isinstance(ranges, Range) else list(self._iterable(ranges, "ranges are a list of Range"))
 
     def _filter(self, filter: Expression | str | None) -> Expression:
         try:
-            return bind(as_expression(filter), self._types)
+            bound = bind(as_expression(filter), self._types)
         except ExpressionError as e:
             raise InvalidFieldError(f"table {self.spec.name!r}: {e}") from None
+        return transform(bound, self._check_literals)
+
+    def _check_literals(self, p: Predicate) -> Predicate:
+        """Strings in a filter are valid Unicode, as stored strings are."""
+        for value in (*tuple(getattr(p, "values", None) or ()), getattr(p, "value", None)):
+            if isinstance(value, str):
+                try:
+                    value.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise InvalidFieldError(f"table {self.spec.name!r}: the filter on {p.name!r} holds {value!r:.100}, "
+                                            f"which is not valid Unicode (a lone surrogate)") from None
+        return p
 
     def _empty(self) -> dict:
         return dict.fromkeys(self.spec.kinds)

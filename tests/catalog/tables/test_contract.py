@@ -12,8 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from cdkds.catalog.errors import (
-    InvalidFieldError, NoSuchFieldError, TableExistsError, TableNotFoundError,
+    CdkdsError, InvalidFieldError, NestedTransactionError, NoSuchFieldError, TableExistsError, TableNotFoundError,
 )
+from cdkds.catalog.expressions import field
 from cdkds.catalog.tables import Fields, Range, TableSpecification
 from cdkds.catalog.tables import TableAdmin, TransactionRunner
 
@@ -29,6 +30,7 @@ def key(k1, k2="a", k3=0):
 
 class StructuredTableContract:
     serializes_writers = False  # the database queues writers: a concurrent writer waits for the commit
+    sql_names_ignore_case = False  # SQL stores refuse a table whose name differs from another's in case only
     checks_scanned_ranges = True  # a concurrent write into a scanned range is a conflict (False: never; None: maybe)
 
     @pytest.fixture
@@ -303,6 +305,96 @@ class StructuredTableContract:
         assert seen == [("new", "new")]  # read-only: never retried
 
 
+    # ---------------------------------------------------------------- found by review
+
+    def test_threads_sharing_one_admin(self, runner, admin):
+        def worker():
+            r = TransactionRunner(admin, attempts=1000, backoff=0.001)
+            for _ in range(25):
+                r.run(lambda ctx: ctx.table("meta").increment(key(1), "c2", 1))
+        threads = [threading.Thread(target=worker) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert self.run(runner, lambda t: t.read(key(1))["c2"]) == 100
+
+    def test_float_columns_compare_as_written_and_zero_has_one_sign(self, runner, admin):
+        self.run(runner, lambda t: (t.upsert({**key(1), "c7": 0.1, "c4": -0.0}), t.upsert({**key(2), "c7": 0.5})))
+        ids = lambda **kw: [r["k1"] for r in self.run(runner, lambda t: list(t.scan(Range.all(), **kw)))]  # noqa: E731
+        assert ids(filter=field("c7") == 0.1) == [1] and ids(filter="c7 < 0.1") == [] and ids(filter="c7 > 0.1") == [2]
+        assert str(self.run(runner, lambda t: t.read(key(1))["c4"])) == "0.0"
+        admin.create_or_update(TableSpecification("meta", SPEC.fields, SPEC.primary_key, SPEC.indexes + ("c7",)))
+        assert [r["k1"] for r in self.run(runner, lambda t: list(t.scan_index("c7", 0.1)))] == [1]
+
+    def test_an_empty_bound_is_no_bound(self, runner):
+        self.fill(runner, 2)
+        for r in (Range({}, "exclusive", None), Range(None, "inclusive", {}, "exclusive"), Range({}, "inclusive", {})):
+            assert self.run(runner, lambda t: t.count([r])) == 4
+
+    def test_a_scan_reads_when_called(self, runner):
+        self.fill(runner, 2)
+
+        def fn(t):
+            rows = t.scan(Range.all(), columns=["k1", "k2"])
+            t.upsert({**key(10)})
+            t.delete(key(0, "a", 0))
+            return [(r["k1"], r["k2"]) for r in rows]
+        assert self.run(runner, fn) == [(0, "a"), (0, "b"), (1, "a"), (1, "b")]
+
+    def test_nested_transactions_are_refused_and_commit_nothing(self, runner, admin):
+        def fn(ctx):
+            ctx.table("meta").upsert({**key(1)})
+            admin.create(TableSpecification.builder("u").fields(Fields.long("id")).primary_key("id").build())
+        with pytest.raises(NestedTransactionError, match="already running"):
+            runner.run(fn)
+        with pytest.raises(NestedTransactionError):
+            runner.run(lambda ctx: admin.exists("meta"))
+        with pytest.raises(NestedTransactionError):
+            runner.run(lambda ctx: runner.run(lambda inner: 1))
+        assert not admin.exists("u") and self.run(runner, lambda t: t.count()) == 0
+
+    @pytest.mark.parametrize("call", [
+        lambda t: t.increment(key(1), "c2", None), lambda t: t.increment(key(1), ["c2"], 1),
+        lambda t: list(t.scan_index(["c1"], 1)), lambda t: t.read(key(1), [["c1"]]), lambda t: t.read(key(1), 5),
+        lambda t: t.compare_and_swap(key(1), None, None), lambda t: t.multi_read(None), lambda t: list(t.multi_scan(None)),
+        lambda t: t.upsert({**key(1), "c4": 10**400}), lambda t: list(t.scan(Range.all(), limit=2**70)),
+        lambda t: t.upsert({**key(1), "c3": "\ud800"}), lambda t: list(t.scan(Range.all(), filter=field("c3") == "\ud800")),
+    ])
+    def test_bad_arguments_raise_errors_naming_the_table(self, runner, call):
+        with pytest.raises(CdkdsError, match="table 'meta'|'meta'"):
+            self.run(runner, call)
+
+    def test_a_single_range_is_taken_as_one(self, runner):
+        self.fill(runner, 3)
+        assert self.run(runner, lambda t: t.count(Range.singleton({"k1": 1}))) == 2
+        assert len(self.run(runner, lambda t: list(t.multi_scan(Range.all())))) == 6
+
+    def test_bad_admin_and_runner_arguments(self, admin):
+        for call in (lambda: admin.exists(["t"]), lambda: admin.drop(None), lambda: admin.get_specification(3),
+                     lambda: TransactionRunner(admin).run(None), lambda: TransactionRunner("admin"),
+                     lambda: TransactionRunner(admin).run(lambda ctx: ctx.table(None))):
+            with pytest.raises(CdkdsError):
+                call()
+        for fields, key_, indexes in ((None, ("a",), ()), (("a",), ("a",), ()), ((Fields.int("a"),), [["a"]], ()),
+                                      ((Fields.int("a"), Fields.int("A")), ("a",), ())):
+            with pytest.raises(InvalidFieldError):
+                TableSpecification("x", fields, key_, indexes)
+        for name in ("_cdkds_tables", "sqlite_x", "pg_class"):
+            with pytest.raises(InvalidFieldError, match="reserved"):
+                TableSpecification.builder(name).fields(Fields.int("a")).primary_key("a").build()
+
+    def test_names_that_differ_only_in_case_or_join_with_underscores(self, admin):
+        spec = lambda name, *fields, indexes=(): TableSpecification(  # noqa: E731
+            name, tuple(Fields.int(f) for f in fields), (fields[0],), indexes)
+        admin.create(spec("p", "a", "b__c", indexes=("b__c",)))
+        admin.create(spec("p__b", "a", "c", indexes=("c",)))
+        admin.create(spec("p__b__c", "a"))
+        if self.sql_names_ignore_case:
+            with pytest.raises(TableExistsError, match="ignore case"):
+                admin.create(spec("P", "a"))
+        assert admin.list()[:3] == ["p", "p__b", "p__b__c"]
+
 def _increment(url, n):
     runner = TransactionRunner(TableAdmin.open(url))
     for _ in range(n):
@@ -311,6 +403,7 @@ def _increment(url, n):
 
 class TestSqlite(StructuredTableContract):
     serializes_writers = True
+    sql_names_ignore_case = True
     checks_scanned_ranges = False
 
     @pytest.fixture
