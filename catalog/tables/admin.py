@@ -67,8 +67,15 @@ class TableAdmin:
         def create(db: Any) -> None:
             if self.store.specification(db, spec.name) is not None:
                 raise TableExistsError(f"table {spec.name!r} already exists in {self.url}")
-            self.store.create(db, spec)
+            self._create(db, spec)
         self._write(create)
+
+    def _create(self, db: Any, spec: TableSpecification) -> None:
+        clash = [n for n in self.store.names(db) if n.lower() == spec.name.lower()]
+        if clash:  # SQL folds the case of names: a portable store of tables does too
+            raise TableExistsError(f"table {spec.name!r}: table names ignore case, and table {clash[0]!r} exists "
+                                   f"in {self.url}")
+        self.store.create(db, spec)
 
     def create_or_update(self, spec: TableSpecification) -> None:
         """Create the table, or add the non-key columns and indexes ``spec`` has and it lacks
@@ -79,7 +86,7 @@ class TableAdmin:
     def _create_or_update(self, db: Any, spec: TableSpecification) -> None:
         old = self.store.specification(db, spec.name)
         if old is None:
-            self.store.create(db, spec)
+            self._create(db, spec)
             return
         changed = [f.name for f in old.fields if spec.kinds.get(f.name) != f.kind]
         if spec.primary_key != old.primary_key or changed:

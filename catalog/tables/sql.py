@@ -9,7 +9,7 @@ import sqlite3
 import threading
 from typing import Any, Iterator, Sequence
 
-from cdkds.catalog.errors import InvalidFieldError, StorageError, TableExistsError, TransactionConflictError
+from cdkds.catalog.errors import InvalidFieldError, StorageError, TransactionConflictError
 from cdkds.catalog.expressions import BoundPredicate, BoundPredicateVisitor, Expression, visit
 from cdkds.catalog.tables.keys import Range, after_prefix
 from cdkds.catalog.tables.spec import TableSpecification
@@ -201,9 +201,6 @@ class SqlStore:
         return [r[0] for r in db.execute(f"SELECT name FROM {_SPECS} ORDER BY name")]
 
     def create(self, db: Any, spec: TableSpecification) -> None:
-        clash = db.execute(f"SELECT name FROM {_SPECS} WHERE lower(name) = ?", [spec.name.lower()]).fetchone()
-        if clash is not None:
-            raise TableExistsError(f"table {spec.name!r}: SQL table names ignore case and table {clash[0]!r} exists")
         columns = [f"{quote(f.name)} {self.types[f.kind]}{' NOT NULL' if f.name in spec.primary_key else ''}"
                    for f in spec.fields]
         db.execute(f"CREATE TABLE {quote(spec.name)} ({', '.join(columns)}, "

@@ -30,7 +30,6 @@ def key(k1, k2="a", k3=0):
 
 class StructuredTableContract:
     serializes_writers = False  # the database queues writers: a concurrent writer waits for the commit
-    sql_names_ignore_case = False  # SQL stores refuse a table whose name differs from another's in case only
     checks_scanned_ranges = True  # a concurrent write into a scanned range is a conflict (False: never; None: maybe)
 
     @pytest.fixture
@@ -390,9 +389,10 @@ class StructuredTableContract:
         admin.create(spec("p", "a", "b__c", indexes=("b__c",)))
         admin.create(spec("p__b", "a", "c", indexes=("c",)))
         admin.create(spec("p__b__c", "a"))
-        if self.sql_names_ignore_case:
-            with pytest.raises(TableExistsError, match="ignore case"):
-                admin.create(spec("P", "a"))
+        with pytest.raises(TableExistsError, match="ignore case"):
+            admin.create(spec("P", "a"))
+        with pytest.raises(TableExistsError, match="ignore case"):
+            admin.create_or_update(spec("P__B", "a"))
         assert admin.list()[:3] == ["p", "p__b", "p__b__c"]
 
 def _increment(url, n):
@@ -403,7 +403,6 @@ def _increment(url, n):
 
 class TestSqlite(StructuredTableContract):
     serializes_writers = True
-    sql_names_ignore_case = True
     checks_scanned_ranges = False
 
     @pytest.fixture

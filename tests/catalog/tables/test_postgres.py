@@ -49,7 +49,6 @@ def postgres():
 
 
 class TestPostgres(StructuredTableContract):
-    sql_names_ignore_case = True
     checks_scanned_ranges = None  # SERIALIZABLE aborts what it cannot prove serial, conservatively
     @pytest.fixture
     def admin_factory(self, postgres):
