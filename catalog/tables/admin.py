@@ -99,7 +99,7 @@ class TableAdmin:
         self.store.update(db, old, spec)
 
     @contextmanager
-    def transaction(self, write: bool) -> Iterator[Any]:
+    def _transaction(self, write: bool) -> Iterator[Any]:
         """The store's transaction; refused inside another on the same store and thread."""
         active = _ACTIVE.__dict__.setdefault("stores", set())
         if id(self.store) in active:
@@ -114,12 +114,12 @@ class TableAdmin:
 
     def exists(self, name: str) -> bool:
         self._name(name)
-        with self.transaction(write=False) as db:
+        with self._transaction(write=False) as db:
             return self.store.specification(db, name) is not None
 
     def get_specification(self, name: str) -> TableSpecification:
         self._name(name)
-        with self.transaction(write=False) as db:
+        with self._transaction(write=False) as db:
             spec = self.store.specification(db, name)
         if spec is None:
             raise TableNotFoundError(f"table {name!r} does not exist in {self.url}")
@@ -141,7 +141,7 @@ class TableAdmin:
         return TransactionRunner(self).run(lambda ctx: fn(ctx._db))
 
     def list(self) -> list[str]:
-        with self.transaction(write=False) as db:
+        with self._transaction(write=False) as db:
             return self.store.names(db)
 
     def _name(self, name: Any) -> None:
@@ -187,7 +187,7 @@ class TransactionRunner:
         last: Exception | None = None
         for attempt in range(self.attempts):
             try:
-                with self.admin.transaction(write=True) as db:
+                with self.admin._transaction(write=True) as db:
                     return fn(TableContext(self.admin, db))
             except TransactionConflictError as e:
                 last = e
