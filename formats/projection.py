@@ -12,6 +12,7 @@ given), or through the reader schema's own names when it has no mapping.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -148,9 +149,10 @@ class FileProjection:
         return pa.RecordBatch.from_arrays([r.read(batch) for r in self.readers], schema=self.schema)
 
 
-class _Reader:
+class _Reader(ABC):
+    @abstractmethod
     def read(self, batch: pa.RecordBatch) -> pa.Array:
-        raise NotImplementedError
+        """The reader's column out of a batch of the file's columns."""
 
 
 @dataclass(frozen=True)
@@ -186,9 +188,10 @@ def _column_reader(source: pa.Field, avro: AvroType, target: pa.Field, where: st
     return _Column(source.name, _converter(source.type, avro, target.type, f"{where}: column {source.name!r}"))
 
 
-class _Convert:
+class _Convert(ABC):
+    @abstractmethod
     def __call__(self, array: pa.Array) -> pa.Array:
-        raise NotImplementedError
+        """``array`` as the reader's type."""
 
 
 @dataclass(frozen=True)

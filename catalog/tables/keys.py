@@ -17,7 +17,7 @@ from typing import Any, Mapping
 from cdkds.catalog.errors import InvalidFieldError, NoSuchFieldError
 from cdkds.catalog.tables.spec import TableSpecification
 
-_INT_RANGES = {"int": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
+INT_RANGES = {"int": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
 _END = b"\x00\x01"
 
 
@@ -191,7 +191,7 @@ def _part(value: Any, kind: str, where: str) -> bytes:
         except UnicodeEncodeError:
             raise InvalidFieldError(f"{where}: value {value!r:.100} is not valid Unicode") from None
         return data.replace(b"\x00", b"\x00\xff") + _END
-    lo, hi = _INT_RANGES[kind]
+    lo, hi = INT_RANGES[kind]
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
         raise InvalidFieldError(f"{where}: value {value!r:.100} ({type(value).__name__}) is not an {kind}")
     raw = bytearray(struct.pack(">q", value))

@@ -24,6 +24,7 @@ dataset and one transaction log, as a log-structured merge tree of sorted runs.
 from __future__ import annotations
 
 import heapq
+from itertools import islice
 import json
 import base64
 import threading
@@ -114,8 +115,8 @@ class ObjectTableStore:
         return _Scope(self)
 
     def specification(self, txn: "Transaction", name: str) -> TableSpecification | None:
-        found = txn.get(SPECS + encode_text(name))
-        return None if found is None else TableSpecification.from_json(json.loads(found)["spec"])
+        table = self.table(txn, name)
+        return None if table is None else table.spec
 
     def names(self, txn: "Transaction") -> list[str]:
         return [json.loads(v)["spec"]["name"] for _, v in txn.entries(SPECS, after_prefix(SPECS))]
@@ -372,7 +373,7 @@ class ObjectTable(StructuredTable):
             spans.append((self.prefix + (low or b""), self.prefix + high if high is not None else after_prefix(self.prefix)))
         # read now, as SQL does: the rows are the snapshot's and this transaction's at the call,
         # and the ranges are recorded before the transaction can commit
-        return iter(list(self._limited(self._rows(_union(spans), order == "desc", filter), limit)))
+        return iter(list(islice(self._rows(_union(spans), order == "desc", filter), limit)))
 
     def _rows(self, spans: list[tuple[bytes, bytes | None]], reverse: bool, filter: Expression) -> Iterator[dict]:
         for low, high in (reversed(spans) if reverse else spans):
@@ -383,23 +384,13 @@ class ObjectTable(StructuredTable):
 
     def _scan_index(self, column: str, value: Any, filter: Expression, limit: int | None) -> Iterator[dict]:
         prefix = self._index_prefixes[column] + encode_value(value, self.spec.kinds[column])
-        return iter(list(self._limited(self._indexed(prefix, filter), limit)))
+        return iter(list(islice(self._indexed(prefix, filter), limit)))
 
     def _indexed(self, prefix: bytes, filter: Expression) -> Iterator[dict]:
         for k, _ in self.txn.entries(prefix, after_prefix(prefix)):
             row = self._get(self.codec.decode(k[len(prefix):]))
             if row is not None and evaluate(filter, row) is True:
                 yield row
-
-    @staticmethod
-    def _limited(rows: Iterator[dict], limit: int | None) -> Iterator[dict]:
-        if limit is None:
-            yield from rows
-            return
-        for i, row in enumerate(rows):
-            if i >= limit:
-                return
-            yield row
 
     def _encode(self, row: dict) -> str:
         return json.dumps({n: base64.b64encode(v).decode() if v is not None and self.spec.kinds[n] == "bytes" else v

@@ -5,6 +5,7 @@ database's own transactions. SQLite (Python's ``sqlite3``) is the embedded defau
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 import sqlite3
 import threading
 from typing import Any, Iterator, Sequence
@@ -175,15 +176,16 @@ class SqlTable(StructuredTable):
                          [key[k] for k in self.spec.primary_key])
 
 
-class SqlStore:
+class SqlStore(ABC):
     """The tables of one SQL database: specifications in table ``_cdkds_tables``, one SQL
     table per specification. Subclasses open connections and run transactions."""
 
     types: dict[str, str] = _SQLITE_TYPES
     dialect = "sqlite"
 
+    @abstractmethod
     def transaction(self, write: bool) -> Any:
-        raise NotImplementedError
+        """A context manager: a transaction of the database, committed on a normal exit."""
 
     def _create_specs(self) -> None:
         with self.transaction(write=True) as db:

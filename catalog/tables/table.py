@@ -14,11 +14,10 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from cdkds.catalog.errors import ExpressionError, InvalidFieldError, NoSuchFieldError
 from cdkds.catalog.expressions import ALWAYS_TRUE, Expression, Predicate, and_, as_expression, bind, field, transform
-from cdkds.catalog.tables.keys import KeyCodec, Range
+from cdkds.catalog.tables.keys import INT_RANGES, KeyCodec, Range
 from cdkds.catalog.tables.spec import TableSpecification
 from cdkds.formats.schema import FieldType
 
-_INT_RANGES = {"int": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
 
 
 class StructuredTable(ABC):
@@ -194,8 +193,8 @@ class StructuredTable(ABC):
             if name in self.spec.primary_key:
                 raise InvalidFieldError(f"{where} is part of the primary key and cannot be null")
             return None
-        if kind in _INT_RANGES:
-            lo, hi = _INT_RANGES[kind]
+        if kind in INT_RANGES:
+            lo, hi = INT_RANGES[kind]
             if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
                 raise InvalidFieldError(f"{where}: value {value!r:.100} ({type(value).__name__}) is not an {kind}")
         elif kind in ("float", "double"):
