@@ -81,6 +81,12 @@ class Dataset:
         """Every commit: revision, time, operation and counts."""
         return self.log.history()
 
+    def transaction_version(self, app_id: str) -> int | None:
+        """The last batch application ``app_id`` (a streaming query) committed, as of this
+        dataset's revision; ``None`` if it never committed one."""
+        txn = self.snapshot.transactions.get(app_id)
+        return None if txn is None else txn.version
+
     # ---------------------------------------------------------------- reading
 
     def plan(self, where: Expression | str | None = None, columns: Sequence[str] | None = None) -> ScanPlan:

@@ -6,7 +6,8 @@
 - :class:`DeleteRows` — rows of one data file are deleted by position (a deletion vector);
 - :class:`AddIndex` / :class:`RemoveIndex` — a record-index file joins or leaves a bucket;
 - :class:`SetMetadata` — the descriptor from this commit on;
-- :class:`SetProtocol` — the log versions a reader and a writer must understand.
+- :class:`SetProtocol` — the log versions a reader and a writer must understand;
+- :class:`SetTransaction` — the last batch an application (a streaming query) committed.
 """
 
 from __future__ import annotations
@@ -222,7 +223,26 @@ class SetProtocol:
         return {"protocol": {"reader": self.reader_version, "writer": self.writer_version}}
 
 
-Action = AddFile | RemoveFile | Tombstone | DeleteRows | AddIndex | RemoveIndex | SetMetadata | SetProtocol
+@dataclass(frozen=True)
+class SetTransaction:
+    """Application ``app_id`` (a streaming query) committed its batch ``version`` in this
+    commit (Delta's ``txn``): a writer that finds its batch recorded skips it, so a batch
+    replayed after a crash is committed once. ``last_updated``: the commit's time (ms)."""
+
+    app_id: str
+    version: int
+    last_updated: int = 0
+
+    def to_json(self, descriptor: DatasetDescriptor | None) -> dict:
+        return {"txn": {"appId": self.app_id, "version": self.version, "lastUpdated": self.last_updated}}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "SetTransaction":
+        return cls(str(data["appId"]), int(data["version"]), int(data.get("lastUpdated", 0)))
+
+
+Action = (AddFile | RemoveFile | Tombstone | DeleteRows | AddIndex | RemoveIndex | SetMetadata | SetProtocol
+          | SetTransaction)
 
 
 def partition_kinds(descriptor: DatasetDescriptor) -> dict[str, str]:
@@ -264,6 +284,8 @@ def decode_actions(items: list, descriptor: DatasetDescriptor | None, revision: 
             actions.append(AddIndex.from_json(body, revision))
         elif kind == "removeIndex":
             actions.append(RemoveIndex(str(body["path"])))
+        elif kind == "txn":
+            actions.append(SetTransaction.from_json(body))
         else:
             raise ValueError(f"unknown action {kind!r}")
     return tuple(actions)

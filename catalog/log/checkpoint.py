@@ -2,7 +2,7 @@
 
 ``_log/<revision>.checkpoint.parquet`` holds one row per action of the state (protocol,
 metadata, every live file with the revision that added it and its deletion vectors, every
-live tombstone, every live record-index file) with
+live tombstone, every live record-index file, the last batch of each application) with
 columns ``action``, ``revision`` and ``json``, and key-value metadata naming the revision,
 its commit uuid and timestamp and a SHA-256 of the rows. ``_log/_last_checkpoint`` is a
 hint naming the newest checkpoint; readers fall back to listing when it is missing or stale.
@@ -19,7 +19,9 @@ from types import MappingProxyType
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from cdkds.catalog.log.actions import AddFile, AddIndex, SetMetadata, Tombstone, decode_actions, encode_actions
+from cdkds.catalog.log.actions import (
+    AddFile, AddIndex, SetMetadata, SetTransaction, Tombstone, decode_actions, encode_actions,
+)
 from cdkds.catalog.errors import CorruptLogError
 from cdkds.catalog.log.snapshot import Snapshot
 
@@ -57,6 +59,8 @@ def encode(snapshot: Snapshot) -> bytes:
         rows.append(("tombstone", tombstone.revision, json.dumps(tombstone.to_json(snapshot.descriptor))))
     for entry in snapshot.index.values():
         rows.append(("index", entry.revision, json.dumps(entry.to_json(None))))
+    for txn in snapshot.transactions.values():
+        rows.append(("txn", snapshot.version, json.dumps(txn.to_json(None))))
     table = pa.table({"action": [r[0] for r in rows], "revision": [r[1] for r in rows], "json": [r[2] for r in rows]},
                      schema=_SCHEMA)
     table = table.replace_schema_metadata({
@@ -96,6 +100,7 @@ def decode(data: bytes, where: str) -> Snapshot:
         files: dict[str, AddFile] = {}
         tombstones: list[Tombstone] = []
         index: dict[str, AddIndex] = {}
+        transactions: dict[str, SetTransaction] = {}
         for action, revision, text in rows:
             item = json.loads(text)
             if action in ("protocol", "metadata"):
@@ -113,10 +118,14 @@ def decode(data: bytes, where: str) -> Snapshot:
             elif action == "index":
                 (entry,) = decode_actions([item], descriptor, revision)
                 index[entry.path] = entry
+            elif action == "txn":
+                (txn,) = decode_actions([item], descriptor, revision)
+                transactions[txn.app_id] = txn
             else:
                 raise ValueError(f"unknown checkpoint row {action!r}")
         return Snapshot(head.revision, head.timestamp, head.uuid, descriptor, descriptor_version,
-                        MappingProxyType(files), tuple(tombstones), protocol, MappingProxyType(index))
+                        MappingProxyType(files), tuple(tombstones), protocol, MappingProxyType(index),
+                        MappingProxyType(transactions))
     except CorruptLogError:
         raise
     except Exception as e:  # noqa: BLE001 - any failure to parse is corruption

@@ -3,8 +3,9 @@
 Each kind of write says what it assumed about the dataset when it was planned; a
 concurrent commit that breaks the assumption is a conflict (:class:`CommitConflictError`),
 anything else is rebased. Rules common to all: a concurrent descriptor change conflicts,
-and so does a concurrent removal of a file (data or index) this commit also removes or
-deletes rows of.
+so does a concurrent removal of a file (data or index) this commit also removes or
+deletes rows of, and so does a concurrent commit of the same application
+(:class:`SetTransaction`): two runs of one streaming query must not both commit.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
 
-from cdkds.catalog.log.actions import Action, AddFile, DeleteRows, RemoveFile, RemoveIndex, SetMetadata, Tombstone
+from cdkds.catalog.log.actions import (
+    Action, AddFile, DeleteRows, RemoveFile, RemoveIndex, SetMetadata, SetTransaction, Tombstone,
+)
 from cdkds.catalog.expressions import bind
 from cdkds.catalog.expressions.pruning import FileFilter
 from cdkds.catalog.errors import CdkdsError
@@ -46,6 +49,9 @@ class ConflictRule(ABC):
         also = sorted(removed & {a.path for a in ours if isinstance(a, RemoveIndex)})
         if also:
             return f"it removed the index file {also[0]}, which this commit replaces too"
+        apps = {a.app_id: a.version for a in theirs.actions if isinstance(a, SetTransaction)}
+        for app in (a for a in ours if isinstance(a, SetTransaction) and a.app_id in apps):
+            return f"it committed batch {apps[app.app_id]} of application {app.app_id!r}, which this commit records too"
         return self.specific_conflict(theirs, base)
 
     @abstractmethod

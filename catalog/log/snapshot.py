@@ -10,7 +10,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Mapping
 
 from cdkds.catalog.log.actions import (
-    AddFile, AddIndex, DeleteRows, RemoveFile, RemoveIndex, SetMetadata, SetProtocol, Tombstone, evolve_statistics,
+    AddFile, AddIndex, DeleteRows, RemoveFile, RemoveIndex, SetMetadata, SetProtocol, SetTransaction, Tombstone,
+    evolve_statistics,
 )
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import ExpressionError, IncompatibleDescriptorError
@@ -24,7 +25,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """The state of a dataset at ``version`` (a revision of its log)."""
+    """The state of a dataset at ``version`` (a revision of its log); ``transactions``:
+    the last batch each application recorded (:class:`SetTransaction`)."""
 
     version: int
     timestamp: int
@@ -35,6 +37,7 @@ class Snapshot:
     tombstones: tuple[Tombstone, ...] = ()
     protocol: SetProtocol = SetProtocol()
     index: Mapping[str, AddIndex] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
+    transactions: Mapping[str, SetTransaction] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def row_count(self) -> int:
@@ -90,6 +93,7 @@ class Snapshot:
         files = dict(self.files)
         tombstones = list(self.tombstones)
         index = dict(self.index)
+        transactions = self.transactions
         for action in commit.actions:
             if isinstance(action, AddFile):
                 files[action.path] = action.at(commit.revision, commit.timestamp)
@@ -116,11 +120,13 @@ class Snapshot:
                 descriptor, descriptor_version = action.descriptor, commit.revision
             elif isinstance(action, SetProtocol):
                 protocol = action
+            elif isinstance(action, SetTransaction):
+                transactions = MappingProxyType({**transactions, action.app_id: action})
         if tombstones:
             oldest = min((f.revision for f in files.values()), default=commit.revision + 1)
             tombstones = [t for t in tombstones if t.revision > oldest]  # a tombstone no file predates is spent
         return Snapshot(commit.revision, commit.timestamp, commit.uuid, descriptor, descriptor_version,
-                        MappingProxyType(files), tuple(tombstones), protocol, MappingProxyType(index))
+                        MappingProxyType(files), tuple(tombstones), protocol, MappingProxyType(index), transactions)
 
     @staticmethod
     def first(commit: "Commit") -> "Snapshot":
