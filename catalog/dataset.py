@@ -103,6 +103,17 @@ class Dataset:
         plan = self.plan(where, columns)
         return pa.Table.from_batches(list(read_plan(self.store, plan)), schema=plan.output_schema)
 
+    def changes(self, start_version: int, end_version: int | None = None,
+                columns: Sequence[str] | None = None) -> pa.RecordBatchReader:
+        """The rows changed by revisions ``start_version`` to ``end_version`` (default: the
+        latest), both included, as a stream of Arrow batches with ``_change_type`` (``insert``,
+        ``update_preimage``, ``update_postimage``, ``delete``), ``_commit_version`` and
+        ``_commit_timestamp``, commit by commit (see :mod:`cdkds.catalog.changes`). The range
+        is checked now; rows are read as the batches are taken (``read_all()`` gathers them)."""
+        from cdkds.catalog.changes import plan_changes, read_changes
+        plan = plan_changes(self.log, start_version, end_version, columns)
+        return pa.RecordBatchReader.from_batches(plan.output_schema, read_changes(self.store, plan))
+
     def reader(self, where: Expression | str | None = None, columns: Sequence[str] | None = None) -> "DatasetReader":
         """The matching records as dicts (CDK's reader stream)."""
         return DatasetReader(self.scan(where, columns))
