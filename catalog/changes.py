@@ -20,7 +20,7 @@ schema of the range's last revision (fields matched by id, as data files are rea
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -139,6 +139,17 @@ def plan_changes(log: "TransactionLog", start: int, end: int | None = None,
             commits.append(changes)
         before = after
     return ChangePlan(name, start, last.version, last.descriptor, selected, tuple(commits))
+
+
+def first_revision_since(log: "TransactionLog", timestamp: Any) -> int:
+    """The first revision committed at or after ``timestamp`` (a datetime, ISO text or epoch
+    milliseconds); the revision after the latest when there is none yet."""
+    from cdkds.catalog.log.commit import millis
+
+    at = millis(timestamp)
+    if log.replay.first().timestamp >= at:
+        return 0
+    return log.snapshot(timestamp=at - 1).version + 1
 
 
 def _columns(dataset: str, descriptor: DatasetDescriptor, columns: Sequence[str] | str | None) -> tuple[str, ...]:

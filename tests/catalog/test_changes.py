@@ -222,3 +222,21 @@ def test_keyed_feed_replays_to_every_revision(tmp_path_factory, ops, start):
     assert replay([], feed(ds, 1)) == bag(rows(ds))
     if start <= ds.version:
         assert replay(rows(ds, start - 1), feed(ds, start)) == bag(rows(ds))
+
+
+def test_first_revision_since_a_time(repo):
+    import datetime as dt
+
+    from cdkds.catalog.changes import first_revision_since
+
+    ds = repo.create("t", DatasetDescriptor(PLAIN))
+    for i in range(3):
+        with ds.writer() as w:
+            w.write({"id": i, "g": "a"})
+    times = {h.revision: h.timestamp for h in ds.history()}
+    assert first_revision_since(ds.log, times[0] - 5000) == 0
+    assert first_revision_since(ds.log, times[2]) == 2
+    assert first_revision_since(ds.log, times[1] + 1) == 2
+    assert first_revision_since(ds.log, dt.datetime.fromtimestamp((times[3] + 1) / 1000, dt.timezone.utc)) == 4
+    with pytest.raises(InvalidTimeTravelError, match="cannot read 'soon' as a time"):
+        first_revision_since(ds.log, "soon")
