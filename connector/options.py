@@ -1,8 +1,8 @@
 """The options of ``spark.read/write.format("cdkds")`` and SQL, checked and typed.
 
 Spark hands a data source a case-insensitive dict of strings. This module turns it into
-:class:`Location`, :class:`ReadOptions` and :class:`WriteOptions`, with errors that name
-the dataset, the option and the value. Kite view URIs (``view:file:/data/users?userId=1234``)
+:class:`Location`, :class:`ReadOptions`, :class:`StreamReadOptions` and :class:`WriteOptions`,
+with errors that name the dataset, the option and the value. Kite view URIs (``view:file:/data/users?userId=1234``)
 carry a location and constraints in one string.
 """
 
@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 from urllib.parse import parse_qsl, urlsplit
 
-from cdkds.catalog.errors import CdkdsError, ExpressionError
+from cdkds.catalog.errors import CdkdsError, ExpressionError, InvalidTimeTravelError
 from cdkds.catalog.expressions import ALWAYS_TRUE, Expression, Predicate, all_of, as_expression
+from cdkds.catalog.log.commit import millis
 
 DEFAULT_MAX_PARTITION_BYTES = 128 * 1024 * 1024  # spark.sql.files.maxPartitionBytes
 DEFAULT_BATCH_ROWS = 65_536
+DEFAULT_MAX_FILES_PER_TRIGGER = 1000  # Delta's default
 OPTIONS_METADATA_KEY = "cdkds.options"  # survives in the schema of catalog tables, whose options Spark drops
 
 
@@ -144,20 +146,123 @@ def read_options(options: Mapping[str, str], where_from_view: Expression, datase
         version = alias
     if version is not None and timestamp is not None:
         raise InvalidOptionError(f"dataset {dataset!r}: give versionAsOf or timestampAsOf, not both")
-    text = _get(options, "where")
-    try:
-        where = as_expression(text) if text else ALWAYS_TRUE
-    except ExpressionError as e:
-        raise InvalidOptionError(f"dataset {dataset!r}: option where: {e}") from None
-    columns_text = _get(options, "columns")
-    columns = tuple(c.strip() for c in columns_text.split(",") if c.strip()) if columns_text else None
-    if columns_text is not None and not columns:
-        raise InvalidOptionError(f"dataset {dataset!r}: option columns names no column: {columns_text!r}")
     return ReadOptions(
-        version, timestamp, all_of([where, where_from_view]), columns, _bool(options, "pushFilters", dataset),
+        version, timestamp, all_of([_where(options, dataset), where_from_view]), _columns(options, dataset),
+        _bool(options, "pushFilters", dataset),
         _int(options, "maxPartitionBytes", DEFAULT_MAX_PARTITION_BYTES, dataset, 1),
         _int(options, "batchRows", DEFAULT_BATCH_ROWS, dataset, 1),
     )
+
+
+def _where(options: Mapping[str, str], dataset: str) -> Expression:
+    text = _get(options, "where")
+    try:
+        return as_expression(text) if text else ALWAYS_TRUE
+    except ExpressionError as e:
+        raise InvalidOptionError(f"dataset {dataset!r}: option where: {e}") from None
+
+
+def _columns(options: Mapping[str, str], dataset: str) -> tuple[str, ...] | None:
+    text = _get(options, "columns")
+    columns = tuple(c.strip() for c in text.split(",") if c.strip()) if text else None
+    if text is not None and not columns:
+        raise InvalidOptionError(f"dataset {dataset!r}: option columns names no column: {text!r}")
+    return columns
+
+
+@dataclass(frozen=True)
+class StreamStart:
+    """Where a new streaming query starts (a restarted one resumes from its checkpoint):
+    ``snapshot`` — the whole latest snapshot, then every later commit; ``latest`` — only
+    commits after the latest; ``version`` — commits from revision ``value`` on; ``timestamp``
+    — commits from the first one at or after ``value`` (ms since the epoch) on."""
+
+    kind: str
+    value: int | None = None
+
+
+@dataclass(frozen=True)
+class StreamReadOptions:
+    """The options of ``spark.readStream.format("cdkds")``. ``max_files`` and ``max_bytes``
+    bound a micro-batch (``None``: no bound); a batch always takes at least one file."""
+
+    start: StreamStart
+    max_files: int | None
+    max_bytes: int | None
+    skip_change_commits: bool
+    where: Expression
+    columns: tuple[str, ...] | None
+    max_partition_bytes: int
+    batch_rows: int
+
+
+_TIME_TRAVEL = ("versionAsOf", "version", "timestampAsOf", "timestamp")
+
+
+def stream_read_options(options: Mapping[str, str], where_from_view: Expression, dataset: str) -> StreamReadOptions:
+    given = [name for name in _TIME_TRAVEL if _get(options, name) is not None]
+    if given:
+        raise InvalidOptionError(f"dataset {dataset!r}: option {given[0]} is for batch reads; a stream starts with "
+                                 f"option startingVersion or startingTimestamp")
+    version, timestamp = _get(options, "startingVersion"), _get(options, "startingTimestamp")
+    if version is not None and timestamp is not None:
+        raise InvalidOptionError(f"dataset {dataset!r}: give option startingVersion or startingTimestamp, not both "
+                                 f"(got startingVersion={version!r} and startingTimestamp={timestamp!r})")
+    if version is not None:
+        start = _starting_version(version, dataset)
+    elif timestamp is not None:
+        start = StreamStart("timestamp", _starting_timestamp(timestamp, dataset))
+    else:
+        start = StreamStart("snapshot")
+    max_bytes = _bytes(options, "maxBytesPerTrigger", dataset)
+    max_files = _int(options, "maxFilesPerTrigger", None, dataset, 1)
+    if max_files is None and max_bytes is None:
+        max_files = DEFAULT_MAX_FILES_PER_TRIGGER  # as Delta: the default applies only without a byte limit
+    return StreamReadOptions(
+        start, max_files, max_bytes, _bool(options, "skipChangeCommits", dataset),
+        all_of([_where(options, dataset), where_from_view]), _columns(options, dataset),
+        _int(options, "maxPartitionBytes", DEFAULT_MAX_PARTITION_BYTES, dataset, 1),
+        _int(options, "batchRows", DEFAULT_BATCH_ROWS, dataset, 1),
+    )
+
+
+def _starting_version(text: str, dataset: str) -> StreamStart:
+    if text.strip().lower() == "latest":
+        return StreamStart("latest")
+    try:
+        value = int(text.strip())
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise InvalidOptionError(f"dataset {dataset!r}: option startingVersion must be 'latest' or a revision "
+                                 f"(an integer >= 0), got {text!r}")
+    return StreamStart("version", value)
+
+
+def _starting_timestamp(text: str, dataset: str) -> int:
+    stripped = text.strip()
+    try:
+        return int(stripped) if re.fullmatch(r"-?\d+", stripped) else millis(stripped)
+    except InvalidTimeTravelError:
+        raise InvalidOptionError(f"dataset {dataset!r}: option startingTimestamp must be a time (ISO 8601 text such "
+                                 f"as 2026-03-01T10:00:00Z, or milliseconds since the epoch), got {text!r}") from None
+
+
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "g": 1 << 30, "gb": 1 << 30,
+          "t": 1 << 40, "tb": 1 << 40}
+
+
+def _bytes(options: Mapping[str, str], name: str, dataset: str) -> int | None:
+    """A positive size: a number of bytes, or with a unit as Spark writes them (``512k``, ``10m``, ``1g``)."""
+    text = _get(options, name)
+    if text is None:
+        return None
+    m = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", text)
+    unit = m.group(2).lower() if m else None
+    if m is None or unit not in _UNITS or int(m.group(1)) < 1:
+        raise InvalidOptionError(f"dataset {dataset!r}: option {name} must be a positive number of bytes (such as "
+                                 f"1048576, 512k, 10m or 1g), got {text!r}")
+    return int(m.group(1)) * _UNITS[unit]
 
 
 @dataclass(frozen=True)
@@ -175,6 +280,8 @@ class WriteOptions:
     operation: str | None = None  # a keyed write: upsert, insert, update or delete
     clustered: bool = False  # each task holds whole index buckets (set by cdkds.connector.upsert)
     job: str | None = None  # the commit's uuid, chosen by the caller (cdkds.connector.upsert)
+    txn_app_id: str | None = None  # exactly once: the application whose batch txn_version this write is
+    txn_version: int | None = None
 
 
 def write_options(options: Mapping[str, str], dataset: str) -> WriteOptions:
@@ -196,10 +303,17 @@ def write_options(options: Mapping[str, str], dataset: str) -> WriteOptions:
     if job is not None and not re.fullmatch(r"[0-9a-f]{32}", job):
         raise InvalidOptionError(f"dataset {dataset!r}: option cdkds.job must be 32 hex digits, got {job!r}")
     properties = {k[len("property."):]: v for k, v in options.items() if k.lower().startswith("property.")}
+    txn_app_id, txn_version = _get(options, "txnAppId"), _int(options, "txnVersion", None, dataset)
+    if (txn_app_id is None) != (txn_version is None):
+        given, missing = ("txnAppId", "txnVersion") if txn_version is None else ("txnVersion", "txnAppId")
+        raise InvalidOptionError(f"dataset {dataset!r}: option {given} needs option {missing} too (an exactly-once "
+                                 f"write names its application and its batch)")
+    if txn_app_id is not None and not txn_app_id.strip():
+        raise InvalidOptionError(f"dataset {dataset!r}: option txnAppId must name the application, got {txn_app_id!r}")
     return WriteOptions(
         _get(options, "partitionBy"), _get(options, "format"), _get(options, "compression"),
         tuple(k.strip() for k in key.split(",") if k.strip()) if key else None,
         _get(options, "orderingField"), _get(options, "schema"), overwrite == "dynamic",
         _int(options, "targetFileSize", None, dataset, 1), properties, nulls == "schema",
-        operation, _bool(options, "cdkds.clustered", dataset), job,
+        operation, _bool(options, "cdkds.clustered", dataset), job, txn_app_id, txn_version,
     )

@@ -10,6 +10,8 @@ dataset's descriptor on first write) before any file is written; executors write
 per partition and send back their descriptions; the driver's ``commit`` makes one log
 commit of them; ``abort`` deletes them.
 
+Streaming (``readStream``/``writeStream``): :mod:`cdkds.connector.streaming`.
+
 This module imports only pyspark at import time (Spark imports every ``pyspark_*``
 module to discover sources, and one failing import hides them all); cdkds itself is
 imported when a method runs.
@@ -17,11 +19,13 @@ imported when a method runs.
 
 from __future__ import annotations
 
+import copy
 import json
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from pyspark.sql.datasource import (
-    DataSource, DataSourceArrowWriter, DataSourceReader, InputPartition, WriterCommitMessage,
+    DataSource, DataSourceArrowWriter, DataSourceReader, DataSourceStreamArrowWriter, DataSourceStreamReader,
+    InputPartition, WriterCommitMessage,
 )
 from pyspark.sql.types import StructType
 
@@ -29,7 +33,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from cdkds.catalog import Dataset, DatasetDescriptor
-    from cdkds.catalog.log.actions import AddFile
+    from cdkds.catalog.log.actions import Action, AddFile, SetTransaction
     from cdkds.catalog.expressions import Expression
     from cdkds.catalog.scan import FileScanTask
     from cdkds.connector.options import Location
@@ -88,6 +92,16 @@ class CdkdsDataSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
         return plan_write(self._options(schema), schema, overwrite)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802 - Spark's name
+        from cdkds.connector.streaming import plan_stream_read
+
+        return plan_stream_read(self._options(schema), schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:  # noqa: N802
+        from cdkds.connector.streaming import plan_stream_write
+
+        return plan_stream_write(self._options(schema), schema, overwrite)
 
 
 # Never storageOptions: a schema is shown by df.schema and DESCRIBE, kept in the metastore and
@@ -160,18 +174,23 @@ class CdkdsReader(DataSourceReader):
             [FileGroup((), descriptor, plan.predicate, dataset.version)]
 
     def read(self, partition: InputPartition) -> Iterator["pa.RecordBatch"]:
-        from pyspark.sql.pandas.types import to_arrow_schema
-
-        from cdkds.catalog.scan import read_task
-        from cdkds.catalog.storage import ObjectStore
-
         assert isinstance(partition, FileGroup)
-        target = to_arrow_schema(self.schema, timezone="UTC")
-        store = ObjectStore.open(self.where.url, dict(self.where.storage_options))
-        columns = [f.name for f in self.schema.fields]
-        for task in partition.tasks:
-            for batch in read_task(store, partition.descriptor, partition.predicate, columns, task, self.batch_rows):
-                yield batch.cast(target)
+        return read_group(self.where, self.schema, self.batch_rows, partition)
+
+
+def read_group(where: "Location", schema: StructType, batch_rows: int, group: FileGroup) -> Iterator["pa.RecordBatch"]:
+    """The rows of a group's files, in batches cast to the Spark schema's types (on an executor)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from cdkds.catalog.scan import read_task
+    from cdkds.catalog.storage import ObjectStore
+
+    target = to_arrow_schema(schema, timezone="UTC")
+    store = ObjectStore.open(where.url, dict(where.storage_options))
+    columns = [f.name for f in schema.fields]
+    for task in group.tasks:
+        for batch in read_task(store, group.descriptor, group.predicate, columns, task, batch_rows):
+            yield batch.cast(target)
 
 
 class CdkdsFilteringReader(CdkdsReader):
@@ -246,8 +265,10 @@ class CdkdsCommitMessage(WriterCommitMessage):
 
 
 
-def plan_write(options: dict[str, str], schema: StructType, overwrite: bool) -> "CdkdsWriter":
-    """Check the write on the driver, before any file is written."""
+def plan_write(options: dict[str, str], schema: StructType, overwrite: bool,
+               keyed_operation: str = "insert") -> "CdkdsWriter":
+    """Check the write on the driver, before any file is written. ``keyed_operation``: what
+    a write to a keyed dataset does when option ``operation`` does not say."""
     import uuid
 
     from cdkds.catalog import DatasetNotFoundError
@@ -270,18 +291,28 @@ def plan_write(options: dict[str, str], schema: StructType, overwrite: bool) -> 
         check_write_options(dataset, write)
         descriptor, descriptor_version, base = dataset.descriptor, dataset.descriptor_version, dataset.version
     if descriptor.record_key or write.operation:
-        return plan_keyed_write(where, write, dataset, descriptor, descriptor_version, base, schema, overwrite)
+        return plan_keyed_write(where, write, dataset, descriptor, descriptor_version, base, schema, overwrite,
+                                keyed_operation)
     check_dataframe_schema(where.name, descriptor, schema, write.check_null_schema)
     if overwrite:
         mode = "overwrite_partitions" if write.dynamic_partition_overwrite else "overwrite"
     else:
         mode = "append"
     target = write.target_file_size or DEFAULT_TARGET_FILE_SIZE
-    return CdkdsWriter(where, descriptor, descriptor_version, base, uuid.uuid4().hex, mode, target)
+    return CdkdsWriter(where, descriptor, descriptor_version, base, uuid.uuid4().hex, mode, target,
+                       txn=transaction_of(write))
+
+
+def transaction_of(write: Any) -> "SetTransaction | None":
+    """The batch an exactly-once write records (options txnAppId and txnVersion), if any."""
+    from cdkds.catalog.log.actions import SetTransaction
+
+    return None if write.txn_app_id is None else SetTransaction(write.txn_app_id, write.txn_version)
 
 
 def plan_keyed_write(where: "Location", write: Any, dataset: "Dataset | None", descriptor: "DatasetDescriptor",
-                     descriptor_version: int, base: int | None, schema: StructType, overwrite: bool) -> "CdkdsWriter":
+                     descriptor_version: int, base: int | None, schema: StructType, overwrite: bool,
+                     default_operation: str = "insert") -> "CdkdsWriter":
     """A write to a dataset with a record key: an upsert, insert, update or delete by key
     (option ``operation``; plain appends insert), one commit for the job."""
     import uuid
@@ -293,7 +324,7 @@ def plan_keyed_write(where: "Location", write: Any, dataset: "Dataset | None", d
     if not descriptor.record_key:
         raise InvalidOptionError(f"dataset {name!r} has no record key, so option operation={write.operation!r} cannot "
                                  f"apply; give the dataset a record key (option recordKey when it is created)")
-    operation = write.operation or "insert"
+    operation = write.operation or default_operation
     if overwrite and (operation != "insert" or write.dynamic_partition_overwrite):
         raise InvalidOptionError(f"dataset {name!r}: an overwrite of a keyed dataset replaces it whole; it cannot be "
                                  f"combined with operation={operation!r} or a dynamic partition overwrite")
@@ -313,7 +344,7 @@ def plan_keyed_write(where: "Location", write: Any, dataset: "Dataset | None", d
         raise InvalidOptionError(f"dataset {name!r} must exist before a clustered keyed write")
     target = write.target_file_size or DEFAULT_TARGET_FILE_SIZE
     return CdkdsWriter(where, descriptor, descriptor_version, base, write.job or uuid.uuid4().hex,
-                       "overwrite" if overwrite else "append", target, operation, write.clustered)
+                       "overwrite" if overwrite else "append", target, operation, write.clustered, transaction_of(write))
 
 
 def new_descriptor(name: str, schema: StructType, write: Any) -> "DatasetDescriptor":
@@ -370,9 +401,14 @@ def check_dataframe_schema(name: str, descriptor: "DatasetDescriptor", schema: S
 
 
 class CdkdsWriter(DataSourceArrowWriter):
+    """One write job: executors write files (or stage keyed rows) under the job's commit
+    uuid ``transaction``; the driver commits them all as one commit planned on ``base``
+    (``None``: the job creates the dataset). ``txn``: the application batch the commit
+    records, which makes the job exactly-once (skipped when the batch is recorded)."""
+
     def __init__(self, where: "Location", descriptor: "DatasetDescriptor", descriptor_version: int,
                  base: int | None, transaction: str, mode: str, target_file_size: int,
-                 operation: str | None = None, clustered: bool = False):
+                 operation: str | None = None, clustered: bool = False, txn: "SetTransaction | None" = None):
         self.operation = operation
         self.clustered = clustered
         self.where = where
@@ -382,6 +418,13 @@ class CdkdsWriter(DataSourceArrowWriter):
         self.transaction = transaction
         self.mode = mode
         self.target_file_size = target_file_size
+        self.txn = txn
+
+    def replaced(self, **changes: Any) -> "CdkdsWriter":
+        """This job with some of its attributes changed."""
+        job = copy.copy(self)
+        job.__dict__.update(changes)
+        return job
 
     def write(self, iterator: Iterator["pa.RecordBatch"]) -> CdkdsCommitMessage:
         import pyarrow as pa
@@ -457,50 +500,27 @@ class CdkdsWriter(DataSourceArrowWriter):
             return CdkdsCommitMessage([])
         return CdkdsCommitMessage([], staged=[path])
 
-    def _commit_keyed(self, dataset: "Dataset", messages: list) -> None:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        from cdkds.catalog.keyed import operations
-        from cdkds.catalog.storage import ObjectStore
-
-        info = {"engine.spark": True, "job": self.transaction}
-        if self.clustered:
-            changes = [m.change for m in messages if m is not None and m.change is not None]
-            operations.commit(dataset, changes, info, commit_uuid=self.transaction)
-            return
-        store = ObjectStore.open(self.where.url, dict(self.where.storage_options))
-        staged = [p for m in messages if m is not None for p in m.staged]
-        try:
-            tables = [pq.read_table(store.fs.open(store.path(p), "rb")) for p in staged]
-            table = pa.concat_tables(tables, promote_options="permissive") if tables else None
-            if self.mode == "overwrite":
-                from cdkds.catalog.keyed.writer import KeyedWriter
-
-                writer = KeyedWriter(dataset, mode="overwrite", commit_uuid=self.transaction)
-                if table is not None:
-                    writer.write_batch(table)
-                writer.close()
-                return
-            if table is None:
-                return
-            if self.operation == "delete":
-                names = [*dataset.descriptor.record_key, *(
-                    [dataset.descriptor.ordering_field] if dataset.descriptor.ordering_field in table.schema.names else [])]
-                table = table.select(names)  # other columns of the DataFrame are ignored
-            change = operations.prepare(dataset, self.operation, table)
-            operations.commit(dataset, [change], info, commit_uuid=self.transaction)
-        finally:
-            _delete_quietly(store, staged)
+    # ---------------------------------------------------------------- the driver
 
     def commit(self, messages: list) -> None:
+        dataset = self.target()
+        rows = self.staged_rows(messages)
+        try:
+            commit_once(dataset, self.txn, lambda extra: self.commit_to(dataset, messages, rows, extra),
+                        lambda: self.discard(dataset, messages))
+        finally:
+            self.drop_staged(messages)
+
+    def target(self, prefer_latest: bool = False) -> "Dataset":
+        """The dataset to commit onto: as of the revision the job was planned on (created
+        first when the job creates it), or with ``prefer_latest`` the latest revision when
+        it still has the job's descriptor (or the job plans keyed rows on the driver)."""
         from cdkds.catalog import CommitConflictError, DatasetExistsError, DatasetRepository
         from cdkds.catalog.repository import split_dataset_url
-        from cdkds.catalog.writer import write_mode
 
-        adds = [a for m in messages if m is not None for a in m.adds]
         parent, name = split_dataset_url(self.where.url)
         repo = DatasetRepository(parent, dict(self.where.storage_options))
+        dataset = None
         if self.base is None:
             try:
                 dataset = repo.create(name, self.descriptor)
@@ -510,14 +530,84 @@ class CdkdsWriter(DataSourceArrowWriter):
                     raise CommitConflictError(
                         f"dataset {name!r} was created by a concurrent write with another descriptor "
                         f"while this write created it; nothing of this write was committed") from None
-        else:
-            dataset = repo.load(name, version=self.base)
+        if prefer_latest:
+            latest = repo.load(name)
+            if (self.operation is not None and not self.clustered) or \
+                    latest.descriptor_version == self.descriptor_version:
+                return latest
+        return dataset if dataset is not None else repo.load(name, version=self.base)
+
+    def commit_to(self, dataset: "Dataset", messages: list, rows: "pa.Table | None",
+                  extra: "Sequence[Action]" = ()) -> None:
+        """Commit the job onto ``dataset`` as one commit, with ``extra`` actions;
+        ``rows``: a keyed job's staged rows (see :meth:`staged_rows`)."""
+        from cdkds.catalog.writer import write_mode
+
         if self.operation is not None:
-            return self._commit_keyed(dataset, messages)
+            return self._commit_keyed(dataset, messages, rows, extra)
+        adds = [a for m in messages if m is not None for a in m.adds]
         mode = write_mode(self.mode, self.descriptor)
         removes, rule = mode.plan(dataset.snapshot, adds, set(), True)
         info = {"rows": sum(a.row_count for a in adds), "files": len(adds), "engine.spark": True}
-        dataset._commit(mode.operation, [*removes, *adds], info, self.transaction, rule)
+        dataset._commit(mode.operation, [*removes, *adds, *extra], info, self.transaction, rule)
+
+    def _commit_keyed(self, dataset: "Dataset", messages: list, table: "pa.Table | None",
+                      extra: "Sequence[Action]") -> None:
+        from cdkds.catalog.keyed import operations
+
+        info = {"engine.spark": True, "job": self.transaction}
+        if self.clustered:
+            changes = [m.change for m in messages if m is not None and m.change is not None]
+            operations.commit(dataset, changes, info, commit_uuid=self.transaction, extra_actions=extra)
+            return
+        if self.mode == "overwrite":
+            from cdkds.catalog.keyed.writer import KeyedWriter
+
+            writer = KeyedWriter(dataset, mode="overwrite", commit_uuid=self.transaction, extra_actions=extra)
+            if table is not None:
+                writer.write_batch(table)
+            writer.close()
+            return
+        if table is None:
+            if extra:
+                operations.commit(dataset, [], info, commit_uuid=self.transaction, operation=self.operation,
+                                  extra_actions=extra)
+            return
+        if self.operation == "delete":
+            names = [*dataset.descriptor.record_key, *(
+                [dataset.descriptor.ordering_field] if dataset.descriptor.ordering_field in table.schema.names else [])]
+            table = table.select(names)  # other columns of the DataFrame are ignored
+        change = operations.prepare(dataset, self.operation, table)
+        operations.commit(dataset, [change], info, commit_uuid=self.transaction, extra_actions=extra)
+
+    def staged_rows(self, messages: list) -> "pa.Table | None":
+        """The rows a keyed job's tasks staged for the driver (``None``: none, or not such a job)."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        from cdkds.catalog.storage import ObjectStore
+
+        staged = [p for m in messages if m is not None for p in m.staged]
+        if not staged:
+            return None
+        store = ObjectStore.open(self.where.url, dict(self.where.storage_options))
+        tables = [pq.read_table(store.fs.open(store.path(p), "rb")) for p in staged]
+        return pa.concat_tables(tables, promote_options="permissive")
+
+    def drop_staged(self, messages: list) -> None:
+        """Delete the staged rows (never in the log, whatever became of the commit)."""
+        from cdkds.catalog.storage import ObjectStore
+
+        staged = [p for m in messages if m is not None for p in m.staged]
+        if staged:
+            _delete_quietly(ObjectStore.open(self.where.url, dict(self.where.storage_options)), staged)
+
+    def discard(self, dataset: "Dataset", messages: list) -> None:
+        """Delete the files of a job whose batch an earlier attempt committed: those not live
+        in ``dataset`` (this very job's files stay if its own commit is the one that landed)."""
+        live = dataset.snapshot.files
+        _delete_quietly(dataset.store, [a.path for m in messages if m is not None for a in m.adds
+                                        if a.path not in live])
 
     def abort(self, messages: list) -> None:
         """Delete the written files, but only once a complete read of the log shows that the
@@ -539,6 +629,38 @@ class CdkdsWriter(DataSourceArrowWriter):
         _delete_quietly(store, [p for m in messages if m is not None for p in m.staged])  # never committed
         if landed is None:
             delete_files(store, [a.path for m in messages if m is not None for a in m.adds])
+
+
+def commit_once(dataset: "Dataset", txn: "SetTransaction | None", commit: "Callable[[Sequence[Action]], None]",
+                discard: "Callable[[], None]") -> bool:
+    """Run ``commit`` with ``txn`` (stamped now) as its extra action, unless ``dataset``
+    records that batch already, or a concurrent commit of the same application recorded it
+    meanwhile: then ``discard`` the job's files. Whether ``commit`` ran and landed."""
+    import dataclasses
+
+    from cdkds.catalog import CommitConflictError
+    from cdkds.catalog.log.commit import clock
+
+    if txn is None:
+        commit(())
+        return True
+    if recorded(dataset, txn):
+        discard()
+        return False
+    try:
+        commit((dataclasses.replace(txn, last_updated=clock()),))
+    except CommitConflictError:
+        if recorded(dataset.refresh(), txn):
+            discard()
+            return False
+        raise
+    return True
+
+
+def recorded(dataset: "Dataset", txn: "SetTransaction") -> bool:
+    """Whether ``dataset`` records batch ``txn.version`` (or a later one) of ``txn.app_id``."""
+    version = dataset.transaction_version(txn.app_id)
+    return version is not None and version >= txn.version
 
 
 def _delete_quietly(store: Any, keys: list[str]) -> None:

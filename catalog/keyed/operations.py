@@ -33,7 +33,7 @@ from cdkds.catalog.keyed.keys import RecordKey
 from cdkds.catalog.keyed.reconcile import compare_orders, greater_rows, reduce_write
 from cdkds.catalog.log.actions import KEYED_PROTOCOL, Action, AddFile, AddIndex, DeleteRows, SetProtocol
 from cdkds.catalog.log.commit import clock
-from cdkds.catalog.log.conflicts import ConflictRule, Exclusive
+from cdkds.catalog.log.conflicts import BlindAppend, ConflictRule, Exclusive
 from cdkds.catalog.scan import read_rows
 from cdkds.catalog.writer import PartitionedWriter, delete_files
 from cdkds.formats.errors import SchemaMismatchError
@@ -471,11 +471,14 @@ class KeyedWrite(ConflictRule):
 
 def commit(dataset: "Dataset", changes: Sequence[KeyedChange], info: Mapping[str, Any] | None = None,
            now_ms: int | None = None, removes: Sequence[Action] = (), rule: ConflictRule | None = None,
-           operation: str | None = None, commit_uuid: str | None = None) -> UpsertResult:
+           operation: str | None = None, commit_uuid: str | None = None,
+           extra_actions: Sequence[Action] = ()) -> UpsertResult:
     """Commit ``changes`` (planned on the dataset's current snapshot) as one commit: deleted
-    positions become deletion vectors, entries become index files. Raises
-    :class:`CommitConflictError` naming a key when a concurrent commit wrote one of them;
-    files of a commit known not to have landed are deleted."""
+    positions become deletion vectors, entries become index files; ``removes`` and
+    ``extra_actions`` (such as a :class:`SetTransaction`) go into the same commit, which is
+    made even without changes when they are given. Raises :class:`CommitConflictError`
+    naming a key when a concurrent commit wrote one of them; files of a commit known not to
+    have landed are deleted."""
     snapshot = dataset.snapshot
     now = clock() if now_ms is None else now_ms
     operations = sorted({c.operation for c in changes}) or ["upsert"]
@@ -491,7 +494,7 @@ def commit(dataset: "Dataset", changes: Sequence[KeyedChange], info: Mapping[str
         for path, ps in c.deletes.items():
             positions[path].append(ps)
     entries = [c.entries for c in changes if c.entries is not None and c.entries.num_rows]
-    if not adds and not positions and not entries and not removes:
+    if not adds and not positions and not entries and not removes and not extra_actions:
         return result
     written: list[str] = []
     try:
@@ -509,10 +512,12 @@ def commit(dataset: "Dataset", changes: Sequence[KeyedChange], info: Mapping[str
             index_actions = RecordIndex(dataset.store, snapshot, dataset.name).write(pa.concat_tables(entries), now)
             written.extend(a.path for a in index_actions if isinstance(a, AddIndex))
             actions.extend(index_actions)
-        keys = pa.concat_tables([c.keys for c in changes if c.keys is not None])
+        actions.extend(extra_actions)
+        keys = pa.concat_tables([c.keys for c in changes if c.keys is not None]) if changes else None
         operation = operation or (operations[0] if len(operations) == 1 else "keyed")
-        dataset._commit(operation, actions, {**result_info(result), **(info or {})}, commit_uuid,
-                        rule=rule or KeyedWrite(dataset, keys))
+        if rule is None:
+            rule = KeyedWrite(dataset, keys) if keys is not None else BlindAppend()
+        dataset._commit(operation, actions, {**result_info(result), **(info or {})}, commit_uuid, rule=rule)
     except CommitFailedError:
         delete_files(dataset.store, written)
         for c in changes:

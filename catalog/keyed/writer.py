@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import pyarrow as pa
 
 from cdkds.catalog.errors import CdkdsError
 from cdkds.catalog.keyed.operations import UpsertResult, commit, full_rows, prepare
-from cdkds.catalog.log.actions import RemoveFile, RemoveIndex
+from cdkds.catalog.log.actions import Action, RemoveFile, RemoveIndex
 from cdkds.catalog.log.conflicts import ReadPartitions
 
 if TYPE_CHECKING:
@@ -25,13 +25,15 @@ if TYPE_CHECKING:
 class KeyedWriter:
     """Buffers rows and inserts them at each ``flush()``/``close()``."""
 
-    def __init__(self, dataset: "Dataset", mode: Any = "append", commit_uuid: str | None = None, **options: Any):
+    def __init__(self, dataset: "Dataset", mode: Any = "append", commit_uuid: str | None = None,
+                 extra_actions: Sequence[Action] = (), **options: Any):
         if mode not in ("append", "overwrite"):
             raise CdkdsError(f"dataset {dataset.name!r} has a record key: its writer appends (inserts) or overwrites; "
                              f"mode {mode!r} is not possible (a key may live in any partition)")
         self.dataset = dataset
         self.mode = mode
         self.commit_uuid = commit_uuid  # of the first commit (Spark's job)
+        self.extra_actions = tuple(extra_actions)  # into the first commit too (a streaming batch's SetTransaction)
         self._pending: list = []
         self._records: list = []
         self._first = True
@@ -70,7 +72,7 @@ class KeyedWriter:
             self._records = []
         rows = pa.concat_tables(self._pending) if self._pending else None
         self._pending = []
-        if rows is None and not (self.mode == "overwrite" and self._first):
+        if rows is None and not ((self.mode == "overwrite" or self.extra_actions) and self._first):
             return
         rows = rows if rows is not None else self.dataset.descriptor.arrow_schema.empty_table()
         ds = self.dataset
@@ -80,7 +82,10 @@ class KeyedWriter:
             change = prepare(ds, "insert", rows, snapshot=empty)
             removes = [*(RemoveFile(p) for p in snapshot.files), *(RemoveIndex(p) for p in snapshot.index)]
             self.results.append(commit(ds, [change], removes=removes, rule=ReadPartitions(), operation="overwrite",
-                                       commit_uuid=self.commit_uuid))
+                                       commit_uuid=self.commit_uuid, extra_actions=self.extra_actions))
+        elif self._first and self.extra_actions:
+            self.results.append(commit(ds, [prepare(ds, "insert", rows)], operation="insert",
+                                       commit_uuid=self.commit_uuid, extra_actions=self.extra_actions))
         else:
             self.results.append(ds.insert(rows))
         self._first = False
