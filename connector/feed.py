@@ -70,21 +70,46 @@ class StreamPosition:
     def at(self, index: int) -> "StreamPosition":
         return dataclasses.replace(self, index=index)
 
-    def to_offset(self) -> dict:
-        """Spark's offset (JSON; Spark compares offsets by their text, so keys keep this order)."""
+    def to_json(self) -> dict:
         return {"revision": self.revision, "index": self.index, "snapshot": self.snapshot}
 
     @classmethod
-    def from_offset(cls, offset: Any, dataset: str) -> "StreamPosition":
+    def from_json(cls, data: Any) -> "StreamPosition":
+        revision, index, snapshot = data["revision"], data["index"], data["snapshot"]
+        if not (isinstance(revision, int) and isinstance(index, int) and isinstance(snapshot, bool)) \
+                or isinstance(revision, bool) or isinstance(index, bool) or revision < 0 or index < 0:
+            raise TypeError("revision and index must be integers >= 0, snapshot a boolean")
+        return cls(revision, index, snapshot)
+
+
+INITIAL_OFFSET = {"initial": True}  # a new query's start, resolved when its first batch is planned
+
+
+@dataclass(frozen=True)
+class StreamOffset:
+    """Spark's offset of a cdkds stream: its position, and its origin (where its first batch
+    started). Spark plans a query's first batch from the initial offset again when it
+    replays it after a restart; the origin in that batch's end says where it really began
+    (a new query starts at the latest revision, which may have moved since)."""
+
+    position: StreamPosition
+    origin: StreamPosition
+
+    def to_json(self) -> dict:
+        """JSON for Spark (which compares offsets by their text: keys keep this order)."""
+        return {**self.position.to_json(), "origin": self.origin.to_json()}
+
+    @staticmethod
+    def is_initial(offset: Any) -> bool:
+        return offset == INITIAL_OFFSET
+
+    @classmethod
+    def from_json(cls, offset: Any, dataset: str) -> "StreamOffset":
         try:
-            revision, index, snapshot = offset["revision"], offset["index"], offset["snapshot"]
-            if not (isinstance(revision, int) and isinstance(index, int) and isinstance(snapshot, bool)) \
-                    or isinstance(revision, bool) or isinstance(index, bool) or revision < 0 or index < 0:
-                raise TypeError("revision and index must be integers >= 0, snapshot a boolean")
+            return cls(StreamPosition.from_json(offset), StreamPosition.from_json(offset["origin"]))
         except (KeyError, TypeError) as e:
             raise StreamingReadError(f"dataset {dataset!r}: the stream offset {offset!r} is not a cdkds offset "
                                      f"({e}); was the checkpoint written by another source?") from None
-        return cls(revision, index, snapshot)
 
 
 @dataclass(frozen=True)

@@ -504,12 +504,12 @@ class CdkdsWriter(DataSourceArrowWriter):
 
     def commit(self, messages: list) -> None:
         dataset = self.target()
-        rows = self.staged_rows(messages)
+        staged = StagedRows(self.where, messages)
         try:
-            commit_once(dataset, self.txn, lambda extra: self.commit_to(dataset, messages, rows, extra),
+            commit_once(dataset, self.txn, lambda extra: self.commit_to(dataset, messages, staged, extra),
                         lambda: self.discard(dataset, messages))
         finally:
-            self.drop_staged(messages)
+            staged.drop()
 
     def target(self, prefer_latest: bool = False) -> "Dataset":
         """The dataset to commit onto: as of the revision the job was planned on (created
@@ -537,14 +537,14 @@ class CdkdsWriter(DataSourceArrowWriter):
                 return latest
         return dataset if dataset is not None else repo.load(name, version=self.base)
 
-    def commit_to(self, dataset: "Dataset", messages: list, rows: "pa.Table | None",
+    def commit_to(self, dataset: "Dataset", messages: list, staged: "StagedRows",
                   extra: "Sequence[Action]" = ()) -> None:
-        """Commit the job onto ``dataset`` as one commit, with ``extra`` actions;
-        ``rows``: a keyed job's staged rows (see :meth:`staged_rows`)."""
+        """Commit the job onto ``dataset`` as one commit, with ``extra`` actions (``staged``:
+        the rows of a keyed job's tasks)."""
         from cdkds.catalog.writer import write_mode
 
         if self.operation is not None:
-            return self._commit_keyed(dataset, messages, rows, extra)
+            return self._commit_keyed(dataset, messages, staged.table(), extra)
         adds = [a for m in messages if m is not None for a in m.adds]
         mode = write_mode(self.mode, self.descriptor)
         removes, rule = mode.plan(dataset.snapshot, adds, set(), True)
@@ -580,28 +580,6 @@ class CdkdsWriter(DataSourceArrowWriter):
         change = operations.prepare(dataset, self.operation, table)
         operations.commit(dataset, [change], info, commit_uuid=self.transaction, extra_actions=extra)
 
-    def staged_rows(self, messages: list) -> "pa.Table | None":
-        """The rows a keyed job's tasks staged for the driver (``None``: none, or not such a job)."""
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        from cdkds.catalog.storage import ObjectStore
-
-        staged = [p for m in messages if m is not None for p in m.staged]
-        if not staged:
-            return None
-        store = ObjectStore.open(self.where.url, dict(self.where.storage_options))
-        tables = [pq.read_table(store.fs.open(store.path(p), "rb")) for p in staged]
-        return pa.concat_tables(tables, promote_options="permissive")
-
-    def drop_staged(self, messages: list) -> None:
-        """Delete the staged rows (never in the log, whatever became of the commit)."""
-        from cdkds.catalog.storage import ObjectStore
-
-        staged = [p for m in messages if m is not None for p in m.staged]
-        if staged:
-            _delete_quietly(ObjectStore.open(self.where.url, dict(self.where.storage_options)), staged)
-
     def discard(self, dataset: "Dataset", messages: list) -> None:
         """Delete the files of a job whose batch an earlier attempt committed: those not live
         in ``dataset`` (this very job's files stay if its own commit is the one that landed)."""
@@ -629,6 +607,36 @@ class CdkdsWriter(DataSourceArrowWriter):
         _delete_quietly(store, [p for m in messages if m is not None for p in m.staged])  # never committed
         if landed is None:
             delete_files(store, [a.path for m in messages if m is not None for a in m.adds])
+
+
+class StagedRows:
+    """The rows a keyed job's tasks staged for the driver, read when first needed (a
+    batch already committed never reads them) and deleted once the job is done."""
+
+    def __init__(self, where: "Location", messages: list):
+        self.where = where
+        self.paths = [p for m in messages if m is not None for p in m.staged]
+        self._table: "pa.Table | None" = None
+
+    def table(self) -> "pa.Table | None":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        if self._table is None and self.paths:
+            store = self._store()
+            tables = [pq.read_table(store.fs.open(store.path(p), "rb")) for p in self.paths]
+            self._table = pa.concat_tables(tables, promote_options="permissive")
+        return self._table
+
+    def drop(self) -> None:
+        """Delete the staged rows (never in the log, whatever became of the commit)."""
+        if self.paths:
+            _delete_quietly(self._store(), self.paths)
+
+    def _store(self) -> Any:
+        from cdkds.catalog.storage import ObjectStore
+
+        return ObjectStore.open(self.where.url, dict(self.where.storage_options))
 
 
 def commit_once(dataset: "Dataset", txn: "SetTransaction | None", commit: "Callable[[Sequence[Action]], None]",

@@ -35,10 +35,11 @@ from pyspark.sql.types import StructType
 from cdkds.catalog.errors import CdkdsError, CommitConflictError
 from cdkds.catalog.log.actions import SetTransaction
 from cdkds.catalog.log.commit import clock
-from cdkds.connector.feed import Budget, StreamFeed, StreamLog, StreamPosition
+from cdkds.connector.feed import INITIAL_OFFSET, Budget, StreamFeed, StreamLog, StreamOffset, StreamPosition
 from cdkds.connector.options import InvalidOptionError, Location, StreamReadOptions, location, stream_read_options
 from cdkds.connector.source import (
-    CdkdsCommitMessage, CdkdsWriter, FileGroup, commit_once, open_dataset, pack, plan_write, read_group,
+    CdkdsCommitMessage, CdkdsWriter, FileGroup, StagedRows, commit_once, open_dataset, pack, plan_write,
+    read_group,
 )
 
 if TYPE_CHECKING:
@@ -70,6 +71,7 @@ class CdkdsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.schema = schema
         self._feed: StreamFeed | None = None
         self._until: StreamPosition | None = None  # Trigger.AvailableNow: nothing at or after it
+        self._origin: StreamPosition | None = None  # where this run of a new query starts
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_feed": None}
@@ -83,7 +85,7 @@ class CdkdsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._feed
 
     def initialOffset(self) -> dict:  # noqa: N802 - Spark's names
-        return self.feed.initial(self.options.start).to_offset()
+        return dict(INITIAL_OFFSET)  # the same at every call: Spark calls it again to replay a first batch
 
     def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802
         if self.options.max_bytes is not None:
@@ -91,8 +93,23 @@ class CdkdsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadMaxFiles(self.options.max_files)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:  # noqa: N802
-        position = StreamPosition.from_offset(start, self.where.name)
-        return self.feed.advance(position, self.budget(limit), self._until).to_offset()
+        begin = self.offset(start)
+        end = self.feed.advance(begin.position, self.budget(limit), self._until)
+        return start if end == begin.position else StreamOffset(end, begin.origin).to_json()
+
+    def offset(self, offset: dict, end: dict | None = None) -> StreamOffset:
+        """Spark's ``offset``, the initial one resolved: to the origin ``end`` records (a
+        replayed first batch), else to where this run of a new query starts (the first
+        time it is asked, so every batch of the run agrees)."""
+        if not StreamOffset.is_initial(offset):
+            return StreamOffset.from_json(offset, self.where.name)
+        if end is not None:
+            origin = StreamOffset.from_json(end, self.where.name).origin
+        else:
+            if self._origin is None:
+                self._origin = self.feed.initial(self.options.start)
+            origin = self._origin
+        return StreamOffset(origin, origin)
 
     def budget(self, limit: ReadLimit) -> Budget:
         """What a micro-batch may take under Spark's ``limit``: the limit itself, and the
@@ -110,11 +127,10 @@ class CdkdsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._until = StreamPosition(self.feed.log.latest().version + 1)
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        name = self.where.name
         feed = self.feed
-        tasks = feed.tasks(StreamPosition.from_offset(start, name), StreamPosition.from_offset(end, name), clock())
-        revision = int(end["revision"])
-        return [FileGroup(group, feed.descriptor, feed.predicate, revision)
+        last = self.offset(end).position
+        tasks = feed.tasks(self.offset(start, end).position, last, clock())
+        return [FileGroup(group, feed.descriptor, feed.predicate, last.revision)
                 for group in pack(tasks, self.options.max_partition_bytes)]
 
     def read(self, partition: InputPartition) -> Iterator["pa.RecordBatch"]:
@@ -122,8 +138,8 @@ class CdkdsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return read_group(self.where, self.schema, self.options.batch_rows, partition)
 
     def commit(self, end: dict) -> None:
-        if self._feed is not None:
-            self._feed.log.forget_before(StreamPosition.from_offset(end, self.where.name).revision)
+        if self._feed is not None and not StreamOffset.is_initial(end):
+            self._feed.log.forget_before(self.offset(end).position.revision)
 
 
 # ---------------------------------------------------------------- the sink
@@ -220,18 +236,18 @@ class CdkdsStreamWriter(DataSourceStreamArrowWriter):
                                 descriptor_version=batch.descriptor_version, descriptor=batch.descriptor)
         if job.mode != "overwrite" and not any(m.adds or m.staged for m in messages if m is not None):
             return  # an empty batch: replaying it writes nothing either
-        rows = job.staged_rows(messages)
+        staged = StagedRows(job.where, messages)
         try:
-            self._commit(job, messages, rows, batch.txn())
+            self._commit(job, messages, staged, batch.txn())
         finally:
-            job.drop_staged(messages)
+            staged.drop()
 
-    def _commit(self, job: CdkdsWriter, messages: list, rows: "pa.Table | None", txn: SetTransaction) -> None:
+    def _commit(self, job: CdkdsWriter, messages: list, staged: StagedRows, txn: SetTransaction) -> None:
         """Commit the batch once; a keyed batch that lost a race for its keys is planned again."""
         dataset = job.target(prefer_latest=True)
         for attempt in range(KEYED_ATTEMPTS):
             try:
-                commit_once(dataset, txn, lambda extra: job.commit_to(dataset, messages, rows, extra),
+                commit_once(dataset, txn, lambda extra: job.commit_to(dataset, messages, staged, extra),
                             lambda: job.discard(dataset, messages))
                 return
             except CommitConflictError:
