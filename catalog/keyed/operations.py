@@ -27,7 +27,7 @@ from cdkds.catalog.errors import (
     CdkdsError, CommitConflictError, CommitFailedError, CommitStateUnknownError, ExpressionError, InvalidKeyError, InvalidRecordError,
     KeyExistsError,
 )
-from cdkds.catalog.keyed.deletion import DeletionVector, DeletionVectorRef
+from cdkds.catalog.keyed.deletion import DeletionVector, DeletionVectorRef, load_deletes
 from cdkds.catalog.keyed.index import RecordIndex, by_file
 from cdkds.catalog.keyed.keys import RecordKey
 from cdkds.catalog.keyed.reconcile import compare_orders, greater_rows, reduce_write
@@ -504,7 +504,13 @@ def commit(dataset: "Dataset", changes: Sequence[KeyedChange], info: Mapping[str
         actions.extend(removes)
         actions.extend(adds)
         for path, parts in positions.items():
-            ref = DeletionVectorRef.store(dataset.store, DeletionVector.of(np.unique(np.concatenate(parts))))
+            deleted = np.unique(np.concatenate(parts))
+            earlier = load_deletes(dataset.store, snapshot.files[path].deletes) if path in snapshot.files else None
+            if earlier is not None:  # vectors of one file are disjoint: its deleted rows are their cardinalities' sum
+                deleted = np.setdiff1d(deleted, earlier.to_numpy())
+            if not len(deleted):
+                continue
+            ref = DeletionVectorRef.store(dataset.store, DeletionVector.of(deleted))
             if ref.path:
                 written.append(ref.path)
             actions.append(DeleteRows(path, ref))
