@@ -108,6 +108,8 @@ class CdkdsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         else:
             if self._origin is None:
                 self._origin = self.feed.initial(self.options.start)
+                if self._until is not None and self._origin.snapshot and self._origin.key >= self._until.key:
+                    self._until = self._origin.next_run()  # committed since AvailableNow began: its snapshot still
             origin = self._origin
         return StreamOffset(origin, origin)
 
