@@ -34,6 +34,7 @@ from cdkds.catalog.expressions import ALWAYS_TRUE, Expression, and_, bind
 from cdkds.catalog.expressions.pruning import FileFilter
 from cdkds.catalog.keyed.ttl import TimeToLive
 from cdkds.catalog.log import TransactionLog
+from cdkds.catalog.log.commit import Commit
 from cdkds.catalog.log.actions import AddFile, DeleteRows, RemoveFile, SetMetadata, Tombstone, evolve_statistics
 from cdkds.catalog.log.snapshot import Snapshot, rename, top_level_renames
 from cdkds.catalog.scan import FileScanTask
@@ -164,7 +165,7 @@ class StreamCommit:
     descriptor_changed: bool
 
 
-def stream_commit(commit: Any, before: DatasetDescriptor) -> StreamCommit:
+def stream_commit(commit: Commit, before: DatasetDescriptor) -> StreamCommit:
     """What ``commit`` (decoded with ``before``, the descriptor in effect before it) gives a stream."""
     actions = commit.actions
     adds = sorted((a.at(commit.revision, commit.timestamp) for a in actions if isinstance(a, AddFile)),

@@ -11,9 +11,10 @@ Sink (``df.writeStream.format("cdkds").start(url)``): each micro-batch is one co
 records the batch as a :class:`SetTransaction` of the query (its id, which a restart from
 the same checkpoint keeps). A batch Spark replays after a failure — committed to cdkds, but
 not yet to Spark's checkpoint — finds itself recorded and commits nothing. Output modes:
-``append`` appends (on a keyed dataset: upserts, or option ``operation``); ``complete``
-replaces the whole dataset with each batch; ``update`` is an upsert on a keyed dataset
-(Spark does not tell a sink ``update`` from ``append``).
+``append`` appends (on a keyed dataset: upserts, or what option ``operation`` says);
+``complete`` replaces the whole dataset with each batch. Spark refuses ``update`` for
+Python sinks (pyspark 4.3: "does not support Update mode"); a keyed dataset in ``append``
+mode gives its effect for a stream of rows.
 
 Spark imports this module only when a stream is planned (see :mod:`cdkds.connector.source`).
 """

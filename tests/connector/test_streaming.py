@@ -241,6 +241,8 @@ def test_keyed_inserts_stream_and_updates_are_changes(tmp_path):
     url = f"file://{tmp_path}/lake/users"
     assert ids_of(batches(reader(repo, url, spark_schema(repo, "users"), startingVersion=0))) == list(range(20))
     users.upsert(rows(10, 30))  # 2: replaces rows 10..19 (deletion vectors)
+    snapshot = batches(reader(repo, url, spark_schema(repo, "users")))  # its deletion vectors apply
+    assert ids_of(snapshot) == list(range(30))  # each key once
     with pytest.raises(StreamingReadError, match=r"revision 2 \('upsert'\)"):
         batches(reader(repo, url, spark_schema(repo, "users"), startingVersion=0))
     skipping = reader(repo, url, spark_schema(repo, "users"), startingVersion=0, skipChangeCommits="true")
@@ -491,6 +493,8 @@ def test_copy_under_a_concurrent_writer_across_restarts_is_exactly_once(spark, l
     copied, source = out_ids(repo, "copy"), all_ids(repo)
     assert len(source) > 100 and copied == source  # every row once, none lost
     assert len(repo.load("copy").snapshot.transactions) == 1  # one query across its restarts
+    print(f"3 stop/restart cycles under a concurrent writer: {repo.load('events').version} source commits, "
+          f"{repo.load('copy').version} batches, {len(copied)} rows once each")
 
 
 KILLED_QUERY = textwrap.dedent("""
@@ -537,8 +541,11 @@ def test_a_query_killed_mid_batch_resumes_exactly_once(spark, lake, tmp_path):
         append(repo, 1000 + trial * 9, 1009 + trial * 9)
         copied = out_ids(repo, "copy")
         assert max(copied.values()) == 1, [i for i, n in copied.items() if n > 1][:10]  # never twice
+    killed_at = repo.load("copy").version
     drain(spark, url, out, checkpoint)
     assert out_ids(repo, "copy") == all_ids(repo)
+    print(f"{trials} streaming queries killed; {killed_at} batches committed by them; "
+          f"{len(all_ids(repo))} rows copied once each after the restart")
 
 
 @pytest.mark.slow
@@ -613,6 +620,10 @@ def test_change_commits_fail_the_query_unless_skipped(spark, lake, tmp_path):
     drain(spark, url, out, str(tmp_path / "ck"), startingVersion=1, skipChangeCommits="true")  # restarted
     copied = out_ids(repo, "copy")
     assert sorted(copied) == list(range(60)) and set(copied.values()) == {1}
+    with pytest.raises(Exception, match="dataset 'events': option startingVersion must be 'latest' or a revision"):
+        bad = spark.readStream.format("cdkds").option("startingVersion", "x").load(url).writeStream.format("noop") \
+            .start()
+        bad.awaitTermination(60)
 
 
 @pytest.mark.slow
