@@ -344,7 +344,8 @@ def plan_keyed_write(where: "Location", write: Any, dataset: "Dataset | None", d
         raise InvalidOptionError(f"dataset {name!r} must exist before a clustered keyed write")
     target = write.target_file_size or DEFAULT_TARGET_FILE_SIZE
     return CdkdsWriter(where, descriptor, descriptor_version, base, write.job or uuid.uuid4().hex,
-                       "overwrite" if overwrite else "append", target, operation, write.clustered, transaction_of(write))
+                       "overwrite" if overwrite else "append", target, operation, write.clustered,
+                       transaction_of(write))
 
 
 def new_descriptor(name: str, schema: StructType, write: Any) -> "DatasetDescriptor":

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable, ReadLimit, ReadMaxBytes, ReadMaxFiles, ReadMaxRows, SupportsTriggerAvailableNow,
+    ReadLimit, ReadMaxBytes, ReadMaxFiles, ReadMaxRows, SupportsTriggerAvailableNow,
 )
 from pyspark.sql.types import StructType
 

@@ -10,10 +10,8 @@ replayed after its sink commit, limits, AvailableNow and each output mode.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
@@ -31,7 +29,7 @@ from cdkds.catalog import DatasetDescriptor, DatasetRepository
 from cdkds.connector.feed import StreamingReadError
 from cdkds.connector.options import InvalidOptionError
 from cdkds.connector.source import plan_write
-from cdkds.connector.streaming import CdkdsStreamWriter, plan_stream_read, plan_stream_write
+from cdkds.connector.streaming import plan_stream_read, plan_stream_write
 
 SCHEMA = {"type": "record", "name": "Event", "fields": [
     {"name": "id", "type": "long"}, {"name": "g", "type": "string"},
@@ -69,6 +67,11 @@ def reader(repo, url, schema=None, **options):
     return plan_stream_read({"path": url, **{k: str(v) for k, v in options.items()}}, schema or spark_schema(repo))
 
 
+def read_ids(stream, start, end):
+    """The ids of a micro-batch, read as Spark's executors read its partitions."""
+    return sorted(i for p in stream.partitions(start, end) for b in stream.read(p) for i in b.column("id").to_pylist())
+
+
 def batches(stream, start=None, limit=None):
     """Run micro-batches as Spark does until nothing is new: (start, end, ids) per batch."""
     offset = start or stream.initialOffset()
@@ -77,7 +80,7 @@ def batches(stream, start=None, limit=None):
         end = stream.latestOffset(offset, limit or stream.getDefaultReadLimit())
         if end == offset:
             return out
-        ids = [i for p in stream.partitions(offset, end) for b in stream.read(p) for i in b.column("id").to_pylist()]
+        ids = read_ids(stream, offset, end)
         out.append((offset, end, ids))
         stream.commit(end)
         offset = end
@@ -144,8 +147,7 @@ def test_a_new_reader_resumes_from_any_offset(lake):
     append(repo, 90, 120)  # the latest revision moves: a replayed first batch still starts where it did
     for start, end, ids in runs:  # Spark replays a batch from the offsets in its checkpoint
         again = reader(repo, url, maxFilesPerTrigger=2)
-        assert sorted(i for p in again.partitions(start, end) for b in again.read(p) for i in b.column("id").to_pylist()) \
-            == sorted(ids)
+        assert read_ids(again, start, end) == sorted(ids)
 
 
 def test_starting_version_latest_and_timestamp(lake):
@@ -196,8 +198,7 @@ def test_change_commits_fail_or_are_skipped_whole(lake):
     append(repo, 200, 210)  # 3
     end = stream.latestOffset(start, ReadAllAvailable())  # the batch before the change goes through
     assert at(end) == (2, 0, False)
-    assert sorted(i for p in stream.partitions(start, end) for b in stream.read(p) for i in b.column("id").to_pylist()) \
-        == list(range(30))
+    assert read_ids(stream, start, end) == list(range(30))
     with pytest.raises(StreamingReadError, match=r"revision 2 \('overwrite'\) removes or deletes rows.*"
                                                  r"skipChangeCommits=true"):
         stream.latestOffset(end, ReadAllAvailable())
@@ -264,8 +265,7 @@ def test_schema_changes_additive_continue_breaking_fail(lake):
         w.write_batch(rows(20, 30).drop_columns(["v"]).rename_columns(["id", "group"]))
     end = stream.latestOffset(start, ReadAllAvailable())
     assert at(end) == (5, 0, False)  # up to the rename
-    assert sorted(i for p in stream.partitions(start, end) for b in stream.read(p) for i in b.column("id").to_pylist()) \
-        == list(range(20))
+    assert read_ids(stream, start, end) == list(range(20))
     with pytest.raises(StreamingReadError, match=r"revision 5 \('alter'\) renames column 'g' to 'group'.*restart"):
         stream.latestOffset(end, ReadAllAvailable())
     restarted = reader(repo, url, spark_schema(repo), startingVersion=0)  # a new query reads by field id
