@@ -268,7 +268,11 @@ def test_schema_changes_additive_continue_breaking_fail(lake):
     assert read_ids(stream, start, end) == list(range(20))
     with pytest.raises(StreamingReadError, match=r"revision 5 \('alter'\) renames column 'g' to 'group'.*restart"):
         stream.latestOffset(end, ReadAllAvailable())
-    restarted = reader(repo, url, spark_schema(repo), startingVersion=0)  # a new query reads by field id
+    resumed = reader(repo, url, spark_schema(repo, columns=["id", "group"]), columns="id,group")  # restarted
+    runs = batches(resumed, end)
+    assert ids_of(runs) == list(range(20, 30))
+    assert next(iter(resumed.read(resumed.partitions(runs[0][0], runs[0][1])[0]))).schema.names == ["id", "group"]
+    restarted = reader(repo, url, spark_schema(repo), startingVersion=0)  # a new query reads old files by field id
     assert ids_of(batches(restarted)) == list(range(30))
 
 
