@@ -11,10 +11,10 @@ Like :mod:`cdkds.connector.source`, this module imports cdkds only when a method
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
 if TYPE_CHECKING:
@@ -22,63 +22,7 @@ if TYPE_CHECKING:
 
     from cdkds.catalog import Dataset, DatasetDescriptor
     from cdkds.catalog.changes import ChangePlan, CommitChanges
-    from cdkds.connector.options import Location
-
-DEFAULT_MAX_FILES_PER_TRIGGER = 1000
-
-
-@dataclass(frozen=True)
-class ChangeFeedOptions:
-    """The options of a change feed read: where it starts and ends (revisions or times)."""
-
-    starting_version: int | None
-    starting_timestamp: str | None
-    ending_version: int | None
-    ending_timestamp: str | None
-    columns: tuple[str, ...] | None
-    max_files_per_trigger: int
-
-
-def reads_change_feed(options: Mapping[str, str], dataset: str) -> bool:
-    from cdkds.connector.options import _bool
-
-    return _bool(options, "readChangeFeed", dataset)
-
-
-def change_feed_options(options: Mapping[str, str], dataset: str, streaming: bool) -> ChangeFeedOptions:
-    """The change feed options, checked: a start (a revision, a time, or for a stream
-    ``latest``), no time travel, no ``where``, and an end only for batch reads."""
-    from cdkds.connector.options import InvalidOptionError, _get, _int
-
-    for name in ("versionAsOf", "version", "timestampAsOf", "timestamp", "where", "pushFilters"):
-        if _get(options, name) is not None:
-            raise InvalidOptionError(f"dataset {dataset!r}: option {name} cannot be combined with readChangeFeed "
-                                     f"(the feed's range is startingVersion/startingTimestamp to "
-                                     f"endingVersion/endingTimestamp; filter the change rows in Spark)")
-    text = _get(options, "startingVersion")
-    starting_version = None
-    if text is not None and not (streaming and text.strip().lower() == "latest"):
-        starting_version = _int(options, "startingVersion", None, dataset)
-    elif text is not None:
-        starting_version = -1  # latest: the revision after the newest when the stream first starts
-    starting_timestamp = _get(options, "startingTimestamp")
-    if (text is None) == (starting_timestamp is None):
-        raise InvalidOptionError(f"dataset {dataset!r}: readChangeFeed needs one of startingVersion or "
-                                 f"startingTimestamp" + ("" if text is None else ", not both"))
-    ending_version = _int(options, "endingVersion", None, dataset)
-    ending_timestamp = _get(options, "endingTimestamp")
-    if streaming and (ending_version is not None or ending_timestamp is not None):
-        raise InvalidOptionError(f"dataset {dataset!r}: a streaming change feed has no end; endingVersion and "
-                                 f"endingTimestamp are for batch reads")
-    if ending_version is not None and ending_timestamp is not None:
-        raise InvalidOptionError(f"dataset {dataset!r}: give endingVersion or endingTimestamp, not both")
-    columns_text = _get(options, "columns")
-    columns = tuple(c.strip() for c in columns_text.split(",") if c.strip()) if columns_text else None
-    if columns_text is not None and not columns:
-        raise InvalidOptionError(f"dataset {dataset!r}: option columns names no column: {columns_text!r}")
-    return ChangeFeedOptions(starting_version, starting_timestamp, ending_version, ending_timestamp, columns,
-                             _int(options, "maxFilesPerTrigger", DEFAULT_MAX_FILES_PER_TRIGGER, dataset, 1))
-
+    from cdkds.connector.options import ChangeFeedOptions, Location
 
 def change_feed_schema(dataset: "Dataset", columns: Sequence[str] | None) -> StructType:
     """The Spark schema of the change rows: the columns of the latest revision, then the
@@ -95,20 +39,19 @@ def change_feed_schema(dataset: "Dataset", columns: Sequence[str] | None) -> Str
     return StructType.fromJson({"type": "struct", "fields": fields})
 
 
-def _start(dataset: "Dataset", feed: ChangeFeedOptions) -> int:
+def _start(dataset: "Dataset", feed: "ChangeFeedOptions") -> int:
+    """The first revision of a feed whose start is a revision or a time."""
     from cdkds.catalog.changes import first_revision_since
 
-    if feed.starting_timestamp is not None:
-        return first_revision_since(dataset.log, feed.starting_timestamp)
-    if feed.starting_version == -1:
-        return dataset.log.snapshot().version + 1
-    return feed.starting_version  # type: ignore[return-value]
+    if feed.start.kind == "timestamp":
+        return first_revision_since(dataset.log, feed.start.value)
+    return feed.start.value  # type: ignore[return-value]
 
 
-def _end(dataset: "Dataset", feed: ChangeFeedOptions) -> int | None:
-    if feed.ending_timestamp is not None:
-        return dataset.log.snapshot(timestamp=feed.ending_timestamp).version
-    return feed.ending_version
+def _end(dataset: "Dataset", feed: "ChangeFeedOptions") -> int | None:
+    if feed.end_timestamp is not None:
+        return dataset.log.snapshot(timestamp=feed.end_timestamp).version
+    return feed.end_version
 
 
 class ChangeGroup(InputPartition):
@@ -156,11 +99,10 @@ def read_group(where: "Location", schema: StructType, group: ChangeGroup) -> Ite
 class ChangeFeedReader(DataSourceReader):
     """``spark.read.format("cdkds").option("readChangeFeed", "true")``."""
 
-    def __init__(self, where: "Location", feed: ChangeFeedOptions, schema: StructType, max_partition_bytes: int):
+    def __init__(self, where: "Location", feed: "ChangeFeedOptions", schema: StructType):
         self.where = where
         self.feed = feed
         self.schema = schema
-        self.max_partition_bytes = max_partition_bytes
 
     def partitions(self) -> Sequence[InputPartition]:
         from cdkds.catalog.changes import plan_changes
@@ -169,23 +111,28 @@ class ChangeFeedReader(DataSourceReader):
         dataset = open_dataset(self.where)
         columns = [f.name for f in self.schema.fields][:-3]
         plan = plan_changes(dataset.log, _start(dataset, self.feed), _end(dataset, self.feed), columns)
-        return change_groups(plan, self.max_partition_bytes) or [ChangeGroup((), plan.descriptor, plan.columns)]
+        return change_groups(plan, self.feed.max_partition_bytes) or [ChangeGroup((), plan.descriptor, plan.columns)]
 
     def read(self, partition: InputPartition) -> Iterator["pa.RecordBatch"]:
         assert isinstance(partition, ChangeGroup)
         yield from read_group(self.where, self.schema, partition)
 
 
-class ChangeFeedStreamReader(DataSourceStreamReader):
+class ChangeFeedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``spark.readStream.format("cdkds").option("readChangeFeed", "true")``: offsets are
-    ``{"revision": r}``, the next revision to read; a micro-batch reads whole commits, as
-    many as keep it under ``maxFilesPerTrigger`` files (at least one commit)."""
+    ``{"revision": r, "origin": o}``, the next revision to read and the stream's first; a
+    micro-batch reads whole commits, as many as keep it under ``maxFilesPerTrigger`` files
+    (at least one commit). Under ``Trigger.AvailableNow`` it stops at the revision that was
+    the latest when the run began."""
 
-    def __init__(self, where: "Location", feed: ChangeFeedOptions, schema: StructType, max_partition_bytes: int):
+    def __init__(self, where: "Location", feed: "ChangeFeedOptions", schema: StructType):
         self.where = where
         self.feed = feed
         self.schema = schema
-        self.max_partition_bytes = max_partition_bytes
+        self._until: int | None = None  # Trigger.AvailableNow: the revision after the last to read
+
+    def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802 - Spark's name
+        self._until = self._dataset().log.snapshot().version + 1
 
     def _dataset(self) -> "Dataset":
         from cdkds.connector.source import open_dataset
@@ -193,42 +140,58 @@ class ChangeFeedStreamReader(DataSourceStreamReader):
         return open_dataset(self.where)
 
     def initialOffset(self) -> dict:  # noqa: N802 - Spark's name
+        # "latest" stays unresolved (-1) until the first batch: Spark asks again for the initial
+        # offset when it replays a first batch after a restart, and the latest revision moves
+        if self.feed.start.kind == "latest":
+            return {"revision": -1}
         return {"revision": _start(self._dataset(), self.feed)}
 
     def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:  # noqa: N802 - Spark's name
         from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-        dataset = self._dataset()
-        latest = dataset.log.snapshot().version
-        first = int((start or self.initialOffset())["revision"])
-        if first > latest:
-            return {"revision": first}
-        if isinstance(limit, ReadAllAvailable):
-            return {"revision": latest + 1}
         from cdkds.catalog.changes import plan_changes
 
-        files, revision = 0, first
-        for changes in plan_changes(dataset.log, first, latest, [f.name for f in self.schema.fields][:-3]).commits:
-            n = len(changes.removed) + len(changes.added)
-            if files and files + n > self.feed.max_files_per_trigger:
-                return {"revision": changes.revision}
-            files += n
-            revision = changes.revision + 1
-        return {"revision": max(revision, latest + 1)}
+        dataset = self._dataset()
+        latest = dataset.log.snapshot().version
+        if self._until is not None:
+            latest = min(latest, self._until - 1)
+        first = self._first(start or self.initialOffset(), latest)
+        if limit is None or isinstance(limit, ReadAllAvailable):  # pyspark 4.1 passes no limit
+            return {"revision": max(first, latest + 1), "origin": first}
+        revision, files = first, 0
+        if first <= latest:
+            for changes in plan_changes(dataset.log, first, latest, self._columns).commits:
+                n = len(changes.removed) + len(changes.added)
+                if files and files + n > self.feed.max_files:
+                    return {"revision": changes.revision, "origin": first}
+                files += n
+            revision = latest + 1
+        return {"revision": revision, "origin": first}
+
+    @property
+    def _columns(self) -> list[str]:
+        return [f.name for f in self.schema.fields][:-3]
+
+    @staticmethod
+    def _first(start: dict, latest: int) -> int:
+        """The first revision after ``start``: an unresolved start is the latest's next."""
+        revision = int(start["revision"])
+        return latest + 1 if revision == -1 else revision
 
     def getDefaultReadLimit(self) -> Any:  # noqa: N802 - Spark's name
         from pyspark.sql.streaming.datasource import ReadMaxFiles
 
-        return ReadMaxFiles(self.feed.max_files_per_trigger)
+        return ReadMaxFiles(self.feed.max_files)
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         from cdkds.catalog.changes import plan_changes
 
-        first, last = int(start["revision"]), int(end["revision"]) - 1
+        first = int(end["origin"]) if int(start["revision"]) == -1 else int(start["revision"])
+        last = int(end["revision"]) - 1
         if last < first:
             return []
-        plan = plan_changes(self._dataset().log, first, last, [f.name for f in self.schema.fields][:-3])
-        return change_groups(plan, self.max_partition_bytes)
+        plan = plan_changes(self._dataset().log, first, last, self._columns)
+        return change_groups(plan, self.feed.max_partition_bytes)
 
     def read(self, partition: InputPartition) -> Iterator["pa.RecordBatch"]:
         assert isinstance(partition, ChangeGroup)

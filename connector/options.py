@@ -147,7 +147,7 @@ def read_options(options: Mapping[str, str], where_from_view: Expression, datase
     if version is not None and timestamp is not None:
         raise InvalidOptionError(f"dataset {dataset!r}: give versionAsOf or timestampAsOf, not both")
     return ReadOptions(
-        version, timestamp, all_of([_where(options, dataset), where_from_view]), _columns(options, dataset),
+        version, timestamp, all_of([_where(options, dataset), where_from_view]), columns_option(options, dataset),
         _bool(options, "pushFilters", dataset),
         _int(options, "maxPartitionBytes", DEFAULT_MAX_PARTITION_BYTES, dataset, 1),
         _int(options, "batchRows", DEFAULT_BATCH_ROWS, dataset, 1),
@@ -162,7 +162,8 @@ def _where(options: Mapping[str, str], dataset: str) -> Expression:
         raise InvalidOptionError(f"dataset {dataset!r}: option where: {e}") from None
 
 
-def _columns(options: Mapping[str, str], dataset: str) -> tuple[str, ...] | None:
+def columns_option(options: Mapping[str, str], dataset: str) -> tuple[str, ...] | None:
+    """The columns option: the columns a read outputs (``None``: all)."""
     text = _get(options, "columns")
     columns = tuple(c.strip() for c in text.split(",") if c.strip()) if text else None
     if text is not None and not columns:
@@ -220,7 +221,7 @@ def stream_read_options(options: Mapping[str, str], where_from_view: Expression,
         max_files = DEFAULT_MAX_FILES_PER_TRIGGER  # as Delta: the default applies only without a byte limit
     return StreamReadOptions(
         start, max_files, max_bytes, _bool(options, "skipChangeCommits", dataset),
-        all_of([_where(options, dataset), where_from_view]), _columns(options, dataset),
+        all_of([_where(options, dataset), where_from_view]), columns_option(options, dataset),
         _int(options, "maxPartitionBytes", DEFAULT_MAX_PARTITION_BYTES, dataset, 1),
         _int(options, "batchRows", DEFAULT_BATCH_ROWS, dataset, 1),
     )
@@ -239,13 +240,62 @@ def _starting_version(text: str, dataset: str) -> StreamStart:
     return StreamStart("version", value)
 
 
-def _starting_timestamp(text: str, dataset: str) -> int:
+def _starting_timestamp(text: str, dataset: str, name: str = "startingTimestamp") -> int:
     stripped = text.strip()
     try:
         return int(stripped) if re.fullmatch(r"-?\d+", stripped) else millis(stripped)
     except InvalidTimeTravelError:
-        raise InvalidOptionError(f"dataset {dataset!r}: option startingTimestamp must be a time (ISO 8601 text such "
+        raise InvalidOptionError(f"dataset {dataset!r}: option {name} must be a time (ISO 8601 text such "
                                  f"as 2026-03-01T10:00:00Z, or milliseconds since the epoch), got {text!r}") from None
+
+
+@dataclass(frozen=True)
+class ChangeFeedOptions:
+    """The options of a change feed read (``readChangeFeed``): where it starts (a
+    :class:`StreamStart` of kind ``version``, ``timestamp`` or, for a stream, ``latest``),
+    where a batch read ends (a revision or a time in ms; ``None``: the latest), the
+    columns, and the files a stream's micro-batch may read."""
+
+    start: StreamStart
+    end_version: int | None
+    end_timestamp: int | None
+    columns: tuple[str, ...] | None
+    max_files: int
+    max_partition_bytes: int
+
+
+def reads_change_feed(options: Mapping[str, str], dataset: str) -> bool:
+    return _bool(options, "readChangeFeed", dataset)
+
+
+def change_feed_options(options: Mapping[str, str], dataset: str, streaming: bool) -> ChangeFeedOptions:
+    """The change feed options, checked: a start (a revision, a time, or for a stream
+    ``latest``), no time travel or ``where``, and an end only for batch reads."""
+    for name in (*_TIME_TRAVEL, "where", "pushFilters", "skipChangeCommits"):
+        if _get(options, name) is not None:
+            raise InvalidOptionError(f"dataset {dataset!r}: option {name} cannot be combined with readChangeFeed "
+                                     f"(the feed's range is startingVersion/startingTimestamp to "
+                                     f"endingVersion/endingTimestamp; filter the change rows in Spark)")
+    version, timestamp = _get(options, "startingVersion"), _get(options, "startingTimestamp")
+    if (version is None) == (timestamp is None):
+        raise InvalidOptionError(f"dataset {dataset!r}: readChangeFeed needs option startingVersion or "
+                                 f"startingTimestamp" + (", not both" if version is not None else ""))
+    start = _starting_version(version, dataset) if version is not None else \
+        StreamStart("timestamp", _starting_timestamp(timestamp, dataset))
+    if start.kind == "latest" and not streaming:
+        raise InvalidOptionError(f"dataset {dataset!r}: option startingVersion=latest is for streams; a batch "
+                                 f"change feed starts at a revision (an integer >= 0)")
+    end_version = _int(options, "endingVersion", None, dataset)
+    end_text = _get(options, "endingTimestamp")
+    end_timestamp = None if end_text is None else _starting_timestamp(end_text, dataset, "endingTimestamp")
+    if streaming and (end_version is not None or end_timestamp is not None):
+        raise InvalidOptionError(f"dataset {dataset!r}: a streaming change feed has no end; endingVersion and "
+                                 f"endingTimestamp are for batch reads")
+    if end_version is not None and end_timestamp is not None:
+        raise InvalidOptionError(f"dataset {dataset!r}: give option endingVersion or endingTimestamp, not both")
+    return ChangeFeedOptions(start, end_version, end_timestamp, columns_option(options, dataset),
+                             _int(options, "maxFilesPerTrigger", DEFAULT_MAX_FILES_PER_TRIGGER, dataset, 1),
+                             _int(options, "maxPartitionBytes", DEFAULT_MAX_PARTITION_BYTES, dataset, 1))
 
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "g": 1 << 30, "gb": 1 << 30,

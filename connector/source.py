@@ -63,10 +63,15 @@ class CdkdsDataSource(DataSource):
         return merged
 
     def schema(self) -> StructType:
-        from cdkds.connector.options import OPTIONS_METADATA_KEY, location, read_options
+        from cdkds.connector.options import OPTIONS_METADATA_KEY, location, read_options, reads_change_feed
 
         options = self._options()
         where = location(options)
+        if reads_change_feed(options, where.name):
+            from cdkds.connector.changefeed import change_feed_schema
+            from cdkds.connector.options import columns_option
+
+            return change_feed_schema(open_dataset(where), columns_option(options, where.name))
         read = read_options(options, where.view, where.name)
         dataset = open_dataset(where, read.version, read.timestamp)
         struct = dataset.descriptor.spark_schema_json()
@@ -82,10 +87,15 @@ class CdkdsDataSource(DataSource):
         return StructType.fromJson(struct)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        from cdkds.connector.options import location, read_options
+        from cdkds.connector.options import location, read_options, reads_change_feed
 
         options = self._options(schema)
         where = location(options)
+        if reads_change_feed(options, where.name):
+            from cdkds.connector.changefeed import ChangeFeedReader
+            from cdkds.connector.options import change_feed_options
+
+            return ChangeFeedReader(where, change_feed_options(options, where.name, False), schema)
         read = read_options(options, where.view, where.name)
         cls = CdkdsFilteringReader if read.push_filters else CdkdsReader
         return cls(where, read.version, read.timestamp, read.where, schema, read.max_partition_bytes, read.batch_rows)
@@ -94,9 +104,17 @@ class CdkdsDataSource(DataSource):
         return plan_write(self._options(schema), schema, overwrite)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802 - Spark's name
+        from cdkds.connector.options import location, reads_change_feed
         from cdkds.connector.streaming import plan_stream_read
 
-        return plan_stream_read(self._options(schema), schema)
+        options = self._options(schema)
+        where = location(options)
+        if reads_change_feed(options, where.name):
+            from cdkds.connector.changefeed import ChangeFeedStreamReader
+            from cdkds.connector.options import change_feed_options
+
+            return ChangeFeedStreamReader(where, change_feed_options(options, where.name, True), schema)
+        return plan_stream_read(options, schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:  # noqa: N802
         from cdkds.connector.streaming import plan_stream_write
