@@ -95,9 +95,7 @@ def plan_scan(dataset: str, snapshot: Snapshot, where: Expression | str | None =
     matches = FileFilter.of(predicate, descriptor)
     tasks = []
     for f in snapshot.files.values():
-        # live_rows is exact when a file's vectors are disjoint (FORMAT.md §2); logs written before that rule
-        # may hold overlapping ones, whose files are read rather than trusted to be empty
-        if matches.may_match(f) and (f.live_rows > 0 or len(f.deletes) > 1):
+        if matches.may_match(f) and f.may_have_live_rows:
             task = file_task(snapshot, f, now)
             if task.visible is ALWAYS_TRUE or FileFilter.of(and_(predicate, task.visible), descriptor).may_match(f):
                 tasks.append(task)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Iterator, Sequence
 
+from cdkds.catalog.changes import NO_DATA_CHANGE, first_revision_since
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import CdkdsError, CorruptLogError, InvalidTimeTravelError
 from cdkds.catalog.expressions import ALWAYS_TRUE, Expression, and_, bind
@@ -40,7 +41,6 @@ from cdkds.catalog.log.snapshot import Snapshot, rename, top_level_renames
 from cdkds.catalog.scan import FileScanTask
 from cdkds.connector.options import InvalidOptionError, StreamStart
 
-NO_DATA_CHANGE = frozenset({"compact"})  # operations that remove files without changing rows
 
 
 class StreamingReadError(CdkdsError):
@@ -253,9 +253,7 @@ class StreamLog:
     def first_since(self, timestamp_ms: int) -> int:
         """The first revision committed at or after ``timestamp_ms``; the next one when there is none yet."""
         try:
-            if self.log.replay.first().timestamp >= timestamp_ms:
-                return 0
-            return self.log.snapshot(timestamp=timestamp_ms - 1).version + 1
+            return first_revision_since(self.log, timestamp_ms)
         except InvalidTimeTravelError as e:
             raise StreamingReadError(
                 f"dataset {self.dataset!r}: option startingTimestamp={timestamp_ms} ms reaches back to revisions that "
@@ -415,7 +413,7 @@ class StreamFeed:
                 step = _FileStep(position.at(index), run[index])
                 if until is not None and step.position.key >= until.key:
                     return
-                if self.matches.may_match(step.file) and step.file.live_rows > 0:
+                if self.matches.may_match(step.file) and step.file.may_have_live_rows:
                     yield step
             position = position.next_run()
             yield _RunEnd(position)

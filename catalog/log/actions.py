@@ -60,6 +60,13 @@ class AddFile:
         """Rows not deleted by a deletion vector (tombstones and TTL are not counted)."""
         return self.row_count - self.deleted_rows
 
+    @property
+    def may_have_live_rows(self) -> bool:
+        """Whether some row may survive the deletion vectors: ``live_rows`` is exact when a
+        file's vectors are disjoint (FORMAT.md §2); logs written before that rule may hold
+        overlapping ones, whose files are read rather than trusted to be empty."""
+        return self.live_rows > 0 or len(self.deletes) > 1
+
     def to_json(self, descriptor: DatasetDescriptor) -> dict:
         kinds = partition_kinds(descriptor)
         fields, ids = descriptor.fields, descriptor.field_ids
