@@ -96,7 +96,11 @@ class CdkdsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:  # noqa: N802
         begin = self.offset(start)
         end = self.feed.advance(begin.position, self.budget(limit), self._until)
-        return start if end == begin.position else StreamOffset(end, begin.origin).to_json()
+        if end == begin.position and not StreamOffset.is_initial(start):
+            return start
+        # a new query's first offset is resolved even when nothing is new: Spark plans the first batch
+        # from the initial offset to this one, and the origin it records is where the query starts
+        return StreamOffset(end, begin.origin).to_json()
 
     def offset(self, offset: dict, end: dict | None = None) -> StreamOffset:
         """Spark's ``offset``, the initial one resolved: to the origin ``end`` records (a
@@ -130,6 +134,8 @@ class CdkdsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._until = StreamPosition(self.feed.log.latest().version + 1)
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        if StreamOffset.is_initial(end):
+            return []
         feed = self.feed
         last = self.offset(end).position
         tasks = feed.tasks(self.offset(start, end).position, last, clock())

@@ -684,3 +684,26 @@ def test_sink_output_modes_and_concurrent_queries(spark, lake, tmp_path):
     both = repo.load("both")
     assert out_ids(repo, "both") == all_ids(repo) + all_ids(other)
     assert len(both.snapshot.transactions) == 2
+
+
+@pytest.mark.slow
+def test_a_query_from_latest_with_nothing_new_waits_for_the_next_commit(spark, lake, tmp_path):
+    """Found by bench/streaming.py: the first batch of such a query was planned from the
+    initial offset to itself, which the source could not resolve, and the query died."""
+    repo, url = lake
+    append(repo, 0, 5)
+    seen = []
+    query = (spark.readStream.format("cdkds").option("startingVersion", "latest").load(url).writeStream
+             .foreachBatch(lambda df, _: seen.extend(r["id"] for r in df.collect()))
+             .option("checkpointLocation", str(tmp_path / "ck")).start())
+    try:
+        deadline = time.time() + 60
+        while len(query.recentProgress) < 2 and time.time() < deadline:
+            time.sleep(0.2)
+        assert query.exception() is None and query.isActive
+        append(repo, 5, 8)
+        while len(seen) < 3 and time.time() < deadline:
+            time.sleep(0.2)
+    finally:
+        query.stop()
+    assert sorted(seen) == [5, 6, 7]
