@@ -125,13 +125,16 @@ def plan_changes(log: "TransactionLog", start: int, end: int | None = None,
         return ChangePlan(name, start, last.version, last.descriptor, selected, ())
     if start > last.version:
         raise InvalidTimeTravelError(f"dataset {name!r} has no revision {start}; its latest is {last.version}")
+    oldest = log.replay.oldest().version  # 0, or after expiry the checkpoint the retained commits continue
+    expired = InvalidTimeTravelError(
+        f"dataset {name!r}: the change feed from revision {start} needs the commits after revision {start - 1}, "
+        f"which have been expired from the log; the oldest change feed starts at revision {oldest + 1}")
+    if oldest > 0 and start - 1 < oldest:  # commit 0 itself is never expired, the commits after it may be
+        raise expired
     try:
         before = log.replay.first() if start == 0 else log.snapshot(version=start - 1)
     except InvalidTimeTravelError:
-        raise InvalidTimeTravelError(
-            f"dataset {name!r}: the change feed from revision {start} needs revision {start - 1}, which has been "
-            f"expired from the log; the oldest change feed starts at revision {log.replay.oldest().version + 1}"
-        ) from None
+        raise expired from None
     commits = []
     for commit, after in log.replay.walk(before, upto=last.version):
         changes = commit_changes(before, commit, after)

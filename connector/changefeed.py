@@ -48,10 +48,18 @@ def _start(dataset: "Dataset", feed: "ChangeFeedOptions") -> int:
     return feed.start.value  # type: ignore[return-value]
 
 
-def _end(dataset: "Dataset", feed: "ChangeFeedOptions") -> int | None:
-    if feed.end_timestamp is not None:
-        return dataset.log.snapshot(timestamp=feed.end_timestamp).version
-    return feed.end_version
+def open_end(where: "Location", end_version: int | None, end_timestamp: int | None) -> "Dataset":
+    """The dataset at the end of a batch change feed (the latest without one)."""
+    from cdkds.catalog import InvalidTimeTravelError
+    from cdkds.connector.options import InvalidOptionError
+    from cdkds.connector.source import open_dataset
+
+    try:
+        return open_dataset(where, end_version, end_timestamp)
+    except InvalidTimeTravelError as e:
+        option = "endingVersion" if end_version is not None else "endingTimestamp"
+        value = end_version if end_version is not None else end_timestamp
+        raise InvalidOptionError(f"option {option}={value}: {e}") from None
 
 
 class ChangeGroup(InputPartition):
@@ -106,11 +114,12 @@ class ChangeFeedReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         from cdkds.catalog.changes import plan_changes
-        from cdkds.connector.source import open_dataset
 
-        dataset = open_dataset(self.where)
+        feed = self.feed
+        end = open_end(self.where, feed.end_version, feed.end_timestamp)
         columns = [f.name for f in self.schema.fields][:-3]
-        plan = plan_changes(dataset.log, _start(dataset, self.feed), _end(dataset, self.feed), columns)
+        ended = feed.end_version is not None or feed.end_timestamp is not None
+        plan = plan_changes(end.log, _start(end, feed), end.version if ended else None, columns)
         return change_groups(plan, self.feed.max_partition_bytes) or [ChangeGroup((), plan.descriptor, plan.columns)]
 
     def read(self, partition: InputPartition) -> Iterator["pa.RecordBatch"]:
@@ -118,18 +127,30 @@ class ChangeFeedReader(DataSourceReader):
         yield from read_group(self.where, self.schema, partition)
 
 
+INITIAL_OFFSET = {"revision": -1}  # a new query's start, resolved by its first batch
+
+
 class ChangeFeedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``spark.readStream.format("cdkds").option("readChangeFeed", "true")``: offsets are
     ``{"revision": r, "origin": o}``, the next revision to read and the stream's first; a
     micro-batch reads whole commits, as many as keep it under ``maxFilesPerTrigger`` files
     (at least one commit). Under ``Trigger.AvailableNow`` it stops at the revision that was
-    the latest when the run began."""
+    the latest when the run began.
+
+    The initial offset is a constant: Spark asks for it again when it replays a first batch
+    after a restart, and a start given as ``latest`` or a time resolves to a later revision
+    once commits have landed. The first batch's end records the origin it resolved to."""
 
     def __init__(self, where: "Location", feed: "ChangeFeedOptions", schema: StructType):
         self.where = where
         self.feed = feed
         self.schema = schema
         self._until: int | None = None  # Trigger.AvailableNow: the revision after the last to read
+        self._origin: int | None = None  # this run's resolution of the initial offset
+        self._descriptor: "DatasetDescriptor | None" = None  # the schema this run reads with
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_descriptor": None}
 
     def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802 - Spark's name
         self._until = self._dataset().log.snapshot().version + 1
@@ -140,11 +161,7 @@ class ChangeFeedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         return open_dataset(self.where)
 
     def initialOffset(self) -> dict:  # noqa: N802 - Spark's name
-        # "latest" stays unresolved (-1) until the first batch: Spark asks again for the initial
-        # offset when it replays a first batch after a restart, and the latest revision moves
-        if self.feed.start.kind == "latest":
-            return {"revision": -1}
-        return {"revision": _start(self._dataset(), self.feed)}
+        return dict(INITIAL_OFFSET)
 
     def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:  # noqa: N802 - Spark's name
         from pyspark.sql.streaming.datasource import ReadAllAvailable
@@ -152,31 +169,50 @@ class ChangeFeedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         from cdkds.catalog.changes import plan_changes
 
         dataset = self._dataset()
+        self._check_schema(dataset)
         latest = dataset.log.snapshot().version
         if self._until is not None:
             latest = min(latest, self._until - 1)
-        first = self._first(start or self.initialOffset(), latest)
-        if limit is None or isinstance(limit, ReadAllAvailable):  # pyspark 4.1 passes no limit
-            return {"revision": max(first, latest + 1), "origin": first}
-        revision, files = first, 0
-        if first <= latest:
+        start = start or self.initialOffset()  # pyspark 4.1 passes neither start nor limit
+        initial = start == INITIAL_OFFSET
+        origin = self._resolve(dataset) if initial else int(start["origin"])
+        first = origin if initial else int(start["revision"])
+        end = max(first, latest + 1)
+        if first <= latest and limit is not None and not isinstance(limit, ReadAllAvailable):
+            files = 0
             for changes in plan_changes(dataset.log, first, latest, self._columns).commits:
                 n = len(changes.removed) + len(changes.added)
                 if files and files + n > self.feed.max_files:
-                    return {"revision": changes.revision, "origin": first}
+                    end = changes.revision
+                    break
                 files += n
-            revision = latest + 1
-        return {"revision": revision, "origin": first}
+        if not initial and end == first:
+            return start
+        return {"revision": end, "origin": origin}
+
+    def _resolve(self, dataset: "Dataset") -> int:
+        """The first revision of a new query, resolved once per run."""
+        if self._origin is None:
+            self._origin = dataset.log.snapshot().version + 1 if self.feed.start.kind == "latest" else \
+                _start(dataset, self.feed)
+        return self._origin
+
+    def _check_schema(self, dataset: "Dataset") -> None:
+        """Fail when a schema change breaks a column the stream outputs (by field id)."""
+        from cdkds.connector.feed import StreamingReadError, breaking_change
+
+        if self._descriptor is None:
+            self._descriptor = dataset.descriptor
+            return
+        problem = breaking_change(self._descriptor, dataset.descriptor, self._columns)
+        if problem is not None:
+            raise StreamingReadError(
+                f"dataset {dataset.name!r}: revision {dataset.descriptor_version} {problem}, a column this change feed "
+                f"outputs; restart the query to read with the new schema")
 
     @property
     def _columns(self) -> list[str]:
         return [f.name for f in self.schema.fields][:-3]
-
-    @staticmethod
-    def _first(start: dict, latest: int) -> int:
-        """The first revision after ``start``: an unresolved start is the latest's next."""
-        revision = int(start["revision"])
-        return latest + 1 if revision == -1 else revision
 
     def getDefaultReadLimit(self) -> Any:  # noqa: N802 - Spark's name
         from pyspark.sql.streaming.datasource import ReadMaxFiles
@@ -186,11 +222,15 @@ class ChangeFeedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         from cdkds.catalog.changes import plan_changes
 
-        first = int(end["origin"]) if int(start["revision"]) == -1 else int(start["revision"])
+        if end == INITIAL_OFFSET:
+            return []
+        first = int(end["origin"]) if start == INITIAL_OFFSET else int(start["revision"])
         last = int(end["revision"]) - 1
         if last < first:
             return []
-        plan = plan_changes(self._dataset().log, first, last, self._columns)
+        dataset = self._dataset()
+        self._check_schema(dataset)
+        plan = plan_changes(dataset.log, first, last, self._columns)
         return change_groups(plan, self.feed.max_partition_bytes)
 
     def read(self, partition: InputPartition) -> Iterator["pa.RecordBatch"]:

@@ -206,8 +206,8 @@ class StreamLog:
         if self._snapshot is None or self._snapshot.version != revision:
             try:
                 snapshot = self.log.snapshot(version=revision)
-            except InvalidTimeTravelError as e:
-                raise self._expired(revision, f"its snapshot ({e})") from None
+            except InvalidTimeTravelError:
+                raise self._expired(revision, "its snapshot") from None
             self._snapshot = snapshot
             self._snapshot_files = tuple(sorted(snapshot.files.values(), key=lambda f: f.path))
         return self._snapshot
@@ -274,8 +274,8 @@ class StreamLog:
             pass
         try:  # the oldest retained state may be a checkpoint at this very revision
             at = self.log.snapshot(version=revision)
-        except InvalidTimeTravelError as e:
-            raise self._expired(revision, f"commit {revision} ({e})") from None
+        except InvalidTimeTravelError:
+            raise self._expired(revision, f"commit {revision}") from None
         return at.descriptor, None
 
     def _written_meanwhile(self, revision: int) -> bool:
@@ -429,7 +429,7 @@ class StreamFeed:
         if commit is None:
             return None
         if commit.descriptor_changed and commit.revision > self.descriptor_version:
-            problem = self._breaking(commit.descriptor)
+            problem = breaking_change(self.descriptor, commit.descriptor, self.columns)
             if problem is not None:
                 return StreamingReadError(
                     f"dataset {self.dataset!r}: revision {commit.revision} ({commit.operation!r}) {problem}, a column "
@@ -470,22 +470,22 @@ class StreamFeed:
                 return None
         return FileScanTask(file, tombstones, visible)
 
-    def _breaking(self, new: DatasetDescriptor) -> str | None:
-        """How ``new`` breaks an output column of the stream's descriptor: dropped, renamed,
-        retyped or made nullable (by field id); ``None`` when it does not."""
-        ids = self.descriptor.field_ids
-        names = {i: n for n, i in new.field_ids.items()}
-        ours, theirs = self.descriptor.arrow_schema, new.arrow_schema
-        for column in self.columns:
-            name = names.get(ids[column])
-            if name is None:
-                return f"drops column {column!r}"
-            if name != column:
-                return f"renames column {column!r} to {name!r}"
-            old, now = ours.field(column), theirs.field(name)
-            if not old.type.equals(now.type):
-                return f"changes the type of column {column!r} from {old.type} to {now.type}"
-            if now.nullable and not old.nullable:
-                return f"makes column {column!r} nullable"
-        return None
 
+def breaking_change(old: DatasetDescriptor, new: DatasetDescriptor, columns: Sequence[str]) -> str | None:
+    """How ``new`` breaks one of ``columns`` of ``old`` for a stream that outputs them:
+    dropped, renamed, retyped or made nullable (by field id); ``None`` when it does not."""
+    ids = old.field_ids
+    names = {i: n for n, i in new.field_ids.items()}
+    ours, theirs = old.arrow_schema, new.arrow_schema
+    for column in columns:
+        name = names.get(ids[column])
+        if name is None:
+            return f"drops column {column!r}"
+        if name != column:
+            return f"renames column {column!r} to {name!r}"
+        before, now = ours.field(column), theirs.field(name)
+        if not before.type.equals(now.type):
+            return f"changes the type of column {column!r} from {before.type} to {now.type}"
+        if now.nullable and not before.nullable:
+            return f"makes column {column!r} nullable"
+    return None

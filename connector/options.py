@@ -268,6 +268,16 @@ def reads_change_feed(options: Mapping[str, str], dataset: str) -> bool:
     return _bool(options, "readChangeFeed", dataset)
 
 
+def change_feed_end(options: Mapping[str, str], dataset: str) -> tuple[int | None, int | None]:
+    """Where a batch change feed ends: options endingVersion or endingTimestamp (ms)."""
+    end_version = _int(options, "endingVersion", None, dataset)
+    end_text = _get(options, "endingTimestamp")
+    end_timestamp = None if end_text is None else _starting_timestamp(end_text, dataset, "endingTimestamp")
+    if end_version is not None and end_timestamp is not None:
+        raise InvalidOptionError(f"dataset {dataset!r}: give option endingVersion or endingTimestamp, not both")
+    return end_version, end_timestamp
+
+
 def change_feed_options(options: Mapping[str, str], dataset: str, streaming: bool) -> ChangeFeedOptions:
     """The change feed options, checked: a start (a revision, a time, or for a stream
     ``latest``), no time travel or ``where``, and an end only for batch reads."""
@@ -285,14 +295,10 @@ def change_feed_options(options: Mapping[str, str], dataset: str, streaming: boo
     if start.kind == "latest" and not streaming:
         raise InvalidOptionError(f"dataset {dataset!r}: option startingVersion=latest is for streams; a batch "
                                  f"change feed starts at a revision (an integer >= 0)")
-    end_version = _int(options, "endingVersion", None, dataset)
-    end_text = _get(options, "endingTimestamp")
-    end_timestamp = None if end_text is None else _starting_timestamp(end_text, dataset, "endingTimestamp")
+    end_version, end_timestamp = change_feed_end(options, dataset)
     if streaming and (end_version is not None or end_timestamp is not None):
         raise InvalidOptionError(f"dataset {dataset!r}: a streaming change feed has no end; endingVersion and "
                                  f"endingTimestamp are for batch reads")
-    if end_version is not None and end_timestamp is not None:
-        raise InvalidOptionError(f"dataset {dataset!r}: give option endingVersion or endingTimestamp, not both")
     return ChangeFeedOptions(start, end_version, end_timestamp, columns_option(options, dataset),
                              _int(options, "maxFilesPerTrigger", DEFAULT_MAX_FILES_PER_TRIGGER, dataset, 1),
                              _int(options, "maxPartitionBytes", DEFAULT_MAX_PARTITION_BYTES, dataset, 1))
@@ -353,7 +359,7 @@ def write_options(options: Mapping[str, str], dataset: str) -> WriteOptions:
     if job is not None and not re.fullmatch(r"[0-9a-f]{32}", job):
         raise InvalidOptionError(f"dataset {dataset!r}: option cdkds.job must be 32 hex digits, got {job!r}")
     properties = {k[len("property."):]: v for k, v in options.items() if k.lower().startswith("property.")}
-    txn_app_id, txn_version = _get(options, "txnAppId"), _int(options, "txnVersion", None, dataset)
+    txn_app_id, txn_version = _get(options, "txnAppId"), _int(options, "txnVersion", None, dataset, 0)
     if (txn_app_id is None) != (txn_version is None):
         given, missing = ("txnAppId", "txnVersion") if txn_version is None else ("txnVersion", "txnAppId")
         raise InvalidOptionError(f"dataset {dataset!r}: option {given} needs option {missing} too (an exactly-once "

@@ -68,10 +68,11 @@ class CdkdsDataSource(DataSource):
         options = self._options()
         where = location(options)
         if reads_change_feed(options, where.name):
-            from cdkds.connector.changefeed import change_feed_schema
-            from cdkds.connector.options import columns_option
+            from cdkds.connector.changefeed import change_feed_schema, open_end
+            from cdkds.connector.options import change_feed_end, columns_option
 
-            return change_feed_schema(open_dataset(where), columns_option(options, where.name))
+            end = open_end(where, *change_feed_end(options, where.name))  # the rows come in its schema
+            return change_feed_schema(end, columns_option(options, where.name))
         read = read_options(options, where.view, where.name)
         dataset = open_dataset(where, read.version, read.timestamp)
         struct = dataset.descriptor.spark_schema_json()
@@ -149,7 +150,7 @@ def raise_option_error(message: str) -> None:
     raise InvalidOptionError(message)
 
 
-def open_dataset(where: "Location", version: int | None = None, timestamp: str | None = None) -> "Dataset":
+def open_dataset(where: "Location", version: int | None = None, timestamp: str | int | None = None) -> "Dataset":
     """The dataset at a location, at a revision or time if given."""
     from cdkds.catalog import DatasetRepository
     from cdkds.catalog.repository import split_dataset_url

@@ -9,8 +9,10 @@ import time
 import pytest
 
 from cdkds.catalog import DatasetDescriptor, DatasetRepository
-
-pytestmark = pytest.mark.slow
+from cdkds.connector.changefeed import ChangeFeedStreamReader
+from cdkds.connector.feed import StreamingReadError
+from cdkds.connector.options import change_feed_options, location
+from cdkds.connector.source import CdkdsDataSource
 
 KEYED = {"type": "record", "name": "K", "fields": [
     {"name": "k", "type": "long"}, {"name": "v", "type": ["null", "string"], "default": None},
@@ -38,6 +40,7 @@ def rows(df_or_table):
     return sorted(out)
 
 
+@pytest.mark.slow
 def test_batch_change_feed_equals_the_python_one(spark, tmp_path):
     repo, ds = keyed(tmp_path)
     url = f"{repo.url}/k"
@@ -57,6 +60,7 @@ def test_batch_change_feed_equals_the_python_one(spark, tmp_path):
     assert abs(first["_commit_timestamp"].timestamp() * 1000 - stamp[first["_commit_version"]]) < 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("options, message", [
     ({}, "needs option startingVersion or startingTimestamp"),
     ({"startingVersion": "1", "startingTimestamp": "2026-01-01"}, "not both"),
@@ -78,6 +82,7 @@ def test_bad_change_feed_options(spark, tmp_path, options, message):
         reader.load(f"{repo.url}/k").collect()
 
 
+@pytest.mark.slow
 def test_streaming_change_feed_resumes_from_its_checkpoint(spark, tmp_path):
     repo, ds = keyed(tmp_path)
     url = f"{repo.url}/k"
@@ -100,6 +105,7 @@ def test_streaming_change_feed_resumes_from_its_checkpoint(spark, tmp_path):
     assert rows(spark.read.parquet(str(sink))) == rows(ds.changes(1).read_all())  # each change once
 
 
+@pytest.mark.slow
 def test_streaming_change_feed_options(spark, tmp_path):
     repo, _ = keyed(tmp_path)
     for options, message in [({"startingVersion": "1", "endingVersion": "2"}, "a streaming change feed has no end"),
@@ -113,6 +119,7 @@ def test_streaming_change_feed_options(spark, tmp_path):
             query.awaitTermination(60)
 
 
+@pytest.mark.slow
 def test_streaming_change_feed_from_latest_reads_only_later_commits(spark, tmp_path):
     repo, ds = keyed(tmp_path)
     seen = []
@@ -130,3 +137,60 @@ def test_streaming_change_feed_from_latest_reads_only_later_commits(spark, tmp_p
     finally:
         query.stop()
     assert sorted(seen) == [(6, "update_postimage", 7, "c"), (6, "update_preimage", 7, "b")]
+
+
+# ---------------------------------------------------------------- the readers as Spark drives them (no session)
+
+def stream_reader(url, **options):
+    given = {"path": url, "readChangeFeed": "true", **{k: str(v) for k, v in options.items()}}
+    schema = CdkdsDataSource(given).schema()
+    return ChangeFeedStreamReader(location(given), change_feed_options(given, "k", True), schema)
+
+
+def batch_rows(reader, start, end):
+    return sorted((r["_commit_version"], r["_change_type"], r["k"]) for p in reader.partitions(start, end)
+                  for b in reader.read(p) for r in b.to_pylist())
+
+
+def test_a_replayed_first_batch_reads_what_it_read_first(tmp_path):
+    """Found in review: with startingTimestamp, the replayed first batch (Spark plans it from
+    initialOffset() again) started at a later revision and lost the first commits' rows."""
+    repo, ds = keyed(tmp_path)
+    url = f"{repo.url}/k"
+    after = ds.history()[-1].timestamp + 1
+    time.sleep(0.01)
+    ds.upsert([{"k": 50, "v": "x", "o": 1}])  # 6
+    first = stream_reader(url, startingTimestamp=after)
+    start = first.initialOffset()
+    end = first.latestOffset(start, first.getDefaultReadLimit())
+    assert batch_rows(first, start, end) == [(6, "insert", 50)]
+    ds.upsert([{"k": 51, "v": "y", "o": 1}])  # 7: lands before the restart
+    again = stream_reader(url, startingTimestamp=after)
+    assert again.initialOffset() == start  # a constant: resolved by the first batch's end
+    assert batch_rows(again, again.initialOffset(), end) == [(6, "insert", 50)]
+    assert again.latestOffset(end, again.getDefaultReadLimit()) != end  # then revision 7
+    assert first.latestOffset(end, first.getDefaultReadLimit()) != end
+    nothing_new = first.latestOffset(end, first.getDefaultReadLimit())
+    assert first.latestOffset(nothing_new, first.getDefaultReadLimit()) == nothing_new  # no empty batches
+
+
+def test_a_renamed_column_fails_the_stream(tmp_path):
+    repo, ds = keyed(tmp_path)
+    reader = stream_reader(f"{repo.url}/k", startingVersion=1)
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, reader.getDefaultReadLimit())
+    ds.alter().rename("v", "w").add("v", "string", nullable=True).commit()
+    ds.upsert([{"k": 60, "w": "old v", "v": "new v", "o": 1}])
+    with pytest.raises(StreamingReadError, match=r"renames column 'v' to 'w'.*restart the query"):
+        reader.latestOffset(end, reader.getDefaultReadLimit())
+
+
+def test_a_batch_feed_has_the_schema_of_its_end(tmp_path):
+    repo, ds = keyed(tmp_path)
+    ds.alter().add("z", "long", nullable=True).commit()
+    given = {"path": f"{repo.url}/k", "readChangeFeed": "true", "startingVersion": "1", "endingVersion": "2"}
+    assert CdkdsDataSource(given).schema().names == ["k", "v", "o", "_change_type", "_commit_version",
+                                                     "_commit_timestamp"]
+    assert "z" in CdkdsDataSource({**given, "endingVersion": str(ds.version)}).schema().names
+    with pytest.raises(Exception, match="option endingTimestamp=1000: .*no revision at or before"):
+        CdkdsDataSource({**given, "endingVersion": None, "endingTimestamp": "1000"}).schema()
