@@ -14,8 +14,6 @@ one that then finds the other undoes its create and fails, so at most one of the
 
 from __future__ import annotations
 
-import dataclasses
-
 import re
 import warnings
 from abc import ABC, abstractmethod
@@ -25,10 +23,9 @@ from cdkds.catalog.log.conflicts import Exclusive
 from cdkds.catalog.dataset import Dataset
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import (
-    CommitFailedError, DatasetNotFoundError, InvalidDescriptorError, InvalidNameError, InvalidTimeTravelError,
+    DatasetNotFoundError, InvalidDescriptorError, InvalidNameError, InvalidTimeTravelError,
 )
-from cdkds.catalog.log.actions import AddIndex, SetMetadata
-from cdkds.catalog.writer import delete_files
+from cdkds.catalog.log.actions import SetMetadata
 from cdkds.catalog.log import LOG_FOLDER, TransactionLog, commit_key
 from cdkds.catalog.maintenance.rebuild import IncompleteRebuildWarning, rebuild_log
 from cdkds.catalog.storage import ObjectStore

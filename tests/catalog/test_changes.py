@@ -141,7 +141,7 @@ PLAIN_OPS = st.lists(st.one_of(
 def test_plain_feed_replays_to_every_revision(tmp_path_factory, ops, start):
     repo = DatasetRepository(f"file://{tmp_path_factory.mktemp('cf')}")
     ds = repo.create("t", DatasetDescriptor(PLAIN, "identity(g)"))
-    x, added, alters = "x", [], []  # alters: (revision, old name, new name) or (revision, None, added name)
+    x, alters = "x", []  # alters: (revision, old name, new name) or (revision, None, added name)
     for op, arg in ops:
         before, previous = rows(ds), ds.version
         if op in ("append", "overwrite", "dynamic"):

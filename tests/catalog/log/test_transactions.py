@@ -9,7 +9,7 @@ import pytest
 from cdkds.catalog import DatasetDescriptor
 from cdkds.catalog.errors import CommitConflictError, CorruptLogError
 from cdkds.catalog.log import commit_key
-from cdkds.catalog.log.actions import AddFile, SetTransaction
+from cdkds.catalog.log.actions import SetTransaction
 from cdkds.catalog.writer import PartitionedWriter
 
 SCHEMA = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}]}
