@@ -6,7 +6,8 @@ hash- and time-partitioned dataset in two commits, reads it back with partition 
 deletes rows, travels in time, compacts, renames a field and adds one (metadata only), and lists the history; it then
 upserts into a keyed dataset (record key, ordering field, last write wins), reads rows by
 key and deletes by key. Then, with Spark on local[2], it writes a dataset from a DataFrame,
-reads it with pruning, travels in time, overwrites it, queries it in SQL and upserts.
+reads it with pruning, travels in time, overwrites it, streams it into a copy (exactly once),
+reads its change feed, queries it in SQL and upserts.
 """
 
 from __future__ import annotations
@@ -120,6 +121,9 @@ def keyed(repo: DatasetRepository) -> None:
     r2 = users.delete_keys([("nz", 0), ("nz", 1)])
     print(f"update changed {r.updated} row; delete_keys deleted {r2.deleted}; "
           f"{users.snapshot.row_count} live rows, one per key, in {len(users.files)} files (no file rewritten)")
+    feed = users.changes(start_version=2).read_all()  # the change feed: every commit's changed rows
+    kinds = {k: feed["_change_type"].to_pylist().count(k) for k in dict.fromkeys(feed["_change_type"].to_pylist())}
+    print(f"change feed since revision 2: {kinds}")
 
 
 def with_spark(root: str) -> None:
@@ -154,6 +158,15 @@ def with_spark(root: str) -> None:
     register(spark, f"file://{root}")  # every dataset of the repository, as a view named after it
     spark.sql("SELECT day(ts) AS day, count(*) AS n, round(sum(amount), 1) AS total "
               "FROM shop_orders GROUP BY 1 ORDER BY 1").show()
+
+    copy = (spark.readStream.format("cdkds").load(url)  # the log as a stream: its snapshot, then new commits
+            .writeStream.format("cdkds").option("checkpointLocation", f"{root}/checkpoints/orders_copy")
+            .trigger(availableNow=True).start(f"file://{root}/shop/orders_copy"))  # exactly once per batch
+    copy.awaitTermination()
+    copied = spark.read.format("cdkds").load(f"file://{root}/shop/orders_copy").count()
+    feed = spark.read.format("cdkds").option("readChangeFeed", "true").option("startingVersion", 2).load(url)
+    print(f"streamed {copied} rows into shop/orders_copy; change feed of the overwrite: "
+          f"{sorted(tuple(r) for r in feed.groupBy('_change_type').count().collect())}")
 
     from cdkds.connector import upsert
 
