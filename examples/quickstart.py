@@ -3,7 +3,8 @@
 Run it with the README's first command. It creates a repository in a temporary folder
 (or the folder given as the first argument). In plain Python, without a JVM, it writes a
 hash- and time-partitioned dataset in two commits, reads it back with partition pruning,
-deletes rows, travels in time, compacts, renames a field and adds one (metadata only), and lists the history; it then
+deletes rows, travels in time, compacts, renames a field and adds one (metadata only), and shows the
+dataset and its history with the `cdkds` command; it then
 upserts into a keyed dataset (record key, ordering field, last write wins), reads rows by
 key and deletes by key. Then, with Spark on local[2], it writes a dataset from a DataFrame,
 reads it with pruning, travels in time, overwrites it, streams it into a copy (exactly once),
@@ -15,8 +16,10 @@ from __future__ import annotations
 import datetime as dt
 import os
 import random
+import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 import pyarrow as pa
 
@@ -89,9 +92,11 @@ def main(root: str) -> None:
     print(f"renamed 'country' to 'market' and added 'channel' (default 'web') in one commit, no file "
           f"rewritten ({sorted(f.path for f in latest.files) == files}); old rows read as: {sample}")
 
-    for entry in repo.load("shop/events").history():
-        print(f"  revision {entry.revision}: {entry.operation:18} +{entry.added_files} files, +{entry.added_rows} rows")
     print(f"datasets in {repo.url}: {repo.list()}")
+    cdkds = Path(sys.executable).with_name("cdkds")  # the command line the package installs
+    for command in (["describe"], ["history", "--limit", "4"]):
+        print(f"\n$ cdkds {' '.join(command)} {repo.url}/shop/events", flush=True)
+        subprocess.run([str(cdkds), *command, f"{repo.url}/shop/events"], check=True)
     keyed(repo)
 
 

@@ -1,0 +1,1 @@
+"""cdkds.cli: the ``cdkds`` command line (see :mod:`cdkds.cli.main`)."""

@@ -1,0 +1,123 @@
+"""The installed ``cdkds`` console script, run in a subprocess as a user would: each
+command's output (table and --json) on local files and on S3 (moto on loopback), and bad
+invocations giving one clear line and the right exit code."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from cdkds.catalog import DatasetDescriptor, DatasetRepository
+from tests.conftest import new_bucket
+
+pytestmark = pytest.mark.slow  # every test spawns the console script
+
+CDKDS = str(Path(sys.executable).with_name("cdkds"))
+SCHEMA = {"type": "record", "name": "Event", "fields": [
+    {"name": "id", "type": "long"}, {"name": "userId", "type": "long"},
+    {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-micros"}},
+    {"name": "tags", "type": ["null", {"type": "array", "items": "string"}], "default": None}]}
+
+
+def run(*args: str, code: int = 0, env: dict | None = None) -> subprocess.CompletedProcess:
+    done = subprocess.run([CDKDS, *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **(env or {})})
+    assert done.returncode == code, (args, done.returncode, done.stdout, done.stderr)
+    return done
+
+
+def make(repo: DatasetRepository) -> None:
+    ds = repo.create("sales/events", DatasetDescriptor(SCHEMA, "hash(userId, 4)"))
+    with ds.writer() as w:
+        w.write_batch(pa.table({"id": range(100), "userId": [i % 7 for i in range(100)],
+                                "ts": pa.array([1_772_323_200_000_000 + i for i in range(100)],
+                                               pa.timestamp("us", tz="UTC")),
+                                "tags": [["a", "[b]"] if i % 2 else None for i in range(100)]}))
+    ds.delete("id < 10")
+
+
+@pytest.fixture
+def lake(tmp_path):
+    repo = DatasetRepository(f"file://{tmp_path}/lake")
+    make(repo)
+    return f"file://{tmp_path}/lake", []
+
+
+def test_every_command_on_local_files(lake):
+    root, options = lake
+    url = f"{root}/sales/events"
+    assert run("list", root, *options).stdout.split() == ["sales/events"]
+    assert json.loads(run("list", root, "--json").stdout) == ["sales/events"]
+    info = json.loads(run("describe", url, "--json").stdout)
+    assert (info["revision"], info["rows"], info["tombstones"], info["partition_strategy"]) == (2, 100, 1, "hash(userId, 4)")
+    assert info["files"] == 4 and info["small_files"] == 4 and info["schema"]["name"] == "Event"
+    text = run("describe", url).stdout
+    assert "hash(userId, 4)" in text and "tags: array (nullable)" in text and "ts: timestamp-micros" in text
+    history = json.loads(run("history", url, "--json").stdout)
+    assert [h["operation"] for h in history] == ["create", "append", "delete"]
+    assert [h["revision"] for h in json.loads(run("history", url, "--limit", "1", "--json").stdout)] == [2]
+    assert "delete" in run("history", url).stdout
+    rows = json.loads(run("show", url, "--where", "userId = 3", "--limit", "100", "--json").stdout)
+    assert sorted(r["id"] for r in rows) == [i for i in range(10, 100) if i % 7 == 3]
+    assert rows[0]["ts"].startswith("2026-03-01T00:00:00")
+    table = run("show", url, "--where", "userId = 3", "--columns", "id,tags", "--limit", "2").stdout
+    assert "2 rows shown (revision 2; 1 of 4 files read)" in table and "[b]" in table  # values are not markup
+    csv_text = run("show", url, "--columns", "id", "--limit", "3", "--format", "csv", "--version", "1").stdout
+    assert csv_text.splitlines()[0] == "id" and len(csv_text.splitlines()) == 4
+    assert len(json.loads(run("show", url, "--limit", "200", "--version", "1", "--json").stdout)) == 100
+    assert json.loads(run("schema", url).stdout)["name"] == "Event"
+    assert "ts: timestamp[us, tz=UTC] not null" in run("schema", url, "--arrow").stdout
+    assert json.loads(run("schema", url, "--spark").stdout)["type"] == "struct"
+
+
+def test_every_command_on_s3(s3_endpoint):
+    bucket = new_bucket(s3_endpoint)
+    root = f"s3://{bucket}/lake"
+    make(DatasetRepository(root, {"client_kwargs": {"endpoint_url": s3_endpoint}}))
+    options = ["--storage-option", f"client_kwargs.endpoint_url={s3_endpoint}"]
+    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+    assert run("list", root, *options, env=env).stdout.split() == ["sales/events"]
+    assert json.loads(run("describe", f"{root}/sales/events", *options, "--json", env=env).stdout)["rows"] == 100
+    assert len(json.loads(run("show", f"{root}/sales/events", *options, "--json", "--limit", "5", env=env).stdout)) == 5
+
+
+@pytest.mark.parametrize("args, code, message", [
+    (["describe", "{root}/sales/nope"], 1, "error: dataset 'nope' does not exist"),
+    (["describe", "notaurl"], 1, "error: dataset URL 'notaurl' names no dataset folder"),
+    (["show", "{url}", "--where", "nope = 1"], 1, "error: dataset 'events': unknown field 'nope' in predicate"),
+    (["show", "{url}", "--where", "id = = 1"], 1, "error: "),
+    (["show", "{url}", "--columns", "id,nope"], 1, "error: dataset 'events': unknown column 'nope'"),
+    (["show", "{url}", "--version", "9"], 1, "error: dataset 'events' has no revision 9; its latest is 2"),
+    (["show", "{url}", "--version", "1", "--timestamp", "2026-01-01"], 2, "give --version or --timestamp, not both"),
+    (["show", "{url}", "--timestamp", "yesterday"], 1, "error: cannot read 'yesterday' as a time"),
+    (["show", "{url}", "--limit", "-1"], 2, "Invalid value for '--limit'"),
+    (["show", "{url}", "--format", "xml"], 2, "Invalid value for '--format'"),
+    (["history", "{url}", "--limit", "0"], 2, "Invalid value for '--limit'"),
+    (["list", "{root}", "--storage-option", "novalue"], 2, "expected k=v, got 'novalue'"),
+    (["nosuchcommand"], 2, "No such command 'nosuchcommand'"),
+])
+def test_bad_invocations_give_one_clear_line(lake, args, code, message):
+    root, _ = lake
+    args = [a.format(root=root, url=f"{root}/sales/events") for a in args]
+    done = run(*args, code=code)
+    assert message in done.stderr and "Traceback" not in done.stderr, done.stderr
+    if code == 1:
+        assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_debug_shows_the_traceback(lake):
+    root, _ = lake
+    done = run("--debug", "describe", f"{root}/sales/nope", code=1)
+    assert "Traceback" in done.stderr and "DatasetNotFoundError" in done.stderr
+
+
+def test_help_of_every_command_has_an_example():
+    for command in ["", "list", "describe", "schema", "history", "show"]:
+        done = run(*([command] if command else []), "--help")
+        assert "Example:" in done.stdout and "cdkds " in done.stdout, command
