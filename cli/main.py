@@ -261,8 +261,204 @@ def show(url: str, where: str | None, columns: str | None, limit: int, version: 
         batches.append(batch.slice(0, limit - taken))
         taken += batches[-1].num_rows
     table = pa.Table.from_batches(batches, schema=plan.output_schema)
+    print_table(table, "json" if as_json else fmt,
+                f"{table.num_rows} rows shown (revision {ds.version}; {len(plan.files)} of {plan.total_files} files read)")
+
+
+# ---------------------------------------------------------------- maintenance
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+class Duration(click.ParamType):
+    """A duration such as ``7d``, ``12h``, ``90m`` or ``3600s`` (a bare number is seconds)."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> dt.timedelta:
+        if isinstance(value, dt.timedelta):
+            return value
+        text = str(value).strip().lower()
+        unit = text[-1] if text and text[-1] in _UNITS else "s"
+        number = text[:-1] if text and text[-1] in _UNITS else text
+        try:
+            amount = float(number)
+        except ValueError:
+            self.fail(f"{value!r} is not a duration (e.g. 7d, 12h, 90m, 3600s)", param, ctx)
+        if amount < 0:
+            self.fail(f"{value!r} is negative", param, ctx)
+        return dt.timedelta(seconds=amount * _UNITS[unit])
+
+
+class Size(click.ParamType):
+    """A size in bytes, or with a unit (``128m``, ``1g``)."""
+
+    name = "size"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> int:
+        if isinstance(value, int):
+            return value
+        text = str(value).strip().lower().removesuffix("b")
+        scale = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(text[-1:], 1)
+        try:
+            size = int(float(text[:-1] if scale > 1 else text) * scale)
+        except ValueError:
+            self.fail(f"{value!r} is not a size (e.g. 134217728, 128m, 1g)", param, ctx)
+        if size < 1:
+            self.fail(f"{value!r} is not positive", param, ctx)
+        return size
+
+
+def committed(as_json: bool, dataset: Dataset, revision: int | None, what: str, **extra: Any) -> None:
+    """Report a maintenance commit (or that nothing needed committing)."""
+    data = {"dataset": dataset.name, "revision": revision, **extra}
+    text = f"{what}: revision {revision}" if revision is not None else f"{what}: nothing to do"
+    emit(as_json, data, lambda out: out.print(text))
+
+
+@cli.command()
+@click.argument("url")
+@click.option("--where", required=True, help="the rows to delete, e.g. \"ts < '2026-01-01'\"")
+@common
+def delete(url: str, where: str, storage: Sequence[str], as_json: bool) -> None:
+    """Delete the rows matching a predicate, in one commit.
+
+    \b
+    Example:
+      cdkds delete file:///data/lake/events --where "ts < '2026-01-01'"
+    """
+    ds = open_dataset(url, storage)
+    committed(as_json, ds, ds.delete(where), f"deleted rows matching {where}")
+
+
+@cli.command()
+@click.argument("url")
+@click.option("--where", help="compact only files that may hold matching rows")
+@click.option("--target-file-size", type=Size(), help="bytes per rewritten file (default 128m)")
+@common
+def compact(url: str, where: str | None, target_file_size: int | None, storage: Sequence[str], as_json: bool) -> None:
+    """Merge small files per partition and apply deletes, in one commit.
+
+    \b
+    Example:
+      cdkds compact file:///data/lake/events --target-file-size 256m
+    """
+    ds = open_dataset(url, storage)
+    before = len(ds.files)
+    options = {} if target_file_size is None else {"target_file_size": target_file_size}
+    revision = ds.compact(where=where, **options)
+    committed(as_json, ds, revision, f"compacted {before} files into {len(ds.files)}", files_before=before,
+              files_after=len(ds.files))
+
+
+@cli.command()
+@click.argument("url")
+@click.option("--retention", type=Duration(), default="7d", show_default=True,
+              help="keep unreferenced files younger than this")
+@click.option("--dry-run/--no-dry-run", default=True, show_default=True, help="only list what would be deleted")
+@click.option("--force", is_flag=True, help="allow a retention under an hour (no writer may be running)")
+@common
+def vacuum(url: str, retention: dt.timedelta, dry_run: bool, force: bool, storage: Sequence[str],
+           as_json: bool) -> None:
+    """Files no retained revision references: listed (default) or deleted.
+
+    \b
+    Example:
+      cdkds vacuum file:///data/lake/events --retention 7d --no-dry-run
+    """
+    from cdkds.catalog.maintenance.vacuum import MINIMUM_RETENTION
+
+    if retention < MINIMUM_RETENTION and not force:
+        raise CliError(f"a retention of {retention} is below the safe minimum of {MINIMUM_RETENTION}: files of "
+                       f"writers that have not committed yet could be deleted; add --force if none are running")
+    ds = open_dataset(url, storage)
+    sizes = {}
+    if dry_run:
+        for key in ds.vacuum(retention, dry_run=True, force=force):
+            sizes[key] = ds.store.fs.size(ds.store.path(key))
+    else:
+        sizes = {key: None for key in ds.vacuum(retention, dry_run=False, force=force)}
+    total = sum(v for v in sizes.values() if v)
+    data = {"dataset": ds.name, "dry_run": dry_run, "files": sorted(sizes), "bytes": total if dry_run else None}
+
+    def render(out: Console) -> None:
+        for key in sorted(sizes):
+            out.print(key)
+        verb = "would delete" if dry_run else "deleted"
+        out.print(f"{verb} {len(sizes)} files" + (f", {total} bytes" if dry_run else ""))
+
+    emit(as_json, data, render)
+
+
+@cli.command("expire-log")
+@click.argument("url")
+@click.option("--older-than", type=Duration(), required=True, help="expire commits older than this, e.g. 30d")
+@click.option("--force", is_flag=True, help="allow a cut-off under an hour ago (no writer may be running)")
+@common
+def expire_log(url: str, older_than: dt.timedelta, force: bool, storage: Sequence[str], as_json: bool) -> None:
+    """Remove old commits and checkpoints from the start of the log.
+
+    \b
+    Example:
+      cdkds expire-log file:///data/lake/events --older-than 30d
+    """
+    removed = open_dataset(url, storage).expire_log(older_than, force=force)
+    emit(as_json, removed, lambda out: out.print(f"removed {len(removed)} log objects"))
+
+
+@cli.command()
+@click.argument("url")
+@common
+def checkpoint(url: str, storage: Sequence[str], as_json: bool) -> None:
+    """Write a checkpoint of the latest revision.
+
+    \b
+    Example:
+      cdkds checkpoint file:///data/lake/events
+    """
+    ds = open_dataset(url, storage)
+    ds.checkpoint()
+    emit(as_json, {"dataset": ds.name, "revision": ds.version},
+         lambda out: out.print(f"checkpoint of revision {ds.version} written"))
+
+
+@cli.command("rebuild-index")
+@click.argument("url")
+@common
+def rebuild_index(url: str, storage: Sequence[str], as_json: bool) -> None:
+    """Rebuild a keyed dataset's record index from its data files, in one commit.
+
+    \b
+    Example:
+      cdkds rebuild-index file:///data/lake/users
+    """
+    ds = open_dataset(url, storage)
+    committed(as_json, ds, ds.rebuild_index(), "rebuilt the record index")
+
+
+@cli.command()
+@click.argument("url")
+@click.option("--start", "start", type=click.IntRange(min=0), required=True, help="the first revision")
+@click.option("--end", "end", type=click.IntRange(min=0), help="the last revision (default: the latest)")
+@click.option("--columns", help="comma-separated columns")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
+@common
+def changes(url: str, start: int, end: int | None, columns: str | None, fmt: str, storage: Sequence[str],
+            as_json: bool) -> None:
+    """The change feed: rows each commit inserted, updated or deleted.
+
+    \b
+    Example:
+      cdkds changes file:///data/lake/users --start 5 --format json
+    """
+    ds = open_dataset(url, storage)
+    print_table(ds.changes(start, end, columns).read_all(), "json" if as_json else fmt)
+
+
+def print_table(table: pa.Table, fmt: str, footer: str | None = None) -> None:
+    """Rows as a table, JSON or CSV on standard output."""
     rows = table.to_pylist()
-    if as_json or fmt == "json":
+    if fmt == "json":
         click.echo(json.dumps(rows, indent=2, default=_json_default))
     elif fmt == "csv":
         buffer = io.StringIO()
@@ -277,7 +473,8 @@ def show(url: str, where: str | None, columns: str | None, limit: int, version: 
         for r in rows:
             grid.add_row(*("" if v is None else str(v) for v in r.values()))
         out.print(grid)
-        out.print(f"{len(rows)} rows shown (revision {ds.version}; {len(plan.files)} of {plan.total_files} files read)")
+        if footer:
+            out.print(footer)
 
 
 # ---------------------------------------------------------------- entry point

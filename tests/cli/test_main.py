@@ -87,6 +87,28 @@ def test_every_command_on_s3(s3_endpoint):
     assert len(json.loads(run("show", f"{root}/sales/events", *options, "--json", "--limit", "5", env=env).stdout)) == 5
 
 
+def test_maintenance_commands(lake):
+    root, _ = lake
+    url = f"{root}/sales/events"
+    assert "deleted rows matching userId = 3: revision 3" in run("delete", url, "--where", "userId = 3").stdout
+    done = json.loads(run("compact", url, "--target-file-size", "64m", "--json").stdout)
+    assert done["revision"] == 4 and done["files_after"] <= done["files_before"]
+    assert json.loads(run("describe", url, "--json").stdout)["tombstones"] == 0
+    listed = json.loads(run("vacuum", url, "--retention", "0s", "--force", "--json").stdout)
+    assert listed["dry_run"] and listed["files"] == []  # the compacted files are still referenced by history
+    assert "checkpoint of revision 4 written" in run("checkpoint", url).stdout
+    removed = json.loads(run("expire-log", url, "--older-than", "0s", "--force", "--json").stdout)
+    assert removed  # commits 1-3 and older checkpoints
+    doomed = json.loads(run("vacuum", url, "--retention", "0s", "--force", "--json").stdout)["files"]
+    assert doomed and all(f.startswith("data/") for f in doomed)
+    deleted = json.loads(run("vacuum", url, "--retention", "0s", "--force", "--no-dry-run", "--json").stdout)
+    assert deleted["files"] == doomed and not deleted["dry_run"]
+    assert len(json.loads(run("show", url, "--limit", "1000", "--json").stdout)) == 90 - 13
+    expired = run("changes", url, "--start", "4", code=1).stderr
+    assert "expired from the log; the oldest change feed starts at revision 5" in expired
+    assert json.loads(run("changes", url, "--start", "5", "--json").stdout) == []
+
+
 @pytest.mark.parametrize("args, code, message", [
     (["describe", "{root}/sales/nope"], 1, "error: dataset 'nope' does not exist"),
     (["describe", "notaurl"], 1, "error: dataset URL 'notaurl' names no dataset folder"),
@@ -101,6 +123,13 @@ def test_every_command_on_s3(s3_endpoint):
     (["history", "{url}", "--limit", "0"], 2, "Invalid value for '--limit'"),
     (["list", "{root}", "--storage-option", "novalue"], 2, "expected k=v, got 'novalue'"),
     (["nosuchcommand"], 2, "No such command 'nosuchcommand'"),
+    (["vacuum", "{url}", "--retention", "10m"], 1, "below the safe minimum of 1:00:00"),
+    (["vacuum", "{url}", "--retention", "-1d"], 2, "'-1d' is negative"),
+    (["vacuum", "{url}", "--retention", "soon"], 2, "'soon' is not a duration"),
+    (["compact", "{url}", "--target-file-size", "0"], 2, "'0' is not positive"),
+    (["delete", "{url}"], 2, "Missing option '--where'"),
+    (["expire-log", "{url}", "--older-than", "10m"], 1, "error: "),
+    (["changes", "{url}", "--start", "9"], 1, "error: dataset 'events' has no revision 9"),
 ])
 def test_bad_invocations_give_one_clear_line(lake, args, code, message):
     root, _ = lake
@@ -118,6 +147,7 @@ def test_debug_shows_the_traceback(lake):
 
 
 def test_help_of_every_command_has_an_example():
-    for command in ["", "list", "describe", "schema", "history", "show"]:
+    for command in ["", "list", "describe", "schema", "history", "show", "delete", "compact", "vacuum", "expire-log",
+                    "checkpoint", "rebuild-index", "changes"]:
         done = run(*([command] if command else []), "--help")
         assert "Example:" in done.stdout and "cdkds " in done.stdout, command
