@@ -9,10 +9,12 @@ traceback unless ``--debug`` is given.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime as dt
 import io
 import json
+import os
 import sys
 from typing import Any, Callable, Sequence
 
@@ -253,13 +255,16 @@ def show(url: str, where: str | None, columns: str | None, limit: int, version: 
     if version is not None and timestamp is not None:
         raise click.UsageError("give --version or --timestamp, not both")
     ds = open_dataset(url, storage, version, int(timestamp) if timestamp and timestamp.isdigit() else timestamp)
+    from cdkds.catalog.scan import read_plan
+
     batches, taken = [], 0
     plan = ds.plan(where, columns)
-    for batch in ds.scan(where, columns):
-        if taken >= limit:
-            break
-        batches.append(batch.slice(0, limit - taken))
-        taken += batches[-1].num_rows
+    with contextlib.closing(read_plan(ds.store, plan)) as scan:
+        for batch in scan:
+            if taken >= limit:
+                break
+            batches.append(batch.slice(0, limit - taken))
+            taken += batches[-1].num_rows
     table = pa.Table.from_batches(batches, schema=plan.output_schema)
     print_table(table, "json" if as_json else fmt,
                 f"{table.num_rows} rows shown (revision {ds.version}; {len(plan.files)} of {plan.total_files} files read)")
@@ -507,4 +512,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def entry_point() -> None:
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Arrow's thread pools can abort ("terminate called without an active exception") when the
+    # interpreter tears down right after a scan; all output is written, so leave without teardown
+    os._exit(code)
