@@ -1,0 +1,178 @@
+"""What every ``cdkds`` command shares: the command group, dataset URLs and storage options,
+output (tables, JSON, CSV), option types (durations, sizes) and progress bars.
+
+Built on click (commands, options, ``--help``) and rich (tables, trees and progress bars on a
+terminal). Every command takes ``--storage-option k=v`` (fsspec options; S3 credentials also
+come from the usual environment) and ``--json`` (machine-readable output). Errors are one line
+naming the dataset and what was wrong, with exit code 1 (2 for a bad invocation) and no
+traceback unless ``--debug`` is given.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import json
+import sys
+from typing import Any, Callable, Sequence
+
+import click
+import pyarrow as pa
+from rich.console import Console
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
+                           TimeElapsedColumn)
+from rich.table import Table
+
+from cdkds.catalog import Dataset, DatasetRepository
+from cdkds.catalog.repository import split_dataset_url
+
+class CliError(click.ClickException):
+    """One line for the user; exit code 1."""
+
+
+def storage_options(pairs: Sequence[str]) -> dict[str, Any]:
+    """``k=v`` pairs as fsspec options; a value that is JSON (numbers, booleans, objects) is decoded,
+    and ``a.b=v`` nests (``client_kwargs.endpoint_url=http://...``)."""
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"expected k=v, got {pair!r}", param_hint="--storage-option")
+        try:
+            value: Any = json.loads(text)
+        except json.JSONDecodeError:
+            value = text
+        target = options
+        *parents, leaf = key.split(".")
+        for part in parents:
+            target = target.setdefault(part, {})
+            if not isinstance(target, dict):
+                raise click.BadParameter(f"{key!r} nests under a value", param_hint="--storage-option")
+        target[leaf] = value
+    return options
+
+
+def common(command: Callable) -> Callable:
+    """The options every command takes."""
+    command = click.option("--storage-option", "storage", multiple=True, metavar="K=V",
+                           help="an fsspec storage option (repeatable), e.g. client_kwargs.endpoint_url=http://...")(command)
+    return click.option("--json", "as_json", is_flag=True, help="print JSON for scripts")(command)
+
+
+def open_dataset(url: str, storage: Sequence[str], version: int | None = None, timestamp: str | None = None) -> Dataset:
+    parent, name = split_dataset_url(url)
+    return DatasetRepository(parent, storage_options(storage)).load(name, version=version, timestamp=timestamp)
+
+
+def emit(as_json: bool, data: Any, render: Callable[[Console], None]) -> None:
+    if as_json:
+        click.echo(json.dumps(data, indent=2, default=_json_default))
+    else:
+        render(terminal())
+
+
+def terminal() -> Console:
+    """Where tables and trees go: standard output, values printed as they are (no markup)."""
+    wide = None if sys.stdout.isatty() else 200  # piped: one row per line rather than 80-column wrapping
+    return Console(highlight=False, markup=False, soft_wrap=True, width=wide)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return value.hex()
+    return str(value)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, help="show the traceback of an error")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """Transactional, partitioned datasets on object stores.
+
+    \b
+    Example:
+      cdkds describe file:///data/lake/events
+    """
+    ctx.obj = {"debug": debug}
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+class Duration(click.ParamType):
+    """A duration such as ``7d``, ``12h``, ``90m`` or ``3600s`` (a bare number is seconds)."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> dt.timedelta:
+        if isinstance(value, dt.timedelta):
+            return value
+        text = str(value).strip().lower()
+        unit = text[-1] if text and text[-1] in _UNITS else "s"
+        number = text[:-1] if text and text[-1] in _UNITS else text
+        try:
+            amount = float(number)
+        except ValueError:
+            self.fail(f"{value!r} is not a duration (e.g. 7d, 12h, 90m, 3600s)", param, ctx)
+        if amount < 0:
+            self.fail(f"{value!r} is negative", param, ctx)
+        return dt.timedelta(seconds=amount * _UNITS[unit])
+
+
+class Size(click.ParamType):
+    """A size in bytes, or with a unit (``128m``, ``1g``)."""
+
+    name = "size"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> int:
+        if isinstance(value, int):
+            return value
+        text = str(value).strip().lower().removesuffix("b")
+        scale = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(text[-1:], 1)
+        try:
+            size = int(float(text[:-1] if scale > 1 else text) * scale)
+        except ValueError:
+            self.fail(f"{value!r} is not a size (e.g. 134217728, 128m, 1g)", param, ctx)
+        if size < 1:
+            self.fail(f"{value!r} is not positive", param, ctx)
+        return size
+
+
+def committed(as_json: bool, dataset: Dataset, revision: int | None, what: str, **extra: Any) -> None:
+    """Report a maintenance commit (or that nothing needed committing)."""
+    data = {"dataset": dataset.name, "revision": revision, **extra}
+    text = f"{what}: revision {revision}" if revision is not None else f"{what}: nothing to do"
+    emit(as_json, data, lambda out: out.print(text))
+
+
+def progress(transient: bool = True) -> Progress:
+    """A progress display on standard error; it shows nothing when standard error is not a terminal,
+    so piped output and scripts see only the result."""
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("{task.fields[detail]}"), TimeElapsedColumn(),
+                    console=Console(stderr=True), transient=transient, disable=not sys.stderr.isatty())
+
+
+def print_table(table: pa.Table, fmt: str, footer: str | None = None) -> None:
+    """Rows as a table, JSON or CSV on standard output."""
+    rows = table.to_pylist()
+    if fmt == "json":
+        click.echo(json.dumps(rows, indent=2, default=_json_default))
+    elif fmt == "csv":
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=table.schema.names, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows({k: _json_default(v) if isinstance(v, (dt.datetime, dt.date, bytes)) else v
+                          for k, v in r.items()} for r in rows)
+        click.echo(buffer.getvalue(), nl=False)
+    else:
+        out = terminal()
+        grid = Table(*table.schema.names)
+        for r in rows:
+            grid.add_row(*("" if v is None else str(v) for v in r.values()))
+        out.print(grid)
+        if footer:
+            out.print(footer)

@@ -1,0 +1,203 @@
+"""Commands that look at repositories and datasets: list, describe, schema, history, show, changes."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+from typing import Any, Sequence
+
+import click
+import pyarrow as pa
+from rich.console import Console
+from rich.table import Table
+from rich.tree import Tree
+
+from cdkds.catalog import DatasetRepository
+from cdkds.catalog.scan import read_plan
+from cdkds.cli.app import cli, common, emit, open_dataset, print_table, storage_options
+
+SMALL_FILE_BYTES = 16 * 1024 * 1024  # a data file under this size counts as small (compaction would merge it)
+
+
+@cli.command("list")
+@click.argument("repository")
+@common
+def list_(repository: str, storage: Sequence[str], as_json: bool) -> None:
+    """The datasets of a repository.
+
+    \b
+    Example:
+      cdkds list file:///data/lake
+    """
+    names = DatasetRepository(repository, storage_options(storage)).list()
+    emit(as_json, names, lambda out: [out.print(n) for n in names])
+
+
+@cli.command()
+@click.argument("url")
+@common
+def describe(url: str, storage: Sequence[str], as_json: bool) -> None:
+    """A dataset's descriptor, schema, partitioning, revision and files.
+
+    \b
+    Example:
+      cdkds describe file:///data/lake/events
+    """
+    ds = open_dataset(url, storage)
+    d, s = ds.descriptor, ds.snapshot
+    files = list(s.files.values())
+    info = {
+        "dataset": ds.name, "url": ds.url, "revision": ds.version,
+        "committed": dt.datetime.fromtimestamp(s.timestamp / 1000, dt.timezone.utc).isoformat(),
+        "format": d.format, "compression": d.compression,
+        "partition_strategy": d.partition_strategy.to_text() if d.partition_strategy else None,
+        "record_key": list(d.record_key) or None, "ordering_field": d.ordering_field,
+        "properties": dict(d.properties),
+        "files": len(files), "rows": s.row_count, "bytes": sum(f.size for f in files),
+        "small_files": sum(1 for f in files if f.size < SMALL_FILE_BYTES),
+        "tombstones": len(s.tombstones),
+        "deletion_vectors": sum(len(f.deletes) for f in files),
+        "deleted_rows": sum(f.deleted_rows for f in files),
+        "schema": d.schema,
+    }
+
+    def render(out: Console) -> None:
+        table = Table(show_header=False, box=None)
+        for key, value in info.items():
+            if key != "schema":
+                table.add_row(key.replace("_", " "), "-" if value in (None, {}, []) else str(value))
+        out.print(table)
+        out.print(schema_tree(d.schema))
+
+    emit(as_json, info, render)
+
+
+def schema_tree(schema: dict) -> Tree:
+    """An Avro record schema as a tree of fields and types."""
+    tree = Tree(str(schema.get("name", "record")))
+
+    def add(node: Tree, avro: Any, label: str) -> None:
+        nullable = isinstance(avro, list) and "null" in avro
+        inner = [t for t in avro if t != "null"] if isinstance(avro, list) else [avro]
+        t = inner[0] if len(inner) == 1 else inner
+        suffix = " (nullable)" if nullable else ""
+        if isinstance(t, dict) and t.get("type") == "record":
+            branch = node.add(f"{label}: record{suffix}")
+            for f in t["fields"]:
+                add(branch, f["type"], f["name"])
+        elif isinstance(t, dict) and t.get("type") == "array":
+            add(node.add(f"{label}: array{suffix}"), t["items"], "element")
+        elif isinstance(t, dict) and t.get("type") == "map":
+            add(node.add(f"{label}: map{suffix}"), t["values"], "value")
+        elif isinstance(t, dict):
+            node.add(f"{label}: {t.get('logicalType', t.get('type'))}{suffix}")
+        else:
+            node.add(f"{label}: {t}{suffix}")
+
+    for f in schema["fields"]:
+        add(tree, f["type"], f["name"])
+    return tree
+
+
+@cli.command()
+@click.argument("url")
+@click.option("--avro", "kind", flag_value="avro", default=True, help="the Avro schema (default)")
+@click.option("--arrow", "kind", flag_value="arrow", help="the Arrow schema")
+@click.option("--spark", "kind", flag_value="spark", help="Spark's StructType JSON")
+@common
+def schema(url: str, kind: str, storage: Sequence[str], as_json: bool) -> None:
+    """A dataset's schema, as Avro (default), Arrow or Spark sees it.
+
+    \b
+    Example:
+      cdkds schema file:///data/lake/events --arrow
+    """
+    d = open_dataset(url, storage).descriptor
+    if kind == "arrow":
+        text = str(d.arrow_schema)
+        emit(as_json, [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in d.arrow_schema],
+             lambda out: out.print(text))
+        return
+    data = d.schema if kind == "avro" else d.spark_schema_json()
+    click.echo(json.dumps(data, indent=2))
+
+
+@cli.command()
+@click.argument("url")
+@click.option("--limit", type=click.IntRange(min=1), help="only the newest N commits")
+@common
+def history(url: str, limit: int | None, storage: Sequence[str], as_json: bool) -> None:
+    """The commits of a dataset, oldest first.
+
+    \b
+    Example:
+      cdkds history file:///data/lake/events --limit 10
+    """
+    entries = open_dataset(url, storage).history()
+    if limit is not None:
+        entries = entries[-limit:]
+    rows = [{"revision": e.revision, "time": e.time.isoformat(), "operation": e.operation,
+             "added_files": e.added_files, "removed_files": e.removed_files, "added_rows": e.added_rows,
+             "tombstones": e.tombstones} for e in entries]
+
+    def render(out: Console) -> None:
+        table = Table("revision", "time", "operation", "+files", "-files", "+rows", "tombstones")
+        for r in rows:
+            table.add_row(str(r["revision"]), r["time"][:19].replace("T", " "), r["operation"], str(r["added_files"]),
+                          str(r["removed_files"]), str(r["added_rows"]), str(r["tombstones"]))
+        out.print(table)
+
+    emit(as_json, rows, render)
+
+
+@cli.command()
+@click.argument("url")
+@click.option("--where", help="a predicate, e.g. \"userId = 1234 and ts >= '2026-03-01'\"")
+@click.option("--columns", help="comma-separated columns")
+@click.option("--limit", type=click.IntRange(min=0), default=20, show_default=True, help="rows to show")
+@click.option("--version", type=click.IntRange(min=0), help="read this revision")
+@click.option("--timestamp", help="read the last revision at or before this time (ISO text or epoch ms)")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
+@common
+def show(url: str, where: str | None, columns: str | None, limit: int, version: int | None, timestamp: str | None,
+         fmt: str, storage: Sequence[str], as_json: bool) -> None:
+    """Rows of a dataset (pruned by --where), at the latest or an earlier revision.
+
+    \b
+    Example:
+      cdkds show file:///data/lake/events --where "userId = 1234" --limit 5
+    """
+    if version is not None and timestamp is not None:
+        raise click.UsageError("give --version or --timestamp, not both")
+    ds = open_dataset(url, storage, version, int(timestamp) if timestamp and timestamp.isdigit() else timestamp)
+    batches, taken = [], 0
+    plan = ds.plan(where, columns)
+    with contextlib.closing(read_plan(ds.store, plan)) as scan:
+        for batch in scan:
+            if taken >= limit:
+                break
+            batches.append(batch.slice(0, limit - taken))
+            taken += batches[-1].num_rows
+    table = pa.Table.from_batches(batches, schema=plan.output_schema)
+    print_table(table, "json" if as_json else fmt,
+                f"{table.num_rows} rows shown (revision {ds.version}; {len(plan.files)} of {plan.total_files} files read)")
+
+
+@cli.command()
+@click.argument("url")
+@click.option("--start", "start", type=click.IntRange(min=0), required=True, help="the first revision")
+@click.option("--end", "end", type=click.IntRange(min=0), help="the last revision (default: the latest)")
+@click.option("--columns", help="comma-separated columns")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
+@common
+def changes(url: str, start: int, end: int | None, columns: str | None, fmt: str, storage: Sequence[str],
+            as_json: bool) -> None:
+    """The change feed: rows each commit inserted, updated or deleted.
+
+    \b
+    Example:
+      cdkds changes file:///data/lake/users --start 5 --format json
+    """
+    ds = open_dataset(url, storage)
+    print_table(ds.changes(start, end, columns).read_all(), "json" if as_json else fmt)
