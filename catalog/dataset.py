@@ -29,6 +29,7 @@ from cdkds.formats.files import DEFAULT_BATCH_ROWS
 from cdkds.formats.records import to_records
 
 if TYPE_CHECKING:
+    import pyarrow.dataset
     from cdkds.catalog.keyed.operations import UpsertResult
     from cdkds.catalog.keyed.writer import KeyedWriter
     from cdkds.catalog.repository import DatasetRepository
@@ -102,6 +103,23 @@ class Dataset:
         """The matching rows as one Arrow table (this one does hold them all in memory)."""
         plan = self.plan(where, columns)
         return pa.Table.from_batches(list(read_plan(self.store, plan)), schema=plan.output_schema)
+
+    def to_batch_reader(self, where: Expression | str | None = None, columns: Sequence[str] | None = None,
+                        batch_rows: int = DEFAULT_BATCH_ROWS) -> pa.RecordBatchReader:
+        """The matching rows as a stream of Arrow batches (read once, file by file, as they are
+        taken: bounded memory). DuckDB queries it directly; ``read_all()`` gathers it."""
+        plan = self.plan(where, columns)
+        return pa.RecordBatchReader.from_batches(plan.output_schema, read_plan(self.store, plan, batch_rows))
+
+    def to_arrow_dataset(self, where: Expression | str | None = None,
+                         columns: Sequence[str] | None = None) -> "pyarrow.dataset.Dataset":
+        """The matching rows as a ``pyarrow.dataset.Dataset`` that DuckDB, Polars
+        (``scan_pyarrow_dataset``) and pandas scan again and again, pushing their own column
+        selections and filters into it. Parquet files where no tombstone, deletion vector, TTL
+        or schema change applies are read lazily by pyarrow; the matching rows of the others are
+        read now and held (see :mod:`cdkds.catalog.arrow_dataset`)."""
+        from cdkds.catalog.arrow_dataset import to_arrow_dataset
+        return to_arrow_dataset(self.store, self.plan(where, columns))
 
     def changes(self, start_version: int, end_version: int | None = None,
                 columns: Sequence[str] | None = None) -> pa.RecordBatchReader:

@@ -140,6 +140,14 @@ class FileProjection:
     any_column: str | None  # read when no field is in the file: the row count must come from somewhere
 
     @property
+    def is_identity(self) -> bool:
+        """Whether the file's columns are the reader's fields as they are (same names, types
+        and ids: nothing renamed, added, widened or converted), so reading them needs no mapping."""
+        return len(self.readers) == len(self.schema) and all(
+            isinstance(r, _Column) and isinstance(r.convert, _Same) and r.name == f.name
+            for r, f in zip(self.readers, self.schema))
+
+    @property
     def read_columns(self) -> list[str]:
         """The file's columns to read (at least one, to count rows)."""
         return list(self.columns) or ([self.any_column] if self.any_column is not None else [])
