@@ -24,6 +24,7 @@ from cdkds.formats.schema import FIELD_ID, AvroType, assign_ids, record_of, unwr
 
 if TYPE_CHECKING:
     from cdkds.catalog.dataset import Dataset
+    from cdkds.catalog.descriptor import DatasetDescriptor
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _MISSING = object()
@@ -185,14 +186,20 @@ class SchemaUpdate:
     def commit(self) -> int:
         """Check the changes as a whole and commit them; returns the revision. Nothing is
         committed when a check fails."""
+        self.dataset.update_descriptor(self._descriptor(), "alter", {"changes": self._changes})
+        return self.dataset.version
+
+    def preview(self) -> dict:
+        """The schema the changes give, checked as :meth:`commit` checks it, without committing."""
+        return self.dataset.snapshot.evolve(self._descriptor(), self.dataset.name).schema
+
+    def _descriptor(self) -> DatasetDescriptor:
         if not self._changes:
             raise self._error("alter() has no changes to commit")
         try:  # added fields get new ids here: matched by name, a field dropped and re-added would be the old one
-            new = self._base.with_schema(assign_ids(self._schema))
+            return self._base.with_schema(assign_ids(self._schema))
         except (InvalidDescriptorError, InvalidSchemaError) as e:
             raise self._error(str(e)) from None
-        self.dataset.update_descriptor(new, "alter", {"changes": self._changes})
-        return self.dataset.version
 
     # ---------------------------------------------------------------- paths
 

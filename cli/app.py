@@ -10,12 +10,13 @@ traceback unless ``--debug`` is given.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime as dt
 import io
 import json
 import sys
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import click
 import pyarrow as pa
@@ -29,6 +30,9 @@ from cdkds.catalog.repository import split_dataset_url
 
 class CliError(click.ClickException):
     """One line for the user; exit code 1."""
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"error: {self.format_message()}", err=True)
 
 
 def storage_options(pairs: Sequence[str]) -> dict[str, Any]:
@@ -154,6 +158,14 @@ def progress(transient: bool = True) -> Progress:
     return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TextColumn("{task.fields[detail]}"), TimeElapsedColumn(),
                     console=Console(stderr=True), transient=transient, disable=not sys.stderr.isatty())
+
+
+@contextlib.contextmanager
+def working(description: str) -> Iterator[None]:
+    """A pulsing bar with the time elapsed while one long call runs (off when not on a terminal)."""
+    with progress() as bar:
+        bar.add_task(description, total=None, detail="")
+        yield
 
 
 def print_table(table: pa.Table, fmt: str, footer: str | None = None) -> None:

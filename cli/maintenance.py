@@ -1,15 +1,27 @@
-"""Commands that change or tidy a dataset: delete, compact, vacuum, expire-log, checkpoint, rebuild-index."""
+"""Commands that change or tidy a dataset: delete, compact, vacuum, expire-log, checkpoint,
+rebuild-index, alter (schema changes) and rebuild (of a lost log)."""
 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Sequence
+import json
+import re
+import warnings
+from typing import Any, Sequence
 
 import click
 from rich.console import Console
 
+from cdkds.catalog import CdkdsError, DatasetNotFoundError, DatasetRepository
+from cdkds.catalog.maintenance.rebuild import IncompleteRebuildWarning
 from cdkds.catalog.maintenance.vacuum import MINIMUM_RETENTION
-from cdkds.cli.app import CliError, Duration, Size, cli, committed, common, emit, open_dataset
+from cdkds.catalog.repository import split_dataset_url
+from cdkds.catalog.schema_update import SchemaUpdate
+from cdkds.catalog.writer import DATA_FOLDER
+from cdkds.cli.app import (
+    CliError, Duration, Size, cli, committed, common, emit, open_dataset, progress, storage_options, working,
+)
+from cdkds.cli.inspection import schema_tree
 
 
 @cli.command()
@@ -24,7 +36,9 @@ def delete(url: str, where: str, storage: Sequence[str], as_json: bool) -> None:
       cdkds delete file:///data/lake/events --where "ts < '2026-01-01'"
     """
     ds = open_dataset(url, storage)
-    committed(as_json, ds, ds.delete(where), f"deleted rows matching {where}")
+    with working(f"deleting from {ds.name}"):
+        revision = ds.delete(where)
+    committed(as_json, ds, revision, f"deleted rows matching {where}")
 
 
 @cli.command()
@@ -42,7 +56,8 @@ def compact(url: str, where: str | None, target_file_size: int | None, storage: 
     ds = open_dataset(url, storage)
     before = len(ds.files)
     options = {} if target_file_size is None else {"target_file_size": target_file_size}
-    revision = ds.compact(where=where, **options)
+    with working(f"compacting {ds.name}"):
+        revision = ds.compact(where=where, **options)
     committed(as_json, ds, revision, f"compacted {before} files into {len(ds.files)}", files_before=before,
               files_after=len(ds.files))
 
@@ -66,20 +81,25 @@ def vacuum(url: str, retention: dt.timedelta, dry_run: bool, force: bool, storag
         raise CliError(f"a retention of {retention} is below the safe minimum of {MINIMUM_RETENTION}: files of "
                        f"writers that have not committed yet could be deleted; add --force if none are running")
     ds = open_dataset(url, storage)
+    with working(f"listing the files of {ds.name}"):
+        candidates = ds.vacuum(retention, dry_run=True, force=force)
     sizes = {}
-    if dry_run:
-        for key in ds.vacuum(retention, dry_run=True, force=force):
+    with progress() as bar:
+        task = bar.add_task("sizing", total=len(candidates), detail="")
+        for key in candidates:
             sizes[key] = ds.store.fs.size(ds.store.path(key))
-    else:
-        sizes = {key: None for key in ds.vacuum(retention, dry_run=False, force=force)}
+            bar.advance(task)
+    if not dry_run:
+        with working(f"deleting {len(candidates)} files"):
+            deleted = set(ds.vacuum(retention, dry_run=False, force=force))
+        sizes = {key: sizes.get(key, 0) for key in deleted}  # a file may have become unreferenced meanwhile
     total = sum(v for v in sizes.values() if v)
-    data = {"dataset": ds.name, "dry_run": dry_run, "files": sorted(sizes), "bytes": total if dry_run else None}
+    data = {"dataset": ds.name, "dry_run": dry_run, "files": sorted(sizes), "bytes": total}
 
     def render(out: Console) -> None:
         for key in sorted(sizes):
             out.print(key)
-        verb = "would delete" if dry_run else "deleted"
-        out.print(f"{verb} {len(sizes)} files" + (f", {total} bytes" if dry_run else ""))
+        out.print(f"{'would delete' if dry_run else 'deleted'} {len(sizes)} files, {total} bytes")
 
     emit(as_json, data, render)
 
@@ -96,7 +116,9 @@ def expire_log(url: str, older_than: dt.timedelta, force: bool, storage: Sequenc
     Example:
       cdkds expire-log file:///data/lake/events --older-than 30d
     """
-    removed = open_dataset(url, storage).expire_log(older_than, force=force)
+    ds = open_dataset(url, storage)
+    with working(f"expiring the log of {ds.name}"):
+        removed = ds.expire_log(older_than, force=force)
     emit(as_json, removed, lambda out: out.print(f"removed {len(removed)} log objects"))
 
 
@@ -111,7 +133,8 @@ def checkpoint(url: str, storage: Sequence[str], as_json: bool) -> None:
       cdkds checkpoint file:///data/lake/events
     """
     ds = open_dataset(url, storage)
-    ds.checkpoint()
+    with working(f"writing a checkpoint of {ds.name}"):
+        ds.checkpoint()
     emit(as_json, {"dataset": ds.name, "revision": ds.version},
          lambda out: out.print(f"checkpoint of revision {ds.version} written"))
 
@@ -127,4 +150,124 @@ def rebuild_index(url: str, storage: Sequence[str], as_json: bool) -> None:
       cdkds rebuild-index file:///data/lake/users
     """
     ds = open_dataset(url, storage)
-    committed(as_json, ds, ds.rebuild_index(), "rebuilt the record index")
+    with working(f"rebuilding the record index of {ds.name}"):
+        revision = ds.rebuild_index()
+    committed(as_json, ds, revision, "rebuilt the record index")
+
+
+_CHANGES = (
+    ("rename", re.compile(r"rename\s+(?P<path>\S+)\s+to\s+(?P<name>\S+)")),
+    ("drop", re.compile(r"drop\s+(?P<path>\S+)")),
+    ("add", re.compile(r"add\s+(?P<path>\S+)\s+(?P<type>.+?)(?:\s+default\s+(?P<default>.+?))?"
+                       r"(?P<nullable>\s+nullable)?")),
+    ("widen", re.compile(r"widen\s+(?P<path>\S+)\s+(?:to\s+)?(?P<type>.+)")),
+    ("move", re.compile(r"move\s+(?P<path>\S+)\s+(?:(?P<end>first|last)|(?P<side>after|before)\s+(?P<other>\S+))")),
+)
+
+
+def apply_change(update: SchemaUpdate, text: str) -> None:
+    """One change in words (``rename a to b``, ``add score double default 0``...) applied to ``update``."""
+    for kind, pattern in _CHANGES:
+        m = pattern.fullmatch(text.strip())
+        if m:
+            break
+    else:
+        raise click.BadParameter(f"{text!r} is not a change; write one of: 'rename PATH to NAME', 'drop PATH', "
+                                 f"'add PATH TYPE [default VALUE] [nullable]', 'widen PATH to TYPE', "
+                                 f"'move PATH first|last|after OTHER|before OTHER'", param_hint="CHANGES")
+    g = m.groupdict()
+    if kind == "rename":
+        update.rename(g["path"], g["name"])
+    elif kind == "drop":
+        update.drop(g["path"])
+    elif kind == "add":
+        extra = {} if g["default"] is None else {"default": _value(g["default"])}
+        update.add(g["path"], g["type"], nullable=True if g["nullable"] else None, **extra)
+    elif kind == "widen":
+        update.widen(g["path"], g["type"])
+    elif g["end"]:
+        update.move(g["path"], **{g["end"]: True})
+    else:
+        update.move(g["path"], **{g["side"]: g["other"]})
+
+
+def _value(text: str) -> Any:
+    """A default as JSON (numbers, true/false, "quoted text"), or else the text itself."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+@cli.command()
+@click.argument("url")
+@click.argument("changes", nargs=-1, required=True)
+@click.option("--dry-run", is_flag=True, help="print the new schema without committing it")
+@common
+def alter(url: str, changes: Sequence[str], dry_run: bool, storage: Sequence[str], as_json: bool) -> None:
+    """Change a dataset's schema in one metadata-only commit (no data is rewritten).
+
+    Each change is one argument, applied in order: 'rename PATH to NAME', 'drop PATH',
+    'add PATH TYPE [default VALUE] [nullable]', 'widen PATH to TYPE',
+    'move PATH first|last|after OTHER|before OTHER'. PATH is dotted for nested fields;
+    TYPE is boolean, int, long, float, double, string, bytes, date, timestamp,
+    decimal(p,s)... Nothing is committed if any change is refused.
+
+    \b
+    Example:
+      cdkds alter file:///data/lake/events "rename ts to event_time" "add score double default 0"
+    """
+    ds = open_dataset(url, storage)
+    update = ds.alter()
+    for text in changes:
+        apply_change(update, text)
+    if dry_run:
+        schema = update.preview()
+        emit(as_json, schema, lambda out: out.print(schema_tree(schema)))
+        return
+    committed(as_json, ds, update.commit(), f"altered the schema ({len(changes)} changes)")
+
+
+@cli.command()
+@click.argument("url")
+@click.option("--force", is_flag=True, help="rebuild even though the log reads fine")
+@common
+def rebuild(url: str, force: bool, storage: Sequence[str], as_json: bool) -> None:
+    """Rebuild a lost or damaged log from the data files' own metadata.
+
+    The old log is kept aside as _log.broken-<time>/. What the files cannot tell (deletes,
+    descriptor changes, deletion vectors, the order of concurrent writers) is listed; run
+    rebuild-index afterwards on a keyed dataset. A log that reads fine is left alone unless
+    --force is given.
+
+    \b
+    Example:
+      cdkds rebuild file:///data/lake/events
+    """
+    parent, name = split_dataset_url(url)
+    repository = DatasetRepository(parent, storage_options(storage))
+    if not force:
+        try:
+            healthy = repository.load(name)
+        except CdkdsError as e:
+            if isinstance(e, DatasetNotFoundError) and not repository.store.child(name).list(DATA_FOLDER):
+                raise
+        else:
+            raise CliError(f"the log of dataset {name!r} reads fine (revision {healthy.version}); a rebuild would "
+                           f"lose what the data files do not record (deletes, descriptor changes, deletion vectors); "
+                           f"add --force to rebuild it anyway")
+    with working(f"rebuilding the log of {name}"), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", IncompleteRebuildWarning)
+        ds = repository.rebuild(name)
+    reports = [w.message.report for w in caught if isinstance(w.message, IncompleteRebuildWarning)]
+    missing = [str(u) for r in reports for u in r.unrecoverable]
+    data = {"dataset": name, "revision": ds.version, "complete": not missing, "unrecoverable": missing}
+
+    def render(out: Console) -> None:
+        out.print(f"rebuilt the log of {name}: revision {ds.version}")
+        if missing:
+            out.print("not recoverable from the data files:")
+            for line in missing:
+                out.print(f"- {line}")
+
+    emit(as_json, data, render)

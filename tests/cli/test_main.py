@@ -4,6 +4,7 @@ invocations giving one clear line and the right exit code."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import subprocess
@@ -130,6 +131,13 @@ def test_maintenance_commands(lake):
     (["delete", "{url}"], 2, "Missing option '--where'"),
     (["expire-log", "{url}", "--older-than", "10m"], 1, "error: "),
     (["changes", "{url}", "--start", "9"], 1, "error: dataset 'events' has no revision 9"),
+    (["alter", "{url}", "frobnicate id"], 2, "'frobnicate id' is not a change; write one of"),
+    (["alter", "{url}"], 2, "Missing argument 'CHANGES...'"),
+    (["alter", "{url}", "rename id to userId"], 1, "error: dataset 'events': cannot rename field 'id' to 'userId'"),
+    (["alter", "{url}", "add id2 long", "drop nope"], 1, "error: dataset 'events': no field 'nope'"),
+    (["alter", "{url}", "widen id to int"], 1, "error: dataset 'events': cannot widen field 'id' from long to int"),
+    (["alter", "{url}", "add n decimal(4,2) default 1"], 1, "defaults are supported for"),
+    (["rebuild", "{url}"], 1, "error: the log of dataset 'events' reads fine (revision 2)"),
 ])
 def test_bad_invocations_give_one_clear_line(lake, args, code, message):
     root, _ = lake
@@ -138,6 +146,8 @@ def test_bad_invocations_give_one_clear_line(lake, args, code, message):
     assert message in done.stderr and "Traceback" not in done.stderr, done.stderr
     if code == 1:
         assert len(done.stderr.strip().splitlines()) == 1
+    dataset = DatasetRepository(f"{root}").load("sales/events")
+    assert (dataset.version, len(dataset.history())) == (2, 3)  # nothing committed
 
 
 def test_debug_shows_the_traceback(lake):
@@ -147,7 +157,35 @@ def test_debug_shows_the_traceback(lake):
 
 
 def test_help_of_every_command_has_an_example():
-    for command in ["", "list", "describe", "schema", "history", "show", "delete", "compact", "vacuum", "expire-log",
-                    "checkpoint", "rebuild-index", "changes"]:
+    listing = run("--help").stdout
+    commands = [line.split()[0] for line in listing.split("Commands:")[1].splitlines() if line.strip()]
+    assert {"list", "describe", "show", "alter", "rebuild", "vacuum"} <= set(commands)
+    for command in ["", *commands]:
         done = run(*([command] if command else []), "--help")
         assert "Example:" in done.stdout and "cdkds " in done.stdout, command
+
+
+def test_alter_and_rebuild(lake):
+    root, _ = lake
+    url = f"{root}/sales/events"
+    preview = run("alter", url, "rename ts to event_time", "add score double default 0.5", "move score first",
+                  "--dry-run").stdout
+    assert "score: double" in preview and "event_time: timestamp-micros" in preview
+    assert json.loads(run("describe", url, "--json").stdout)["revision"] == 2  # a dry run commits nothing
+    done = json.loads(run("alter", url, "rename ts to event_time", "add score double default 0.5", "move score first",
+                          "widen id to double", "--json").stdout)
+    assert done["revision"] == 3
+    rows = json.loads(run("show", url, "--limit", "1", "--json").stdout)
+    assert list(rows[0]) == ["score", "id", "userId", "event_time", "tags"] and rows[0]["score"] == 0.5
+    assert isinstance(rows[0]["id"], float)
+
+    with DatasetRepository(root).load("sales/events").writer() as w:  # after the delete and alter: they show as gaps
+        w.write({"score": 1.0, "id": 1000.0, "userId": 1, "event_time": dt.datetime(2026, 3, 1, tzinfo=dt.timezone.utc)})
+    lake_dir = Path(url.removeprefix("file://"))
+    (lake_dir / "_log" / f"{1:020d}.json").write_text("{damaged")
+    assert "is corrupt or truncated" in run("show", url, code=1).stderr
+    rebuilt = json.loads(run("rebuild", url, "--json").stdout)
+    assert rebuilt["revision"] == 4 and not rebuilt["complete"]  # the delete and alter left no file: reported
+    assert any("revision(s) [1, 2]" in line for line in rebuilt["unrecoverable"]), rebuilt
+    assert len(json.loads(run("show", url, "--limit", "1000", "--json").stdout)) == 101  # the deleted rows are back
+    assert [p.name for p in lake_dir.iterdir() if p.name.startswith("_log.broken-")]
