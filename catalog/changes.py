@@ -26,13 +26,13 @@ import numpy as np
 import pyarrow as pa
 
 from cdkds.catalog.descriptor import DatasetDescriptor
-from cdkds.catalog.errors import ExpressionError, InvalidTimeTravelError
+from cdkds.catalog.errors import InvalidTimeTravelError
 from cdkds.catalog.expressions import ALWAYS_TRUE, Expression, bind
 from cdkds.catalog.expressions.pruning import FileFilter
 from cdkds.catalog.keyed.deletion import DeletionVectorRef, load_deletes
 from cdkds.catalog.log.actions import AddFile, DeleteRows, RemoveFile, Tombstone
 from cdkds.catalog.log.snapshot import Snapshot
-from cdkds.catalog.scan import FileScanTask, read_rows, read_task
+from cdkds.catalog.scan import FileScanTask, read_rows, read_task, select_columns
 from cdkds.catalog.storage import ObjectStore
 from cdkds.formats.projection import Projection
 from cdkds.formats.schema import to_arrow
@@ -120,7 +120,7 @@ def plan_changes(log: "TransactionLog", start: int, end: int | None = None,
         raise InvalidTimeTravelError(f"dataset {name!r}: the change feed's end_version {end} is before its "
                                      f"start_version {start}")
     last = log.snapshot(version=end)
-    selected = _columns(name, last.descriptor, columns)
+    selected = select_columns(name, last.descriptor, columns)
     if start == last.version + 1 and end is None:
         return ChangePlan(name, start, last.version, last.descriptor, selected, ())
     if start > last.version:
@@ -153,18 +153,6 @@ def first_revision_since(log: "TransactionLog", timestamp: Any) -> int:
     if log.replay.first().timestamp >= at:
         return 0
     return log.snapshot(timestamp=at - 1).version + 1
-
-
-def _columns(dataset: str, descriptor: DatasetDescriptor, columns: Sequence[str] | str | None) -> tuple[str, ...]:
-    if columns is None:
-        return tuple(descriptor.fields)
-    if isinstance(columns, str):
-        columns = [c.strip() for c in columns.split(",") if c.strip()]
-    unknown = [c for c in columns if c not in descriptor.fields]
-    if unknown:
-        raise ExpressionError(f"dataset {dataset!r}: unknown column {unknown[0]!r}; columns are "
-                              f"{list(descriptor.fields)}")
-    return tuple(dict.fromkeys(columns))
 
 
 def commit_changes(before: Snapshot, commit: "Commit", after: Snapshot) -> CommitChanges | None:

@@ -80,17 +80,8 @@ def plan_scan(dataset: str, snapshot: Snapshot, where: Expression | str | None =
     """The files of ``snapshot`` that may hold visible rows matching ``where`` at ``now_ms``
     (default: now)."""
     descriptor = snapshot.descriptor
-    fields = descriptor.fields
-    predicate = bind(as_expression(where), fields, dataset)
-    if columns is None:
-        selected = tuple(fields)
-    else:
-        if isinstance(columns, str):
-            columns = [c.strip() for c in columns.split(",") if c.strip()]
-        unknown = [c for c in columns if c not in fields]
-        if unknown:
-            raise ExpressionError(f"dataset {dataset!r}: unknown column {unknown[0]!r}; columns are {list(fields)}")
-        selected = tuple(dict.fromkeys(columns))
+    predicate = bind(as_expression(where), descriptor.fields, dataset)
+    selected = select_columns(dataset, descriptor, columns)
     now = clock() if now_ms is None else now_ms
     matches = FileFilter.of(predicate, descriptor)
     tasks = []
@@ -100,6 +91,21 @@ def plan_scan(dataset: str, snapshot: Snapshot, where: Expression | str | None =
             if task.visible is ALWAYS_TRUE or FileFilter.of(and_(predicate, task.visible), descriptor).may_match(f):
                 tasks.append(task)
     return ScanPlan(dataset, snapshot, predicate, selected, tuple(tasks), now)
+
+
+def select_columns(dataset: str, descriptor: DatasetDescriptor, columns: Sequence[str] | str | None
+                   ) -> tuple[str, ...]:
+    """The columns a read outputs: ``columns`` (a sequence or ``"a,b"``; repeats once) checked
+    against the schema, or every field for ``None``."""
+    fields = descriptor.fields
+    if columns is None:
+        return tuple(fields)
+    if isinstance(columns, str):
+        columns = [c.strip() for c in columns.split(",") if c.strip()]
+    unknown = [c for c in columns if c not in fields]
+    if unknown:
+        raise ExpressionError(f"dataset {dataset!r}: unknown column {unknown[0]!r}; columns are {list(fields)}")
+    return tuple(dict.fromkeys(columns))
 
 
 def read_plan(store: ObjectStore, plan: ScanPlan, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pa.RecordBatch]:

@@ -26,6 +26,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColum
 from rich.table import Table
 
 from cdkds.catalog import Dataset, DatasetRepository
+from cdkds.catalog.quantities import parse_duration, parse_size
 from cdkds.catalog.repository import split_dataset_url
 
 class CliError(click.ClickException):
@@ -103,9 +104,6 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.obj = {"debug": debug}
 
 
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
-
 class Duration(click.ParamType):
     """A duration such as ``7d``, ``12h``, ``90m`` or ``3600s`` (a bare number is seconds)."""
 
@@ -114,16 +112,13 @@ class Duration(click.ParamType):
     def convert(self, value: Any, param: Any, ctx: Any) -> dt.timedelta:
         if isinstance(value, dt.timedelta):
             return value
-        text = str(value).strip().lower()
-        unit = text[-1] if text and text[-1] in _UNITS else "s"
-        number = text[:-1] if text and text[-1] in _UNITS else text
         try:
-            amount = float(number)
-        except ValueError:
-            self.fail(f"{value!r} is not a duration (e.g. 7d, 12h, 90m, 3600s)", param, ctx)
-        if amount < 0:
+            duration = parse_duration(str(value))
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
+        if duration < dt.timedelta(0):
             self.fail(f"{value!r} is negative", param, ctx)
-        return dt.timedelta(seconds=amount * _UNITS[unit])
+        return duration
 
 
 class Size(click.ParamType):
@@ -134,12 +129,10 @@ class Size(click.ParamType):
     def convert(self, value: Any, param: Any, ctx: Any) -> int:
         if isinstance(value, int):
             return value
-        text = str(value).strip().lower().removesuffix("b")
-        scale = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(text[-1:], 1)
         try:
-            size = int(float(text[:-1] if scale > 1 else text) * scale)
-        except ValueError:
-            self.fail(f"{value!r} is not a size (e.g. 134217728, 128m, 1g)", param, ctx)
+            size = parse_size(str(value))
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
         if size < 1:
             self.fail(f"{value!r} is not positive", param, ctx)
         return size

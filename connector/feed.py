@@ -38,7 +38,7 @@ from cdkds.catalog.log import TransactionLog
 from cdkds.catalog.log.commit import Commit
 from cdkds.catalog.log.actions import AddFile, DeleteRows, RemoveFile, SetMetadata, Tombstone, evolve_statistics
 from cdkds.catalog.log.snapshot import Snapshot, rename, top_level_renames
-from cdkds.catalog.scan import FileScanTask
+from cdkds.catalog.scan import FileScanTask, select_columns
 from cdkds.connector.options import InvalidOptionError, StreamStart
 
 
@@ -334,11 +334,10 @@ class StreamFeed:
         self.descriptor = latest.descriptor
         self.descriptor_version = latest.descriptor_version
         self.fields = self.descriptor.fields
-        unknown = [c for c in columns if c not in self.fields]
-        if unknown:
-            raise InvalidOptionError(f"dataset {self.dataset!r}: the stream's column {unknown[0]!r} is not in the "
-                                     f"dataset; columns are {list(self.fields)}")
-        self.columns = tuple(columns)
+        try:
+            self.columns = select_columns(self.dataset, self.descriptor, columns)
+        except CdkdsError as e:
+            raise InvalidOptionError(f"option columns: {e}") from None
         try:
             self.predicate = bind(where, self.fields, self.dataset)
         except CdkdsError as e:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 from urllib.parse import parse_qsl, urlsplit
 
+from cdkds.catalog.quantities import parse_size
 from cdkds.catalog.errors import CdkdsError, ExpressionError, InvalidTimeTravelError
 from cdkds.catalog.expressions import ALWAYS_TRUE, Expression, Predicate, all_of, as_expression
 from cdkds.catalog.log.commit import millis
@@ -304,21 +305,19 @@ def change_feed_options(options: Mapping[str, str], dataset: str, streaming: boo
                              _int(options, "maxPartitionBytes", DEFAULT_MAX_PARTITION_BYTES, dataset, 1))
 
 
-_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "g": 1 << 30, "gb": 1 << 30,
-          "t": 1 << 40, "tb": 1 << 40}
-
-
 def _bytes(options: Mapping[str, str], name: str, dataset: str) -> int | None:
     """A positive size: a number of bytes, or with a unit as Spark writes them (``512k``, ``10m``, ``1g``)."""
     text = _get(options, name)
     if text is None:
         return None
-    m = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", text)
-    unit = m.group(2).lower() if m else None
-    if m is None or unit not in _UNITS or int(m.group(1)) < 1:
+    try:
+        size = parse_size(text)
+    except ValueError:
+        size = 0
+    if size < 1:
         raise InvalidOptionError(f"dataset {dataset!r}: option {name} must be a positive number of bytes (such as "
                                  f"1048576, 512k, 10m or 1g), got {text!r}")
-    return int(m.group(1)) * _UNITS[unit]
+    return size
 
 
 @dataclass(frozen=True)

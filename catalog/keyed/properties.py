@@ -10,17 +10,16 @@
 - ``gc.grace`` — how long a deleted key's tombstone is kept (default 10 days, Scylla's
   ``gc_grace_seconds``), so that a late, older write cannot resurrect it.
 
-Durations are ``<number> <unit>`` (``30 days``, ``12h``, ``90 s``; units s, m, h, d, w and
-their long names) or a number of seconds.
+Durations are read by :func:`cdkds.catalog.quantities.parse_duration` (``30 days``, ``12h``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import re
 from dataclasses import dataclass
 from typing import Mapping
 
+from cdkds.catalog import quantities
 from cdkds.catalog.errors import InvalidDescriptorError
 from cdkds.formats.schema import TIMESTAMP_KINDS, FieldType
 
@@ -29,25 +28,18 @@ MAX_BUCKETS = 4096
 DEFAULT_COMPACTION_DELTAS = 8
 DEFAULT_GC_GRACE = dt.timedelta(days=10)
 _TIME_KINDS = TIMESTAMP_KINDS | {"date"}
-_UNITS = {
-    "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
-    "m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60,
-    "h": 3600, "hour": 3600, "hours": 3600,
-    "d": 86400, "day": 86400, "days": 86400,
-    "w": 604800, "week": 604800, "weeks": 604800,
-}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$")
 
 
 def parse_duration(text: str, what: str) -> dt.timedelta:
     """A duration property's value; :class:`InvalidDescriptorError` naming ``what`` if malformed."""
-    match = _DURATION.match(text.lower()) if isinstance(text, str) else None
-    if match is None or match.group(2) not in _UNITS and match.group(2) != "":
-        raise InvalidDescriptorError(f"property {what} must be a duration such as '30 days' or '12h', got {text!r}")
-    seconds = float(match.group(1)) * _UNITS.get(match.group(2), 1)
-    if seconds <= 0:
+    try:
+        duration = quantities.parse_duration(text)
+    except ValueError:
+        raise InvalidDescriptorError(f"property {what} must be a duration such as '30 days' or '12h', got {text!r}") \
+            from None
+    if duration <= dt.timedelta(0):
         raise InvalidDescriptorError(f"property {what} must be a positive duration, got {text!r}")
-    return dt.timedelta(seconds=seconds)
+    return duration
 
 
 def _positive_int(props: Mapping[str, str], name: str, default: int, most: int | None = None) -> int:
