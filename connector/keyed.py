@@ -35,7 +35,7 @@ def upsert(df: "DataFrame", url: str, operation: str = "upsert", storage_options
     from cdkds.catalog.keyed.operations import UpsertResult
     from cdkds.catalog.repository import split_dataset_url
     from cdkds.connector.options import InvalidOptionError, KEYED_OPERATIONS, write_options
-    from cdkds.connector.source import new_descriptor
+    from cdkds.connector.writer import new_descriptor
 
     if operation not in KEYED_OPERATIONS:
         raise InvalidOptionError(f"dataset at {url}: operation must be one of {list(KEYED_OPERATIONS)}, got {operation!r}")

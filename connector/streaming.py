@@ -38,10 +38,8 @@ from cdkds.catalog.log.actions import SetTransaction
 from cdkds.catalog.log.commit import clock
 from cdkds.connector.feed import INITIAL_OFFSET, Budget, StreamFeed, StreamLog, StreamOffset, StreamPosition
 from cdkds.connector.options import InvalidOptionError, Location, StreamReadOptions, location, stream_read_options
-from cdkds.connector.source import (
-    CdkdsCommitMessage, CdkdsWriter, FileGroup, StagedRows, commit_once, open_dataset, pack, plan_write,
-    read_group,
-)
+from cdkds.connector.source import FileGroup, open_dataset, pack, read_group
+from cdkds.connector.writer import CdkdsCommitMessage, CdkdsWriter, StagedRows, commit_once, plan_write
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -28,7 +28,7 @@ from pyspark.sql.types import StructType
 from cdkds.catalog import DatasetDescriptor, DatasetRepository
 from cdkds.connector.feed import StreamingReadError
 from cdkds.connector.options import InvalidOptionError
-from cdkds.connector.source import plan_write
+from cdkds.connector.writer import plan_write
 from cdkds.connector.streaming import plan_stream_read, plan_stream_write
 
 SCHEMA = {"type": "record", "name": "Event", "fields": [

@@ -7,7 +7,7 @@ import pytest
 
 from cdkds.catalog import DatasetDescriptor, DatasetRepository
 from cdkds.connector.options import Location
-from cdkds.connector.source import CdkdsWriter
+from cdkds.connector.writer import CdkdsWriter
 
 SCHEMA = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}]}
 

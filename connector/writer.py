@@ -1,0 +1,452 @@
+"""Writing a DataFrame into a cdkds dataset (``df.write.format("cdkds")``).
+
+The driver checks the DataFrame's schema against the dataset (creating the dataset's
+descriptor on first write) before any file is written; executors write files per
+partition and send back their descriptions; the driver's ``commit`` makes one log commit
+of them (keyed datasets: one reconciled upsert); ``abort`` deletes them. Batch writes
+with ``txnAppId``/``txnVersion``, and the stream sink, commit a batch once.
+
+Like :mod:`cdkds.connector.source`, this module imports only pyspark at import time.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.types import StructType
+
+from cdkds.connector.source import open_dataset, raise_option_error
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from cdkds.catalog import Dataset, DatasetDescriptor
+    from cdkds.catalog.log.actions import Action, AddFile, SetTransaction
+    from cdkds.connector.options import Location
+
+ROUTING_ROWS = 131_072  # rows an executor gathers before routing them to partition files
+
+
+class CdkdsCommitMessage(WriterCommitMessage):
+    """What a task wrote: data files; for a keyed write, staged rows or a planned change."""
+
+    def __init__(self, adds: "list[AddFile]", staged: "list[str] | None" = None, change: Any = None):
+        self.adds = adds
+        self.staged = staged or []
+        self.change = change
+
+
+
+def plan_write(options: dict[str, str], schema: StructType, overwrite: bool,
+               keyed_operation: str = "insert") -> "CdkdsWriter":
+    """Check the write on the driver, before any file is written. ``keyed_operation``: what
+    a write to a keyed dataset does when option ``operation`` does not say."""
+    import uuid
+
+    from cdkds.catalog import DatasetNotFoundError
+    from cdkds.catalog.expressions import ALWAYS_TRUE
+    from cdkds.catalog.writer import DEFAULT_TARGET_FILE_SIZE
+    from cdkds.connector.options import location, write_options
+
+    where = location(options)
+    if where.view is not ALWAYS_TRUE:
+        raise_option_error(f"dataset {where.name!r}: cannot write through a view URI; write to {where.url}")
+    write = write_options(options, where.name)
+    try:
+        dataset = open_dataset(where)
+    except DatasetNotFoundError:
+        dataset = None
+    if dataset is None:
+        descriptor = new_descriptor(where.name, schema, write)
+        descriptor_version, base = 0, None
+    else:
+        check_write_options(dataset, write)
+        descriptor, descriptor_version, base = dataset.descriptor, dataset.descriptor_version, dataset.version
+    if descriptor.record_key or write.operation:
+        return plan_keyed_write(where, write, dataset, descriptor, descriptor_version, base, schema, overwrite,
+                                keyed_operation)
+    check_dataframe_schema(where.name, descriptor, schema, write.check_null_schema)
+    if overwrite:
+        mode = "overwrite_partitions" if write.dynamic_partition_overwrite else "overwrite"
+    else:
+        mode = "append"
+    target = write.target_file_size or DEFAULT_TARGET_FILE_SIZE
+    return CdkdsWriter(where, descriptor, descriptor_version, base, uuid.uuid4().hex, mode, target,
+                       txn=transaction_of(write))
+
+
+def transaction_of(write: Any) -> "SetTransaction | None":
+    """The batch an exactly-once write records (options txnAppId and txnVersion), if any."""
+    from cdkds.catalog.log.actions import SetTransaction
+
+    return None if write.txn_app_id is None else SetTransaction(write.txn_app_id, write.txn_version)
+
+
+def plan_keyed_write(where: "Location", write: Any, dataset: "Dataset | None", descriptor: "DatasetDescriptor",
+                     descriptor_version: int, base: int | None, schema: StructType, overwrite: bool,
+                     default_operation: str = "insert") -> "CdkdsWriter":
+    """A write to a dataset with a record key: an upsert, insert, update or delete by key
+    (option ``operation``; plain appends insert), one commit for the job."""
+    import uuid
+
+    from cdkds.catalog.writer import DEFAULT_TARGET_FILE_SIZE
+    from cdkds.connector.options import InvalidOptionError
+
+    name = where.name
+    if not descriptor.record_key:
+        raise InvalidOptionError(f"dataset {name!r} has no record key, so option operation={write.operation!r} cannot "
+                                 f"apply; give the dataset a record key (option recordKey when it is created)")
+    operation = write.operation or default_operation
+    if overwrite and (operation != "insert" or write.dynamic_partition_overwrite):
+        raise InvalidOptionError(f"dataset {name!r}: an overwrite of a keyed dataset replaces it whole; it cannot be "
+                                 f"combined with operation={operation!r} or a dynamic partition overwrite")
+    given = [f.name for f in schema.fields]
+    missing = [k for k in descriptor.record_key if k not in given]
+    if missing:
+        raise InvalidOptionError(f"dataset {name!r}: the DataFrame has no record key column {missing[0]!r} "
+                                 f"(the key is {list(descriptor.record_key)})")
+    if operation in ("upsert", "insert"):
+        check_dataframe_schema(name, descriptor, schema, write.check_null_schema)
+    elif operation == "update":
+        unknown = [c for c in given if c not in descriptor.fields]
+        if unknown:
+            raise InvalidOptionError(f"dataset {name!r}: update gives unknown column {unknown[0]!r}; "
+                                     f"the schema has {list(descriptor.fields)}")
+    if write.clustered and base is None:
+        raise InvalidOptionError(f"dataset {name!r} must exist before a clustered keyed write")
+    target = write.target_file_size or DEFAULT_TARGET_FILE_SIZE
+    return CdkdsWriter(where, descriptor, descriptor_version, base, write.job or uuid.uuid4().hex,
+                       "overwrite" if overwrite else "append", target, operation, write.clustered,
+                       transaction_of(write))
+
+
+def new_descriptor(name: str, schema: StructType, write: Any) -> "DatasetDescriptor":
+    from cdkds.catalog import CdkdsError, DatasetDescriptor
+    from cdkds.connector.options import InvalidOptionError
+
+    try:
+        avro = write.schema if write.schema else None
+        kwargs = dict(partition_strategy=write.partition_by, format=write.format or "parquet",
+                      compression=write.compression, record_key=write.record_key,
+                      ordering_field=write.ordering_field, properties=dict(write.properties))
+        if avro is not None:
+            return DatasetDescriptor(avro, **kwargs)
+        return DatasetDescriptor.from_spark_json(schema.jsonValue(), name=_record_name(name), **kwargs)
+    except CdkdsError as e:
+        raise InvalidOptionError(f"dataset {name!r}: cannot create it from this write: {e}") from None
+
+
+def _record_name(name: str) -> str:
+    return "".join(part.capitalize() for part in name.split("_")) or "Record"
+
+
+def check_write_options(dataset: "Dataset", write: Any) -> None:
+    """Options that would create a dataset must agree with an existing one."""
+    from cdkds.catalog import PartitionStrategy
+    from cdkds.connector.options import InvalidOptionError
+
+    d = dataset.descriptor
+    conflicts = []
+    if write.partition_by is not None:
+        wanted = PartitionStrategy.parse(write.partition_by)
+        if wanted != d.partition_strategy:
+            have = d.partition_strategy.to_text() if d.partition_strategy else "no partitioning"
+            conflicts.append(f"partitionBy={wanted.to_text()!r} but the dataset has {have!r}")
+    if write.format is not None and write.format != d.format:
+        conflicts.append(f"format={write.format!r} but the dataset is {d.format!r}")
+    if write.record_key is not None and tuple(write.record_key) != d.record_key:
+        conflicts.append(f"recordKey={','.join(write.record_key)!r} but the dataset's is {','.join(d.record_key)!r}")
+    if write.ordering_field is not None and write.ordering_field != d.ordering_field:
+        conflicts.append(f"orderingField={write.ordering_field!r} but the dataset's is {d.ordering_field!r}")
+    if conflicts:
+        raise InvalidOptionError(f"dataset {dataset.name!r} exists with other settings: " + "; ".join(conflicts))
+
+
+def check_dataframe_schema(name: str, descriptor: "DatasetDescriptor", schema: StructType,
+                           nullability: bool = True) -> None:
+    from cdkds.catalog import SchemaMismatchError
+    from cdkds.formats.schema import from_spark_json, writable_from
+
+    problems = writable_from(from_spark_json(schema.jsonValue()), descriptor.schema, nullability)
+    if problems:
+        raise SchemaMismatchError(f"dataset {name!r}: the DataFrame does not fit the dataset's schema: "
+                                  + "; ".join(problems))
+
+
+class CdkdsWriter(DataSourceArrowWriter):
+    """One write job: executors write files (or stage keyed rows) under the job's commit
+    uuid ``transaction``; the driver commits them all as one commit planned on ``base``
+    (``None``: the job creates the dataset). ``txn``: the application batch the commit
+    records, which makes the job exactly-once (skipped when the batch is recorded)."""
+
+    def __init__(self, where: "Location", descriptor: "DatasetDescriptor", descriptor_version: int,
+                 base: int | None, transaction: str, mode: str, target_file_size: int,
+                 operation: str | None = None, clustered: bool = False, txn: "SetTransaction | None" = None):
+        self.operation = operation
+        self.clustered = clustered
+        self.where = where
+        self.descriptor = descriptor
+        self.descriptor_version = descriptor_version
+        self.base = base
+        self.transaction = transaction
+        self.mode = mode
+        self.target_file_size = target_file_size
+        self.txn = txn
+
+    def replaced(self, **changes: Any) -> "CdkdsWriter":
+        """This job with some of its attributes changed."""
+        job = copy.copy(self)
+        job.__dict__.update(changes)
+        return job
+
+    def write(self, iterator: Iterator["pa.RecordBatch"]) -> CdkdsCommitMessage:
+        import pyarrow as pa
+
+        from cdkds.catalog.storage import ObjectStore
+        from cdkds.catalog.writer import PartitionedWriter
+
+        store = ObjectStore.open(self.where.url, dict(self.where.storage_options))
+        if self.operation is not None:
+            return self._write_keyed(store, iterator)
+        files = PartitionedWriter(store, self.where.name, self.descriptor, self.descriptor_version,
+                                  self.base if self.base is not None else 0, self.transaction,
+                                  self.mode, target_file_size=self.target_file_size)
+        try:
+            pending, rows = [], 0
+            for batch in iterator:  # Spark sends 10,000-row batches: route bigger chunks to save per-partition work
+                pending.append(batch)
+                rows += batch.num_rows
+                if rows >= ROUTING_ROWS:
+                    files.write_batch(pa.Table.from_batches(pending).combine_chunks())
+                    pending, rows = [], 0
+            if pending:
+                files.write_batch(pa.Table.from_batches(pending).combine_chunks())
+            return CdkdsCommitMessage(files.close())
+        except BaseException:
+            files.abort()
+            raise
+
+    def _write_keyed(self, store: Any, iterator: Iterator["pa.RecordBatch"]) -> CdkdsCommitMessage:
+        """A task of a keyed write. Clustered (each task holds whole index buckets): plan the
+        change here. Otherwise stage the rows for the driver, which plans the whole job at
+        once (rows of one key may be in several tasks)."""
+        import uuid
+
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        if self.clustered:
+            from cdkds.catalog import DatasetRepository
+            from cdkds.catalog.keyed import operations
+            from cdkds.catalog.keyed.keys import RecordKey
+            from cdkds.catalog.repository import split_dataset_url
+
+            batches = list(iterator)
+            if not batches:
+                return CdkdsCommitMessage([])
+            table = pa.Table.from_batches(batches)
+            parent, name = split_dataset_url(self.where.url)
+            dataset = DatasetRepository(parent, dict(self.where.storage_options)).load(name, version=self.base)
+            key = RecordKey.of(dataset.descriptor, name)
+            key.check(table)
+            buckets = frozenset(np.unique(key.buckets(key.hashes(table), dataset.descriptor.keyed.buckets)).tolist())
+            change = operations.prepare(dataset, self.operation, table, buckets=buckets)
+            return CdkdsCommitMessage(change.adds, change=change)
+        from cdkds.catalog.writer import STAGING_FOLDER
+
+        path = f"{STAGING_FOLDER}/{self.transaction}/{uuid.uuid4().hex}.parquet"
+        writer = None
+        try:
+            with store.fs.open(store.open_output(path), "wb") as f:
+                for batch in iterator:
+                    if writer is None:
+                        writer = pq.ParquetWriter(f, batch.schema, compression="lz4")
+                    writer.write_batch(batch)
+                if writer is not None:
+                    writer.close()
+        except BaseException:
+            _delete_quietly(store, [path])
+            raise
+        if writer is None:
+            _delete_quietly(store, [path])
+            return CdkdsCommitMessage([])
+        return CdkdsCommitMessage([], staged=[path])
+
+    # ---------------------------------------------------------------- the driver
+
+    def commit(self, messages: list) -> None:
+        dataset = self.target()
+        staged = StagedRows(self.where, messages)
+        try:
+            commit_once(dataset, self.txn, lambda extra: self.commit_to(dataset, messages, staged, extra),
+                        lambda: self.discard(dataset, messages))
+        finally:
+            staged.drop()
+
+    def target(self, prefer_latest: bool = False) -> "Dataset":
+        """The dataset to commit onto: as of the revision the job was planned on (created
+        first when the job creates it), or with ``prefer_latest`` the latest revision when
+        it still has the job's descriptor (or the job plans keyed rows on the driver)."""
+        from cdkds.catalog import CommitConflictError, DatasetExistsError, DatasetRepository
+        from cdkds.catalog.repository import split_dataset_url
+
+        parent, name = split_dataset_url(self.where.url)
+        repo = DatasetRepository(parent, dict(self.where.storage_options))
+        dataset = None
+        if self.base is None:
+            try:
+                dataset = repo.create(name, self.descriptor)
+            except DatasetExistsError:
+                dataset = repo.load(name, version=0)  # a concurrent first write won: commit onto it
+                if dataset.descriptor != self.descriptor:
+                    raise CommitConflictError(
+                        f"dataset {name!r} was created by a concurrent write with another descriptor "
+                        f"while this write created it; nothing of this write was committed") from None
+        if prefer_latest:
+            latest = repo.load(name)
+            if (self.operation is not None and not self.clustered) or \
+                    latest.descriptor_version == self.descriptor_version:
+                return latest
+        return dataset if dataset is not None else repo.load(name, version=self.base)
+
+    def commit_to(self, dataset: "Dataset", messages: list, staged: "StagedRows",
+                  extra: "Sequence[Action]" = ()) -> None:
+        """Commit the job onto ``dataset`` as one commit, with ``extra`` actions (``staged``:
+        the rows of a keyed job's tasks)."""
+        from cdkds.catalog.writer import write_mode
+
+        if self.operation is not None:
+            return self._commit_keyed(dataset, messages, staged.table(), extra)
+        adds = [a for m in messages if m is not None for a in m.adds]
+        mode = write_mode(self.mode, self.descriptor)
+        removes, rule = mode.plan(dataset.snapshot, adds, set(), True)
+        info = {"rows": sum(a.row_count for a in adds), "files": len(adds), "engine.spark": True}
+        dataset._commit(mode.operation, [*removes, *adds, *extra], info, self.transaction, rule)
+
+    def _commit_keyed(self, dataset: "Dataset", messages: list, table: "pa.Table | None",
+                      extra: "Sequence[Action]") -> None:
+        from cdkds.catalog.keyed import operations
+
+        info = {"engine.spark": True, "job": self.transaction}
+        if self.clustered:
+            changes = [m.change for m in messages if m is not None and m.change is not None]
+            operations.commit(dataset, changes, info, commit_uuid=self.transaction, extra_actions=extra)
+            return
+        if self.mode == "overwrite":
+            from cdkds.catalog.keyed.writer import KeyedWriter
+
+            writer = KeyedWriter(dataset, mode="overwrite", commit_uuid=self.transaction, extra_actions=extra)
+            if table is not None:
+                writer.write_batch(table)
+            writer.close()
+            return
+        if table is None:
+            if extra:
+                operations.commit(dataset, [], info, commit_uuid=self.transaction, operation=self.operation,
+                                  extra_actions=extra)
+            return
+        if self.operation == "delete":
+            names = [*dataset.descriptor.record_key, *(
+                [dataset.descriptor.ordering_field] if dataset.descriptor.ordering_field in table.schema.names else [])]
+            table = table.select(names)  # other columns of the DataFrame are ignored
+        change = operations.prepare(dataset, self.operation, table)
+        operations.commit(dataset, [change], info, commit_uuid=self.transaction, extra_actions=extra)
+
+    def discard(self, dataset: "Dataset", messages: list) -> None:
+        """Delete the files of a job whose batch an earlier attempt committed: those not live
+        in ``dataset`` (this very job's files stay if its own commit is the one that landed)."""
+        live = dataset.snapshot.files
+        _delete_quietly(dataset.store, [a.path for m in messages if m is not None for a in m.adds
+                                        if a.path not in live])
+
+    def abort(self, messages: list) -> None:
+        """Delete the written files, but only once a complete read of the log shows that the
+        commit (uuid ``transaction``) did not land: ``commit()`` may have failed after it
+        landed, and this runs in a fresh worker that knows nothing of it."""
+        import warnings
+
+        from cdkds.catalog.log import TransactionLog
+        from cdkds.catalog.storage import ObjectStore
+        from cdkds.catalog.writer import delete_files
+
+        store = ObjectStore.open(self.where.url, dict(self.where.storage_options))
+        try:
+            landed = TransactionLog(store, self.where.name).landed(self.transaction, self.base or 0)
+        except Exception as e:  # noqa: BLE001 - the outcome is unknown: keep the files for vacuum
+            warnings.warn(f"dataset {self.where.name!r}: cannot tell whether the aborted write {self.transaction} "
+                          f"landed ({e}); its files were kept (vacuum collects them if it did not)", stacklevel=2)
+            return
+        _delete_quietly(store, [p for m in messages if m is not None for p in m.staged])  # never committed
+        if landed is None:
+            delete_files(store, [a.path for m in messages if m is not None for a in m.adds])
+
+
+class StagedRows:
+    """The rows a keyed job's tasks staged for the driver, read when first needed (a
+    batch already committed never reads them) and deleted once the job is done."""
+
+    def __init__(self, where: "Location", messages: list):
+        self.where = where
+        self.paths = [p for m in messages if m is not None for p in m.staged]
+        self._table: "pa.Table | None" = None
+
+    def table(self) -> "pa.Table | None":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        if self._table is None and self.paths:
+            store = self._store()
+            tables = [pq.read_table(store.fs.open(store.path(p), "rb")) for p in self.paths]
+            self._table = pa.concat_tables(tables, promote_options="permissive")
+        return self._table
+
+    def drop(self) -> None:
+        """Delete the staged rows (never in the log, whatever became of the commit)."""
+        if self.paths:
+            _delete_quietly(self._store(), self.paths)
+
+    def _store(self) -> Any:
+        from cdkds.catalog.storage import ObjectStore
+
+        return ObjectStore.open(self.where.url, dict(self.where.storage_options))
+
+
+def commit_once(dataset: "Dataset", txn: "SetTransaction | None", commit: "Callable[[Sequence[Action]], None]",
+                discard: "Callable[[], None]") -> bool:
+    """Run ``commit`` with ``txn`` (stamped now) as its extra action, unless ``dataset``
+    records that batch already, or a concurrent commit of the same application recorded it
+    meanwhile: then ``discard`` the job's files. Whether ``commit`` ran and landed."""
+    import dataclasses
+
+    from cdkds.catalog import CommitConflictError
+    from cdkds.catalog.log.commit import clock
+
+    if txn is None:
+        commit(())
+        return True
+    if recorded(dataset, txn):
+        discard()
+        return False
+    try:
+        commit((dataclasses.replace(txn, last_updated=clock()),))
+    except CommitConflictError:
+        if recorded(dataset.refresh(), txn):
+            discard()
+            return False
+        raise
+    return True
+
+
+def recorded(dataset: "Dataset", txn: "SetTransaction") -> bool:
+    """Whether ``dataset`` records batch ``txn.version`` (or a later one) of ``txn.app_id``."""
+    version = dataset.transaction_version(txn.app_id)
+    return version is not None and version >= txn.version
+
+
+def _delete_quietly(store: Any, keys: list[str]) -> None:
+    from cdkds.catalog.writer import delete_files
+
+    delete_files(store, keys)
