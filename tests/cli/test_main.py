@@ -189,3 +189,31 @@ def test_alter_and_rebuild(lake):
     assert any("revision(s) [1, 2]" in line for line in rebuilt["unrecoverable"]), rebuilt
     assert len(json.loads(run("show", url, "--limit", "1000", "--json").stdout)) == 101  # the deleted rows are back
     assert [p.name for p in lake_dir.iterdir() if p.name.startswith("_log.broken-")]
+
+
+def test_progress_shows_on_a_terminal_only(lake):
+    import pty
+    import select
+
+    root, _ = lake
+    url = f"{root}/sales/events"
+    piped = run("compact", url)
+    assert piped.stderr == ""  # not a terminal: no progress, only the result
+    master, slave = pty.openpty()
+    try:
+        done = subprocess.run([CDKDS, "vacuum", url, "--retention", "0s", "--force"], stdout=subprocess.PIPE,
+                              stderr=slave, timeout=120)
+    finally:
+        os.close(slave)
+    shown = b""
+    while select.select([master], [], [], 1)[0]:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(master)
+    assert done.returncode == 0 and b"would delete" in done.stdout
+    assert b"listing the files of events" in shown  # a terminal on standard error: the progress bar
