@@ -24,20 +24,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cdkds.catalog.errors import (
-    CdkdsError, CommitConflictError, CommitFailedError, CommitStateUnknownError, ExpressionError, InvalidKeyError, InvalidRecordError,
+    CdkdsError, CommitConflictError, CommitFailedError, CommitStateUnknownError, ExpressionError, InvalidRecordError,
     KeyExistsError,
 )
 from cdkds.catalog.keyed.deletion import DeletionVector, DeletionVectorRef, load_deletes
 from cdkds.catalog.keyed.index import RecordIndex, by_file
 from cdkds.catalog.keyed.keys import RecordKey
 from cdkds.catalog.keyed.reconcile import compare_orders, greater_rows, reduce_write
+from cdkds.catalog.keyed.rows import delete_keys_table, full_rows, partial_rows
 from cdkds.catalog.log.actions import KEYED_PROTOCOL, Action, AddFile, AddIndex, DeleteRows, SetProtocol
 from cdkds.catalog.log.commit import clock
 from cdkds.catalog.log.conflicts import BlindAppend, ConflictRule, Exclusive
 from cdkds.catalog.scan import read_rows
 from cdkds.catalog.writer import PartitionedWriter, delete_files
 from cdkds.formats.errors import SchemaMismatchError
-from cdkds.formats.records import batch_conformer, record_validator
+from cdkds.formats.records import batch_conformer
 
 if TYPE_CHECKING:
     from cdkds.catalog.dataset import Dataset
@@ -80,147 +81,6 @@ class KeyedChange:
     def discard(self, dataset: "Dataset") -> None:
         """Delete the data files this change wrote (it is known not to be committed)."""
         delete_files(dataset.store, [a.path for a in self.adds])
-
-
-# ---------------------------------------------------------------- input
-
-def _tables(rows: Any, dataset: str, what: str) -> Iterable[pa.Table | list]:
-    """Arrow tables and lists of dicts from any accepted input."""
-    if rows is None or isinstance(rows, (str, bytes)) or not isinstance(rows, (pa.Table, pa.RecordBatch, Mapping,
-                                                                                  Iterable)):
-        raise InvalidRecordError(f"dataset {dataset!r}: the {what} takes dicts, an Arrow table or batch, or an "
-                                 f"iterable of them; got {type(rows).__name__}: {rows!r:.100}")
-    if isinstance(rows, (pa.Table, pa.RecordBatch)):
-        yield pa.Table.from_batches([rows]) if isinstance(rows, pa.RecordBatch) else rows
-        return
-    if isinstance(rows, Mapping):
-        yield [rows]
-        return
-    records: list = []
-    for item in rows:
-        if isinstance(item, (pa.Table, pa.RecordBatch)):
-            if records:
-                yield records
-                records = []
-            yield pa.Table.from_batches([item]) if isinstance(item, pa.RecordBatch) else item
-        else:
-            records.append(item)
-    if records:
-        yield records
-
-
-def full_rows(dataset: "Dataset", rows: Any, what: str) -> pa.Table:
-    """Whole rows checked against the schema, as one table in the dataset's Arrow schema."""
-    descriptor = dataset.descriptor
-    schema = descriptor.arrow_schema
-    validate = record_validator(descriptor.schema)
-    conform = batch_conformer(descriptor.schema)
-    parts = []
-    try:
-        for part in _tables(rows, dataset.name, what):
-            if isinstance(part, list):
-                checked = []
-                for i, record in enumerate(part):
-                    try:
-                        checked.append(validate(record))
-                    except SchemaMismatchError as e:
-                        raise SchemaMismatchError(f"{what} row {i}: {e}") from None
-                parts.append(pa.Table.from_pylist(checked, schema=schema))
-            else:
-                parts.extend(pa.Table.from_batches([conform(b)], schema=schema) for b in part.to_batches())
-    except InvalidRecordError:
-        raise
-    except SchemaMismatchError as e:
-        raise InvalidRecordError(f"dataset {dataset.name!r}: {e}") from None
-    except TypeError as e:
-        raise InvalidRecordError(f"dataset {dataset.name!r}: the {what} must be dicts or Arrow tables/batches: {e}") from None
-    return pa.concat_tables(parts).combine_chunks() if parts else schema.empty_table()
-
-
-def partial_rows(dataset: "Dataset", rows: Any) -> tuple[pa.Table, dict[str, np.ndarray]]:
-    """The columns an update gives (key fields required), typed, and for each non-key
-    column a mask of the rows that give it."""
-    descriptor = dataset.descriptor
-    schema = descriptor.arrow_schema
-    parts, masks = [], defaultdict(list)
-    names: dict[str, None] = {}
-    for part in _tables(rows, dataset.name, "update"):
-        if isinstance(part, list):
-            for i, record in enumerate(part):
-                if not isinstance(record, Mapping):
-                    raise InvalidRecordError(f"dataset {dataset.name!r}: update row {i} must be a dict, got "
-                                             f"{type(record).__name__}: {record!r:.100}")
-                names.update(dict.fromkeys(record))
-            parts.append(part)
-        else:
-            names.update(dict.fromkeys(part.schema.names))
-            parts.append(part)
-    unknown = [n for n in names if schema.get_field_index(n) < 0]
-    if unknown:
-        raise InvalidRecordError(f"dataset {dataset.name!r}: update gives unknown column {unknown[0]!r}; "
-                                 f"the schema has {schema.names}")
-    columns = [n for n in schema.names if n in names]
-    tables = []
-    for part in parts:
-        if isinstance(part, list):
-            arrays = []
-            for n in columns:
-                values = [r.get(n) for r in part]
-                try:
-                    arrays.append(pa.array(values, type=schema.field(n).type))
-                except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
-                    bad = next((v for v in values if not _fits(v, schema.field(n).type)), None)
-                    raise InvalidRecordError(f"dataset {dataset.name!r}: update field {n!r} is a "
-                                             f"{schema.field(n).type}; got {bad!r:.100}") from None
-                masks[n].append(np.array([n in r for r in part], dtype=bool))
-            tables.append(pa.table(arrays, names=columns))
-        else:
-            arrays = []
-            for n in columns:
-                if n in part.schema.names:
-                    try:
-                        arrays.append(part.column(n).cast(schema.field(n).type, safe=True))
-                    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
-                        raise InvalidRecordError(f"dataset {dataset.name!r}: update column {n!r} cannot be read as "
-                                                 f"{schema.field(n).type}: {e}") from None
-                    masks[n].append(np.ones(part.num_rows, dtype=bool))
-                else:
-                    arrays.append(pa.nulls(part.num_rows, schema.field(n).type))
-                    masks[n].append(np.zeros(part.num_rows, dtype=bool))
-            tables.append(pa.table(arrays, names=columns))
-    table = pa.concat_tables(tables) if tables else pa.table([pa.array([], schema.field(n).type) for n in columns], names=columns)
-    return table.combine_chunks(), {n: np.concatenate(m) for n, m in masks.items()}
-
-
-def _fits(value: Any, t: pa.DataType) -> bool:
-    try:
-        pa.array([value], type=t)
-        return True
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
-        return False
-
-
-def delete_keys_table(dataset: "Dataset", key: RecordKey, keys: Any) -> pa.Table:
-    """Keys to delete (optionally with the ordering field), typed."""
-    ordering = dataset.descriptor.ordering_field
-    if isinstance(keys, (pa.Table, pa.RecordBatch)) and ordering in keys.schema.names:
-        order = keys.column(ordering).cast(dataset.descriptor.arrow_schema.field(ordering).type)
-        table = key.keys(keys.drop_columns([ordering]) if isinstance(keys, pa.Table) else
-                         pa.Table.from_batches([keys]).drop_columns([ordering]))
-        return table.append_column(ordering, order)
-    if not isinstance(keys, (pa.Table, pa.RecordBatch)):
-        if keys is None or isinstance(keys, (str, bytes)) or not isinstance(keys, (Mapping, Iterable)):
-            raise InvalidKeyError(f"dataset {dataset.name!r}: delete_keys takes dicts, tuples, values or an Arrow table "
-                                  f"of keys; got {type(keys).__name__}: {keys!r:.100}")
-        keys = [keys] if isinstance(keys, Mapping) else list(keys)
-        if ordering and keys and all(isinstance(k, Mapping) for k in keys) and any(ordering in k for k in keys):
-            orders = [k.get(ordering) for k in keys]
-            table = key.keys([{n: v for n, v in k.items() if n != ordering} for k in keys])
-            try:
-                return table.append_column(ordering, pa.array(orders, dataset.descriptor.arrow_schema.field(ordering).type))
-            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as e:
-                raise InvalidKeyError(f"dataset {dataset.name!r}: ordering field {ordering!r} of a delete: {e}") from None
-    return key.keys(keys)
 
 
 # ---------------------------------------------------------------- planning

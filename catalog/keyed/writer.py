@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import pyarrow as pa
 
 from cdkds.catalog.errors import CdkdsError
-from cdkds.catalog.keyed.operations import UpsertResult, commit, full_rows, prepare
+from cdkds.catalog.keyed.operations import UpsertResult, commit, prepare
+from cdkds.catalog.keyed.rows import full_rows
 from cdkds.catalog.log.actions import Action, RemoveFile, RemoveIndex
 from cdkds.catalog.log.conflicts import ReadPartitions
 
