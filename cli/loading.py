@@ -1,7 +1,8 @@
 """Commands that bring data in and out: create (from an Avro schema or a data file's inferred
 schema), import (CSV, JSON lines, Parquet, Avro files in one commit) and export (a scan into
-one Parquet, CSV, JSON lines or Avro file). Files are read and written by
-:mod:`cdkds.formats.interchange`, whose docstring has the inference and conversion rules."""
+one Parquet, CSV, JSON lines or Avro file). Files are read by :mod:`cdkds.formats.inputs` and
+written by :mod:`cdkds.formats.outputs`; :mod:`cdkds.formats.text` has the rules for values in
+text and the inference of types."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from cdkds.catalog.repository import split_dataset_url
 from cdkds.catalog.scan import read_task
 from cdkds.cli.app import CliError, cli, common, emit, open_dataset, progress, storage_options, working
 from cdkds.cli.inspection import schema_tree
-from cdkds.formats.interchange import EXPORT_FORMATS, FORMATS, InputFile, OutputFile, infer_schema, output_format
+from cdkds.formats.inputs import FORMATS, InputFile, infer_schema, open_input
+from cdkds.formats.outputs import EXPORT_FORMATS, OutputFile, output_format
 
 # The descriptor properties cdkds reads (README, "Descriptor properties"); the descriptor itself
 # keeps any string pair, so a misspelt one would be kept and silently ignored: refused here.
@@ -150,7 +152,7 @@ def create(url: str, schema_path: str | None, like: str | None, input_format: st
         if schema_path is not None:
             schema = _schema_file(name, schema_path, options)
         else:
-            schema = _inferred(name, [InputFile(like, None, input_format, options, delimiter)], keys)
+            schema = _inferred(name, [open_input(like, None, input_format, options, delimiter)], keys)
         descriptor = _descriptor(name, schema, partition_by, fmt, compression, keys, ordering_field, props)
         ds = DatasetRepository(parent, options).create(name, descriptor)
     _created(ds, as_json)
@@ -188,7 +190,7 @@ def import_(url: str, files: Sequence[str], mode: str, input_format: str | None,
     options = storage_options(storage)
     repo = DatasetRepository(parent, options)
     with about(name):
-        inputs = [InputFile(f, None, input_format, options, delimiter) for f in files]
+        inputs = [open_input(f, None, input_format, options, delimiter) for f in files]
         created = False
         if create_missing and not repo.exists(name):
             keys, props = _keys(record_key), _properties(name, properties)

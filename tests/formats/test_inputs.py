@@ -1,4 +1,4 @@
-"""Input and output files in interchange formats: schema inference (Kite's CSV rules and their
+"""Files to import and export (cdkds.formats.inputs, outputs, text): schema inference (Kite's CSV rules and their
 JSON lines counterpart), reading into a given schema with errors naming file, line, field and
 value, every format, gzip, and export files that import back."""
 
@@ -20,10 +20,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cdkds.formats import interchange
-from cdkds.formats.interchange import (
-    InputError, InputFile, OutputFile, infer_schema, input_format, output_format, read_batches,
-)
+from cdkds.formats import inputs
+from cdkds.formats.inputs import InputError, infer_schema, input_format, open_input, read_batches
+from cdkds.formats.outputs import OutputError, OutputFile, output_format
+from cdkds.formats.text import type_name
 
 UTC = dt.timezone.utc
 
@@ -38,7 +38,7 @@ def rows(path: str, schema: pa.Schema, **kwargs) -> list[dict]:
 
 
 def types(schema: pa.Schema) -> dict[str, str]:
-    return {f.name: interchange.type_name(f.type) for f in schema}
+    return {f.name: type_name(f.type) for f in schema}
 
 
 # ---------------------------------------------------------------- inference
@@ -150,16 +150,16 @@ def test_format_errors():
     with pytest.raises(InputError, match="a parquet file cannot be gzip-compressed"):
         input_format("a.parquet.gz")
     assert output_format("x.jsonl") == "jsonl" and output_format("x", "parquet") == "parquet"
-    with pytest.raises(InputError, match="cannot tell the format to write"):
+    with pytest.raises(OutputError, match="cannot tell the format to write"):
         output_format("x.txt")
 
 
 def test_missing_file_and_folder(tmp_path):
     with pytest.raises(InputError, match="nope.csv: no such file"):
-        InputFile(str(tmp_path / "nope.csv"))
+        open_input(str(tmp_path / "nope.csv"))
     (tmp_path / "d.csv").mkdir()
     with pytest.raises(InputError, match="is a folder"):
-        InputFile(str(tmp_path / "d.csv"))
+        open_input(str(tmp_path / "d.csv"))
 
 
 def test_gzip_csv_and_json_lines(tmp_path):
@@ -171,7 +171,7 @@ def test_gzip_csv_and_json_lines(tmp_path):
     assert types(schema) == {"id": "long", "s": "string"}
     got = rows(str(tmp_path / "a.csv.gz"), schema) + rows(str(tmp_path / "a.jsonl.gz"), schema)
     assert got == [{"id": 1, "s": "a"}, {"id": 2, "s": "b"}, {"id": 3, "s": "c"}]
-    f = InputFile(str(tmp_path / "a.csv.gz"))
+    f = open_input(str(tmp_path / "a.csv.gz"))
     list(f.read(schema))
     assert f.bytes_read == f.size  # progress counts the compressed bytes
 
@@ -217,7 +217,7 @@ def test_csv_errors_name_file_line_field_and_value(tmp_path, text, message):
 
 
 def test_csv_error_lines_across_batches(tmp_path, monkeypatch):
-    monkeypatch.setattr(interchange, "_BLOCK_BYTES", 256)  # many batches
+    monkeypatch.setattr(inputs, "_BLOCK_BYTES", 256)  # many batches
     lines = ["id,name"] + [f'{i},"row\n{i}"' if i % 7 == 0 else f"{i},r{i}" for i in range(500)]
     lines[400] = "4x,bad"
     path = write(tmp_path / "a.csv", "\n".join(lines) + "\n")
@@ -250,7 +250,7 @@ def test_json_lines_errors_name_file_line_field_and_value(tmp_path, text, messag
 
 
 def test_json_lines_error_after_the_first_batch(tmp_path, monkeypatch):
-    monkeypatch.setattr(interchange, "_BLOCK_BYTES", 256)
+    monkeypatch.setattr(inputs, "_BLOCK_BYTES", 256)
     lines = [json.dumps({"id": i, "name": f"r{i}"}) for i in range(300)]
     lines[250] = '{"id": 250, "name": 250}'
     path = write(tmp_path / "a.jsonl", "\n".join(lines) + "\n")
@@ -275,7 +275,7 @@ def test_parquet_into_a_given_schema_names_the_row(tmp_path):
         rows(str(tmp_path / "a.parquet"), SCHEMA)
     pq.write_table(pa.table({"id": [1], "other": [1]}), tmp_path / "b.parquet")
     with pytest.raises(InputError, match=r"b.parquet: unknown column 'other'"):
-        InputFile(str(tmp_path / "b.parquet")).check(SCHEMA, DEFAULTS)
+        open_input(str(tmp_path / "b.parquet")).check(SCHEMA, DEFAULTS)
     pq.write_table(pa.table({"id": [1], "ts": ["2026-03-01T00:00:00Z"]}), tmp_path / "c.parquet")
     assert rows(str(tmp_path / "c.parquet"), SCHEMA, defaults=DEFAULTS) == [
         {"id": 1, "name": None, "score": None, "n": 7, "ts": dt.datetime(2026, 3, 1, tzinfo=UTC)}]
@@ -315,7 +315,7 @@ def test_exported_files_import_back(tmp_path, fmt):
     out.write(pa.RecordBatch.from_pylist(EXPORTED_ROWS, schema=EXPORTED))
     assert out.close() > 0 and out.rows == 2
     assert rows(path, EXPORTED) == EXPORTED_ROWS
-    with pytest.raises(InputError, match="exists"):
+    with pytest.raises(OutputError, match="exists"):
         OutputFile(path, EXPORTED)
     if fmt == "csv":
         assert base64.b64encode(b"\x00\xff").decode() in open(path).read()
@@ -375,3 +375,39 @@ def test_csv_written_by_pyarrow_infers_and_reads_back(tmp_path_factory, case):
         assert len(got) == len(want)
         for g, w in zip(got, want):
             assert g == w or (isinstance(w, float) and math.isnan(w) and math.isnan(g)), (name, g, w)
+
+
+# ---------------------------------------------------------------- properties: two parsers, one answer
+
+@given(st.lists(st.fixed_dictionaries({}, optional={
+    "id": st.none() | st.integers(-2**63, 2**63 - 1), "x": st.none() | st.floats(allow_nan=False) | st.integers(-9, 9),
+    "ok": st.none() | st.booleans(), "s": st.none() | _text,
+    "day": st.none() | st.dates().map(dt.date.isoformat),
+    "ts": st.none() | st.datetimes(timezones=st.just(UTC)).map(lambda t: t.isoformat())}), max_size=30))
+def test_json_lines_pyarrow_and_python_parsers_agree(tmp_path_factory, records):
+    """JSON lines are parsed by pyarrow, and by Python where pyarrow cannot say where a problem is:
+    both give the same rows."""
+    path = tmp_path_factory.mktemp("jsonl") / "a.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    schema = pa.schema([("id", pa.int64()), ("x", pa.float64()), ("ok", pa.bool_()), ("s", pa.string()),
+                        ("day", pa.date32()), ("ts", pa.timestamp("us", tz="UTC"))])
+    f = open_input(str(path))
+    fast = pa.Table.from_batches(list(f._read(schema, {})), schema=schema)
+    slow = pa.Table.from_batches(list(f._read_python(schema, {})), schema=schema)
+    assert fast.to_pylist() == slow.to_pylist()
+    assert fast.num_rows == len(records)
+
+
+@given(st.lists(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\r"), max_size=6),
+                min_size=1, max_size=40), st.data())
+def test_csv_error_line_counts_lines_inside_quoted_values(tmp_path_factory, texts, data):
+    """pyarrow finds a bad value's row; Python's csv module finds its line: they agree on where
+    records start, newlines inside quoted values included."""
+    bad = data.draw(st.integers(0, len(texts) - 1))
+    ids = [str(i) if i != bad else "bad" for i in range(len(texts))]
+    path = tmp_path_factory.mktemp("csv") / "a.csv"
+    pacsv.write_csv(pa.table({"id": ids, "name": texts}), path)
+    line = 2 + bad + sum(t.count("\n") for t in texts[:bad])
+    with pytest.raises(InputError) as e:
+        rows(str(path), SCHEMA, defaults=DEFAULTS)
+    assert (e.value.line, e.value.field, e.value.value) == (line, "id", "bad")
