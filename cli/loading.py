@@ -16,7 +16,7 @@ import pyarrow as pa
 from rich.console import Console
 from rich.table import Table
 
-from cdkds.catalog import CdkdsError, Dataset, DatasetDescriptor, DatasetRepository
+from cdkds.catalog import CdkdsError, Dataset, DatasetDescriptor, DatasetRepository, PartitionStrategy
 from cdkds.catalog.repository import split_dataset_url
 from cdkds.catalog.scan import read_task
 from cdkds.cli.app import CliError, cli, common, emit, open_dataset, progress, storage_options, working
@@ -198,6 +198,8 @@ def import_(url: str, files: Sequence[str], mode: str, input_format: str | None,
             repo.create(name, _descriptor(name, schema, partition_by, fmt, compression, keys, ordering_field, props))
             created = True
         ds = repo.load(name)
+        if not created:
+            _check_agrees(ds, partition_by, fmt, _keys(record_key), ordering_field)
         try:
             data = _import(ds, inputs, mode)
         except BaseException:
@@ -210,6 +212,20 @@ def import_(url: str, files: Sequence[str], mode: str, input_format: str | None,
     emit(as_json, data, lambda out: out.print(
         f"imported {data['rows']:,} rows from {len(inputs)} file{'s' if len(inputs) > 1 else ''} into {ds.name} "
         f"({mode}{counts}): {where}"))
+
+
+def _check_agrees(ds: Dataset, partition_by: str | None, fmt: str | None, keys: tuple[str, ...],
+                  ordering_field: str | None) -> None:
+    """``import --create`` into a dataset that exists: what the options describe must be what it is."""
+    d = ds.descriptor
+    have = d.partition_strategy.to_text() if d.partition_strategy else "unpartitioned"
+    checks = [("--partition-by", partition_by and PartitionStrategy.parse(partition_by).to_text(), have),
+              ("--format", fmt, d.format), ("--record-key", ",".join(keys) or None, ",".join(d.record_key) or "none"),
+              ("--ordering-field", ordering_field, d.ordering_field or "none")]
+    for option, given, actual in checks:
+        if given is not None and given != actual:
+            raise CliError(f"dataset {ds.name!r} exists with {option.removeprefix('--').replace('-', ' ')} {actual}, "
+                           f"not {given}")
 
 
 def _import(ds: Dataset, inputs: Sequence[InputFile], mode: str) -> dict:

@@ -129,6 +129,9 @@ def test_create_import_export(tmp_path):
                           "hash(userId, 2)", "--json").stdout)
     assert (made["created"], made["rows"], made["revision"]) == (True, 20, 1)
     assert json.loads(run("describe", f"{root}/fresh", "--json").stdout)["partition_strategy"] == "hash(userId, 2)"
+    again = json.loads(run("import", f"{root}/fresh", files[0], "--create", "--partition-by", "hash(userId,2)",
+                           "--json").stdout)
+    assert (again["created"], again["revision"]) == (False, 2)  # it exists as described: an import
 
 
 def test_create_import_export_on_s3(s3_endpoint, tmp_path):
@@ -201,6 +204,8 @@ def lake(tmp_path):
     (["import", "{root}/new", "{in}/nullkey.csv", "--create", "--record-key", "id"], 1,
      "nullkey.csv line 3: field 'id' is required, but the value is empty"),
     (["import", "{url}"], 2, "Missing argument 'FILES...'"),
+    (["import", "{url}", "{in}/good.csv", "--create", "--partition-by", "hash(id, 2)"], 1,
+     "error: dataset 'events' exists with partition by hash(userId, 4), not hash(id, 2)"),
     (["export", "{url}", "{in}/exists.csv"], 1, "error: dataset 'events': {in}/exists.csv exists; add --overwrite"),
     (["export", "{url}", "{in}/out.csv", "--where", "id = = 1"], 1, "error: dataset 'events': cannot parse predicate"),
     (["export", "{url}", "{in}/out.csv", "--where", "nope = 1"], 1, "error: dataset 'events': unknown field 'nope'"),
