@@ -19,6 +19,8 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
+import math
+import struct
 import uuid
 from typing import Any, Callable, Mapping
 
@@ -138,7 +140,13 @@ def _value_validator(avro: AvroType) -> Validator:  # noqa: C901 - one branch pe
         def check(v, p):
             if isinstance(v, bool) or not isinstance(v, (int, float)):
                 raise _mismatch(p, v, f"a number ({kind})")
-            return float(v)
+            try:
+                value = float(v)
+            except OverflowError:
+                raise _mismatch(p, v, f"within the range of an Avro {kind}") from None
+            if kind == "float" and math.isfinite(value) and math.isinf(struct.unpack("f", struct.pack("f", value))[0]):
+                raise _mismatch(p, v, "within the range of an Avro float")
+            return value
     elif kind == "string":
         def check(v, p):
             if not isinstance(v, str):
@@ -288,10 +296,15 @@ def _cast(column: pa.Array, f: pa.Field, kind: str) -> pa.Array:
         if lost >= 0:
             raise _sub_millisecond(f.name, column[lost].as_py(), kind)
     try:
-        return column.cast(f.type, safe=True)
+        cast = column.cast(f.type, safe=True)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
         raise SchemaMismatchError(f"column {f.name!r} of type {column.type} cannot be written as {kind} "
                                   f"({f.type}): {e}") from None
+    if kind == "float" and pa.types.is_floating(column.type):  # Arrow's safe cast lets finite doubles overflow to inf
+        overflow = pc.index(pc.and_(pc.is_inf(cast), pc.invert(pc.is_inf(column))), True).as_py()
+        if overflow >= 0:
+            raise _mismatch(f.name, column[overflow].as_py(), "within the range of an Avro float")
+    return cast
 
 
 def _checked_values(column: pa.Array, name: str, kind: str, avro: AvroType) -> pa.Array:

@@ -31,6 +31,8 @@ CASES = {
                     _us.map(lambda us: (dt.datetime(2020, 1, 1) + dt.timedelta(microseconds=us)).time())),
     "decimal": ({"type": "bytes", "logicalType": "decimal", "precision": 4, "scale": 2}, pa.decimal128(10, 3),
                 st.decimals(-120, 120, places=3)),
+    "float": ("float", pa.float64(), st.floats(allow_nan=False) | st.sampled_from(
+        [3.4028235e38, 3.4028236e38, -3.4028236e38, 1e300, float("inf"), 1e-46])),
     "int": ("int", pa.int64(), st.integers(-2 ** 31 - 2, -2 ** 31 + 2) | st.integers(2 ** 31 - 2, 2 ** 31 + 2)),
 }
 
