@@ -28,6 +28,9 @@ from cdkds.formats.schema import FieldType
 
 DEFAULT_FORMAT = "parquet"
 DEFAULT_COMPRESSION = "snappy"
+# the properties cdkds reads (README, "Descriptor properties"); a descriptor keeps any other
+# string pair for its users, so entry points that take properties from people refuse the rest
+KNOWN_PROPERTIES = ("checkpoint.interval", "index.buckets", "index.compaction.deltas", "ttl", "ttl.field", "gc.grace")
 _KEY_KINDS = {"int", "long", "string", "uuid", "enum", "date", "timestamp-millis", "timestamp-micros",
               "local-timestamp-millis", "local-timestamp-micros", "decimal", "boolean", "bytes", "fixed"}
 _ORDERING_KINDS = {"int", "long", "float", "double", "date", "timestamp-millis", "timestamp-micros",

@@ -17,17 +17,13 @@ from rich.console import Console
 from rich.table import Table
 
 from cdkds.catalog import CdkdsError, Dataset, DatasetDescriptor, DatasetRepository, PartitionStrategy
+from cdkds.catalog.descriptor import KNOWN_PROPERTIES
 from cdkds.catalog.repository import split_dataset_url
 from cdkds.catalog.scan import read_task
 from cdkds.cli.app import CliError, cli, common, emit, open_dataset, progress, storage_options, working
 from cdkds.cli.inspection import schema_tree
 from cdkds.formats.inputs import FORMATS, InputFile, infer_schema, open_input
 from cdkds.formats.outputs import EXPORT_FORMATS, OutputFile, output_format
-
-# The descriptor properties cdkds reads (README, "Descriptor properties"); the descriptor itself
-# keeps any string pair, so a misspelt one would be kept and silently ignored: refused here.
-KNOWN_PROPERTIES = ("checkpoint.interval", "index.buckets", "index.compaction.deltas", "ttl", "ttl.field", "gc.grace")
-
 
 @contextlib.contextmanager
 def about(name: str) -> Iterator[None]:
