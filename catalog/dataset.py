@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     import pyarrow.dataset
     from cdkds.catalog.keyed.operations import UpsertResult
     from cdkds.catalog.keyed.writer import KeyedWriter
+    from cdkds.catalog.maintenance.check import CheckReport
     from cdkds.catalog.repository import DatasetRepository
     from cdkds.catalog.schema_update import SchemaUpdate
 
@@ -229,6 +230,12 @@ class Dataset:
         from the start of the log, keeping every later revision readable. A time less than
         an hour ago needs ``force`` (no writer may be running on a revision it expires)."""
         return self.log.expire(older_than, force)
+
+    def check(self, read_data: bool = False) -> "CheckReport":
+        """Verify the log, checkpoints and every referenced file; never writes (see
+        :mod:`cdkds.catalog.maintenance.check`). ``read_data`` reads every live data file whole."""
+        from cdkds.catalog.maintenance.check import check_dataset
+        return check_dataset(self.store, self.name, read_data)
 
     # ---------------------------------------------------------------- the descriptor
 

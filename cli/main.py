@@ -9,7 +9,7 @@ from typing import Sequence
 import click
 
 from cdkds.catalog import CdkdsError
-from cdkds.cli import inspection, loading, maintenance  # noqa: F401  (they add their commands to the group)
+from cdkds.cli import check, inspection, loading, maintenance  # noqa: F401  (they add their commands to the group)
 from cdkds.cli.app import cli
 
 
