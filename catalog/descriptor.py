@@ -177,8 +177,13 @@ class DatasetDescriptor:
 
     # ---------------------------------------------------------------- JSON
 
-    def to_json(self) -> dict:
-        out: dict[str, Any] = {"schema": self.schema, "format": self.format, "compression": self.compression}
+    def to_json(self, as_loaded: bool = False) -> dict:
+        """The descriptor as JSON, its schema with field ids. ``as_loaded``: a schema whose ids were
+        given on load (a log from before ids, no change since) is written as it was loaded, without
+        them, so that it loads that way again and its files stay read by name (checkpoints)."""
+        legacy = as_loaded and not self._ids_given and schemas.NAME_MAPPING not in self.schema
+        out: dict[str, Any] = {"schema": self._schema_given if legacy else self.schema, "format": self.format,
+                               "compression": self.compression}
         if self.partition_strategy is not None:
             out["partitionStrategy"] = self.partition_strategy.to_json()
         if self.record_key:

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cdkds.catalog.log.actions import (
-    AddFile, AddIndex, SetMetadata, SetTransaction, Tombstone, decode_actions, encode_actions,
+    AddFile, AddIndex, SetTransaction, Tombstone, decode_actions, encode_actions,
 )
 from cdkds.catalog.errors import CorruptLogError
 from cdkds.catalog.log.snapshot import Snapshot
@@ -51,7 +51,8 @@ def encode(snapshot: Snapshot) -> bytes:
     """The checkpoint file of a snapshot."""
     rows: list[tuple[str, int, str]] = [
         ("protocol", snapshot.version, json.dumps(snapshot.protocol.to_json(None))),
-        ("metadata", snapshot.descriptor_version, json.dumps(SetMetadata(snapshot.descriptor).to_json(None))),
+        ("metadata", snapshot.descriptor_version, json.dumps({"metadata": {"descriptor": snapshot.descriptor.to_json(
+            as_loaded=True)}})),  # a descriptor from before field ids must load as one again
     ]
     for add in snapshot.files.values():
         rows.append(("add", add.revision, json.dumps(encode_actions((add,), snapshot.descriptor)[0])))
