@@ -4,7 +4,7 @@ Run it with the README's first command. It creates a repository in a temporary f
 (or the folder given as the first argument). In plain Python, without a JVM, it writes a
 hash- and time-partitioned dataset in two commits, reads it back with partition pruning,
 deletes rows, travels in time, compacts, renames a field and adds one (metadata only), and shows the
-dataset and its history with the `cdkds` command; it then
+dataset, its history and a check of its log and files with the `cdkds` command; it then
 upserts into a keyed dataset (record key, ordering field, last write wins), reads rows by
 key and deletes by key. Then, with Spark on local[2], it writes a dataset from a DataFrame,
 reads it with pruning, travels in time, overwrites it, streams it into a copy (exactly once),
@@ -94,7 +94,7 @@ def main(root: str) -> None:
 
     print(f"datasets in {repo.url}: {repo.list()}")
     cdkds = Path(sys.executable).with_name("cdkds")  # the command line the package installs
-    for command in (["describe"], ["history", "--limit", "4"]):
+    for command in (["describe"], ["history", "--limit", "4"], ["check"]):
         print(f"\n$ cdkds {' '.join(command)} {repo.url}/shop/events", flush=True)
         subprocess.run([str(cdkds), *command, f"{repo.url}/shop/events"], check=True)
     keyed(repo)
