@@ -65,8 +65,9 @@ class KeyedWriter:
             self._records = []
         self._pending.append(full_rows(self.dataset, batch, "write"))
 
-    def flush(self) -> None:
-        """Insert what was written since the last flush, as one commit."""
+    def flush(self) -> int | None:
+        """Insert what was written since the last flush, as one commit; returns its revision
+        (``None`` if there was nothing to commit), as :meth:`DatasetWriter.flush` does."""
         self._check_open()
         if self._records:
             self._pending.append(full_rows(self.dataset, self._records, "write"))
@@ -74,7 +75,7 @@ class KeyedWriter:
         rows = pa.concat_tables(self._pending) if self._pending else None
         self._pending = []
         if rows is None and not ((self.mode == "overwrite" or self.extra_actions) and self._first):
-            return
+            return None
         rows = rows if rows is not None else self.dataset.descriptor.arrow_schema.empty_table()
         ds = self.dataset
         if self.mode == "overwrite" and self._first:
@@ -90,11 +91,15 @@ class KeyedWriter:
         else:
             self.results.append(ds.insert(rows))
         self._first = False
+        return self.results[-1].revision
 
-    def close(self) -> None:
-        if self._open:
-            self.flush()
-            self._open = False
+    def close(self) -> int | None:
+        """Commit the rest; returns the revision of that commit (``None`` if nothing was left)."""
+        if not self._open:
+            return None
+        revision = self.flush()
+        self._open = False
+        return revision
 
     def abort(self) -> None:
         """Drop what was not committed yet (nothing was written for it)."""
