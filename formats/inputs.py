@@ -57,6 +57,7 @@ import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
 from cdkds.formats.errors import CdkdsError
+from cdkds.formats.records import safe_cast
 from cdkds.formats.schema import to_arrow, type_kind
 from cdkds.formats.text import (
     BAD_VALUE, STRING_CANDIDATES, TextKinds, first_bad, is_text, json_array, text_converter, type_name,
@@ -305,7 +306,7 @@ class InputFile(ABC):
             convert = text_converter(f.type)
         else:
             def convert(a: pa.Array) -> pa.Array:
-                return a.cast(f.type, safe=True)
+                return safe_cast(a, f.type)
         try:
             if convert is None:
                 raise pa.ArrowNotImplementedError("")

@@ -296,14 +296,23 @@ def _cast(column: pa.Array, f: pa.Field, kind: str) -> pa.Array:
         if lost >= 0:
             raise _sub_millisecond(f.name, column[lost].as_py(), kind)
     try:
-        cast = column.cast(f.type, safe=True)
+        return safe_cast(column, f.type)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
         raise SchemaMismatchError(f"column {f.name!r} of type {column.type} cannot be written as {kind} "
                                   f"({f.type}): {e}") from None
-    if kind == "float" and pa.types.is_floating(column.type):  # Arrow's safe cast lets finite doubles overflow to inf
-        overflow = pc.index(pc.and_(pc.is_inf(cast), pc.invert(pc.is_inf(column))), True).as_py()
-        if overflow >= 0:
-            raise _mismatch(f.name, column[overflow].as_py(), "within the range of an Avro float")
+
+
+def safe_cast(array: pa.Array, t: pa.DataType) -> pa.Array:
+    """``array`` as type ``t`` without losing a value: Arrow's safe cast, and ``pa.ArrowInvalid``
+    for a finite number that would overflow a float to infinity (Arrow's safe cast lets it)."""
+    cast = array.cast(t, safe=True)
+    if pa.types.is_float32(t) and not pa.types.is_float32(array.type) and cast.null_count < len(cast):
+        overflow = pc.is_inf(cast)
+        if pa.types.is_floating(array.type):
+            overflow = pc.and_(overflow, pc.invert(pc.is_inf(array)))
+        first = pc.index(overflow, True).as_py()
+        if first >= 0:
+            raise pa.ArrowInvalid(f"value {array[first].as_py()!r} is beyond the range of a float")
     return cast
 
 

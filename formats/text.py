@@ -13,7 +13,8 @@ whether the type is inferred or given:
 - bytes and fixed are base64; arrays, maps and records are JSON text.
 
 **Inference** (Kite's CSV rule, extended with booleans and times): a column is a ``long`` if
-every non-blank value parses as a long, else a ``double`` if all parse as doubles, else a
+every non-blank value parses as a long, else a ``double`` if all parse as doubles and not all
+are whole numbers (whole numbers beyond a long stay exact as strings), else a
 ``boolean`` if all are ``true``/``false``, else a ``date`` if all are ``YYYY-MM-DD``, else a
 UTC ``timestamp`` (micros) if all are ISO timestamps with a zone, else a local timestamp
 (micros) if all are ISO timestamps without one, else a ``string``; a column with no non-blank
@@ -30,10 +31,13 @@ from typing import Any, Callable, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from cdkds.formats.records import safe_cast
+
 _DATE = r"^\d{4}-\d{2}-\d{2}$"
 _DATETIME = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?"
 _ZONE = r"(Z|[+-]\d{2}(:?\d{2})?)$"
 _TIME = r"^\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?$"
+_INTEGER = r"^\s*[+-]?\d+\s*$"
 # what a conversion raises for a value that does not fit its type
 BAD_VALUE = (ValueError, TypeError, OverflowError, decimal.InvalidOperation, pa.ArrowInvalid, pa.ArrowTypeError)
 
@@ -143,7 +147,7 @@ def text_converter(t: pa.DataType) -> Callable[[pa.Array], pa.Array] | None:
         return _nulls
     if (pa.types.is_boolean(t) or pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
             or pa.types.is_date(t)):
-        return lambda a: blank_null(a).cast(t)
+        return lambda a: safe_cast(blank_null(a), t)
     return None
 
 
@@ -199,7 +203,7 @@ def json_array(values: list, t: pa.DataType) -> pa.Array:
         allowed = int if pa.types.is_integer(t) else (int, float)
         if not all(v is None or (isinstance(v, allowed) and not isinstance(v, bool)) for v in values):
             raise ValueError("not a number")
-        return pa.array(values, pa.int64() if pa.types.is_integer(t) else pa.float64()).cast(t)
+        return safe_cast(pa.array(values, pa.int64() if pa.types.is_integer(t) else pa.float64()), t)
     if pa.types.is_boolean(t):
         if not all(v is None or isinstance(v, bool) for v in values):
             raise ValueError("not a boolean")
@@ -225,6 +229,9 @@ def _fits(a: pa.Array, candidate: str) -> bool:
     pattern = {"date": _DATE, "timestamp": _DATETIME + _ZONE, "local-timestamp": _DATETIME + "$"}.get(candidate)
     if pattern is not None and not _all_match(a, pattern):
         return False
+    if candidate == "double" and _all_match(a, _INTEGER):
+        return False  # whole numbers beyond a long (ids, say) would lose digits as doubles: text keeps them
+
     try:
         a.cast(_CANDIDATE_TYPES[candidate])
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):

@@ -64,12 +64,13 @@ def test_csv_inference_follows_kites_order(tmp_path):
     assert math.isnan(got[2]["d"]) and [r["b"] for r in got] == [True, False, None]
 
 
-def test_inference_of_a_long_beyond_64_bits_is_a_double_and_required_fields(tmp_path):
-    path = write(tmp_path / "a.csv", "id,big\n1,9223372036854775808\n2,1\n")
+def test_inference_of_a_long_beyond_64_bits_keeps_its_digits_and_required_fields(tmp_path):
+    path = write(tmp_path / "a.csv", "id,big,mixed\n1,9223372036854775808,1e30\n2,1,2\n")
     schema = infer_schema([path], required=["id"])
-    assert types(schema) == {"id": "long", "big": "double"}
+    assert types(schema) == {"id": "long", "big": "string", "mixed": "double"}
+    assert rows(path, schema)[0]["big"] == "9223372036854775808"
     assert not schema.field("id").nullable and schema.field("big").nullable
-    with pytest.raises(InputError, match=r"no column 'nope' in .*a.csv; columns are \['id', 'big'\]"):
+    with pytest.raises(InputError, match=r"no column 'nope' in .*a.csv; columns are \['id', 'big', 'mixed'\]"):
         infer_schema([path], required=["nope"])
 
 
@@ -411,3 +412,19 @@ def test_csv_error_line_counts_lines_inside_quoted_values(tmp_path_factory, text
     with pytest.raises(InputError) as e:
         rows(str(path), SCHEMA, defaults=DEFAULTS)
     assert (e.value.line, e.value.field, e.value.value) == (line, "id", "bad")
+
+
+@pytest.mark.parametrize("name, content", [
+    ("a.csv", "id,f\n1,2.5\n2,1e300\n"),
+    ("a.jsonl", '{"id": 1, "f": 2.5}\n{"id": 2, "f": 1e300}\n'),
+    ("a.parquet", None),
+])
+def test_a_number_too_large_for_a_float_is_refused_not_stored_as_infinity(tmp_path, name, content):
+    path = tmp_path / name
+    if content is None:
+        pq.write_table(pa.table({"id": [1, 2], "f": [2.5, 1e300]}), path)
+    else:
+        path.write_text(content)
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("f", pa.float32())])
+    with pytest.raises(InputError, match=r"(line|row) [23]: field 'f': '?1e\+?300'? is not a float"):
+        rows(str(path), schema)
