@@ -15,6 +15,7 @@ import csv
 import datetime as dt
 import io
 import json
+import math
 import sys
 from typing import Any, Callable, Iterator, Sequence
 
@@ -72,7 +73,7 @@ def open_dataset(url: str, storage: Sequence[str], version: int | None = None, t
 
 def emit(as_json: bool, data: Any, render: Callable[[Console], None]) -> None:
     if as_json:
-        click.echo(json.dumps(data, indent=2, default=_json_default))
+        click.echo(to_json(data))
     else:
         render(terminal())
 
@@ -81,6 +82,22 @@ def terminal() -> Console:
     """Where tables and trees go: standard output, values printed as they are (no markup)."""
     wide = None if sys.stdout.isatty() else 200  # piped: one row per line rather than 80-column wrapping
     return Console(highlight=False, markup=False, soft_wrap=True, width=wide)
+
+
+def to_json(data: Any) -> str:
+    """Strict JSON (what ``--json`` prints): dates and times as ISO text, bytes as hex, and the
+    floats JSON has no number for as the strings ``"NaN"``, ``"Infinity"`` and ``"-Infinity"``."""
+    return json.dumps(_finite(data), indent=2, default=_json_default, allow_nan=False)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _json_default(value: Any) -> Any:
@@ -165,7 +182,7 @@ def print_table(table: pa.Table, fmt: str, footer: str | None = None) -> None:
     """Rows as a table, JSON or CSV on standard output."""
     rows = table.to_pylist()
     if fmt == "json":
-        click.echo(json.dumps(rows, indent=2, default=_json_default))
+        click.echo(to_json(rows))
     elif fmt == "csv":
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, fieldnames=table.schema.names, lineterminator="\n")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import json
 from typing import Any, Sequence
 
 import click
@@ -15,7 +14,7 @@ from rich.tree import Tree
 
 from cdkds.catalog import DatasetRepository
 from cdkds.catalog.scan import read_plan
-from cdkds.cli.app import cli, common, emit, open_dataset, print_table, storage_options
+from cdkds.cli.app import cli, common, emit, open_dataset, print_table, storage_options, to_json
 
 SMALL_FILE_BYTES = 16 * 1024 * 1024  # a data file under this size counts as small (compaction would merge it)
 
@@ -120,7 +119,7 @@ def schema(url: str, kind: str, storage: Sequence[str], as_json: bool) -> None:
              lambda out: out.print(text))
         return
     data = d.schema if kind == "avro" else d.spark_schema_json()
-    click.echo(json.dumps(data, indent=2))
+    click.echo(to_json(data))
 
 
 @cli.command()

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from cdkds.catalog import CdkdsError, Dataset, DatasetDescriptor, DatasetRepository, PartitionStrategy
 from cdkds.catalog.descriptor import KNOWN_PROPERTIES
+from cdkds.catalog.log import LOG_FOLDER
 from cdkds.catalog.repository import split_dataset_url
 from cdkds.catalog.scan import read_task
 from cdkds.cli.app import CliError, cli, common, emit, open_dataset, progress, storage_options, working
@@ -195,7 +196,8 @@ def import_(url: str, files: Sequence[str], mode: str, input_format: str | None,
             created = True
         ds = repo.load(name)
         if not created:
-            _check_agrees(ds, partition_by, fmt, _keys(record_key), ordering_field)
+            _check_agrees(ds, partition_by, fmt, compression, _keys(record_key), ordering_field,
+                          _properties(name, properties))
         try:
             data = _import(ds, inputs, mode)
         except BaseException:
@@ -210,13 +212,15 @@ def import_(url: str, files: Sequence[str], mode: str, input_format: str | None,
         f"({mode}{counts}): {where}"))
 
 
-def _check_agrees(ds: Dataset, partition_by: str | None, fmt: str | None, keys: tuple[str, ...],
-                  ordering_field: str | None) -> None:
+def _check_agrees(ds: Dataset, partition_by: str | None, fmt: str | None, compression: str | None,
+                  keys: tuple[str, ...], ordering_field: str | None, props: Mapping[str, str]) -> None:
     """``import --create`` into a dataset that exists: what the options describe must be what it is."""
     d = ds.descriptor
     have = d.partition_strategy.to_text() if d.partition_strategy else "unpartitioned"
     checks = [("--partition-by", partition_by and PartitionStrategy.parse(partition_by).to_text(), have),
-              ("--format", fmt, d.format), ("--record-key", ",".join(keys) or None, ",".join(d.record_key) or "none"),
+              ("--format", fmt, d.format), ("--compression", compression, d.compression),
+              *((f"--property {k}", v, d.properties.get(k, "unset")) for k, v in props.items()),
+              ("--record-key", ",".join(keys) or None, ",".join(d.record_key) or "none"),
               ("--ordering-field", ordering_field, d.ordering_field or "none")]
     for option, given, actual in checks:
         if given is not None and given != actual:
@@ -293,6 +297,10 @@ def export(url: str, dest: str, where: str | None, columns: str | None, fmt: str
         plan = ds.plan(where, columns)
         fmt = output_format(dest, fmt)
         fs, path = fsspec.core.url_to_fs(dest, **options)
+        inside = _dataset_folder_above(fs, path)
+        if inside is not None:
+            raise CliError(f"dataset {ds.name!r}: {dest} is inside the folder of the dataset at {inside}; a file "
+                           f"there could break its log or be deleted by vacuum: export elsewhere")
         if not overwrite and fs.exists(path):
             raise CliError(f"dataset {ds.name!r}: {dest} exists; add --overwrite to replace it")
         schema = ds.descriptor.schema
@@ -316,3 +324,14 @@ def export(url: str, dest: str, where: str | None, columns: str | None, fmt: str
     emit(as_json, data, lambda out: out.print(
         f"exported {output.rows:,} rows of {ds.name} (revision {ds.version}; {len(plan.tasks)} of {plan.total_files} "
         f"files read) to {dest}: {size:,} bytes of {fmt}"))
+
+
+def _dataset_folder_above(fs: Any, path: str) -> str | None:
+    """The folder of a dataset (one holding a ``_log/``) that ``path`` lies in, if any."""
+    parent = path.rstrip("/")
+    while True:
+        parent, sep, _ = parent.rpartition("/")
+        if not sep or not parent:
+            return None
+        if fs.exists(f"{parent}/{LOG_FOLDER}"):
+            return parent

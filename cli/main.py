@@ -9,22 +9,25 @@ from typing import Sequence
 import click
 
 from cdkds.catalog import CdkdsError
-from cdkds.cli import check, inspection, loading, maintenance  # noqa: F401  (they add their commands to the group)
-from cdkds.cli.app import cli
+from cdkds.cli import check, inspection, loading, maintenance
+from cdkds.cli.app import CliError, cli
+
+COMMANDS = (check, inspection, loading, maintenance)  # importing a module adds its commands to the group
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in args
+    command = next((i for i, a in enumerate(args) if not a.startswith("-")), len(args))
+    debug = "--debug" in args[:command]  # the group's option, before the command (a value may be "--debug")
     try:
         cli.main(args=args, prog_name="cdkds", standalone_mode=False)
         return 0
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         return 1
-    except click.ClickException as e:
-        if debug:
+    except click.ClickException as e:  # a bad invocation (never a traceback), or an error of ours
+        if debug and isinstance(e, CliError):
             raise
         e.show()
         return e.exit_code
@@ -33,10 +36,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         click.echo(f"error: {e}", err=True)
         return 1
-    except (OSError, ValueError) as e:
+    except Exception as e:  # noqa: BLE001 - the store's own errors (fsspec, botocore...) as one line
         if debug:
             raise
-        click.echo(f"error: {type(e).__name__}: {e}", err=True)
+        text = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        click.echo(f"error: {type(e).__name__}: {text}", err=True)
         return 1
 
 

@@ -192,6 +192,11 @@ def json_for_arrow(value: Any, t: pa.DataType) -> Any:
         return {k: json_for_arrow(v, names[k]) for k, v in value.items()}
     if is_bytes(t):
         return base64.b64decode(value, validate=True) if isinstance(value, str) else value
+    if pa.types.is_decimal(t) and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return decimal.Decimal(str(value))
+    if isinstance(value, str) and (pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_timestamp(t)
+                                   or pa.types.is_decimal(t)):
+        return text_converter(t)(pa.array([value], pa.string()))[0].as_py()  # the text rules, inside values too
     return value
 
 

@@ -211,10 +211,16 @@ def lake(tmp_path):
     (["export", "{url}", "{in}/out.csv", "--where", "nope = 1"], 1, "error: dataset 'events': unknown field 'nope'"),
     (["export", "{url}", "{in}/out.txt"], 1, "error: dataset 'events': {in}/out.txt: cannot tell the format"),
     (["export", "{url}", "{in}/out.csv", "--version", "7"], 1, "error: dataset 'events' has no revision 7"),
+    (["export", "{url}", "{lake}/sales/events/_log/00000000000000000002.json", "--format", "jsonl"], 1,
+     "is inside the folder of the dataset at"),
+    (["export", "{url}", "{lake}/sales/events/data/mine.parquet"], 1, "is inside the folder of the dataset at"),
+    (["import", "{url}", "{in}/good.csv", "--create", "--property", "colour=blue"], 1, "unknown property 'colour'"),
+    (["import", "{url}", "{in}/good.csv", "--create", "--compression", "zstd"], 1,
+     "error: dataset 'events' exists with compression snappy, not zstd"),
 ])
 def test_bad_invocations_commit_nothing(lake, args, code, message):
     root, folder = lake
-    values = {"root": root, "url": f"{root}/sales/events", "in": str(folder)}
+    values = {"root": root, "url": f"{root}/sales/events", "in": str(folder), "lake": root.removeprefix("file://")}
     data = Path(root.removeprefix("file://")) / "sales" / "events" / "data"
     before = sorted(p.name for p in data.rglob("*") if p.is_file())
     done = run(*[a.format(**values) for a in args], code=code)

@@ -138,6 +138,11 @@ def test_maintenance_commands(lake):
     (["alter", "{url}", "widen id to int"], 1, "error: dataset 'events': cannot widen field 'id' from long to int"),
     (["alter", "{url}", "add n decimal(4,2) default 1"], 1, "defaults are supported for"),
     (["rebuild", "{url}"], 1, "error: the log of dataset 'events' reads fine (revision 2)"),
+    (["show", "{url}", "--debug"], 2, "No such option '--debug'"),  # the group's option only before the command
+    (["show", "{url}", "--where", "--debug"], 1, "error: cannot parse predicate '--debug'"),
+    (["list", "s3://bucket/lake", "--storage-option", "client_kwargs.endpoint_url=http://127.0.0.1:9",
+      "--storage-option", "key=a", "--storage-option", "secret=b"], 1,
+     "error: EndpointConnectionError: Could not connect to the endpoint URL"),
 ])
 def test_bad_invocations_give_one_clear_line(lake, args, code, message):
     root, _ = lake
@@ -217,3 +222,16 @@ def test_progress_shows_on_a_terminal_only(lake):
     os.close(master)
     assert done.returncode == 0 and b"would delete" in done.stdout
     assert b"listing the files of events" in shown  # a terminal on standard error: the progress bar
+
+
+def test_json_output_is_strict_json(tmp_path):
+    repo = DatasetRepository(f"file://{tmp_path}")
+    ds = repo.create("floats", DatasetDescriptor({"type": "record", "name": "F", "fields": [
+        {"name": "id", "type": "long"}, {"name": "x", "type": ["null", "double"], "default": None}]}))
+    with ds.writer() as w:
+        for i, x in enumerate([1.5, float("nan"), float("inf"), float("-inf"), None]):
+            w.write({"id": i, "x": x})
+    for args in (["show", "--json"], ["show", "--format", "json"], ["changes", "--start", "1", "--json"]):
+        text = run(args[0], f"file://{tmp_path}/floats", *args[1:]).stdout
+        rows = json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} is not JSON"))
+        assert sorted(map(str, (r["x"] for r in rows))) == ["-Infinity", "1.5", "Infinity", "NaN", "None"]

@@ -428,3 +428,16 @@ def test_a_number_too_large_for_a_float_is_refused_not_stored_as_infinity(tmp_pa
     schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("f", pa.float32())])
     with pytest.raises(InputError, match=r"(line|row) [23]: field 'f': '?1e\+?300'? is not a float"):
         rows(str(path), schema)
+
+
+def test_nested_dates_timestamps_and_decimals_read_from_text(tmp_path):
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("days", pa.list_(pa.date32())),
+                        ("prices", pa.map_(pa.string(), pa.decimal128(10, 2))),
+                        ("at", pa.struct([("t", pa.timestamp("us", tz="UTC"))]))])
+    expected = [{"id": 1, "days": [dt.date(2026, 1, 2)], "prices": [("a", decimal.Decimal("1.50"))],
+                 "at": {"t": dt.datetime(2026, 1, 1, tzinfo=UTC)}}]
+    jsonl = write(tmp_path / "a.jsonl", '{"id": 1, "days": ["2026-01-02"], "prices": {"a": 1.5}, '
+                                        '"at": {"t": "2026-01-01T00:00:00Z"}}\n')
+    csv = write(tmp_path / "a.csv", 'id,days,prices,at\n1,"[""2026-01-02""]","{""a"": ""1.50""}",'
+                                    '"{""t"": ""2026-01-01T00:00:00Z""}"\n')
+    assert rows(jsonl, schema) == expected and rows(csv, schema) == expected
