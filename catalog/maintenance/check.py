@@ -42,6 +42,10 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any, Callable, Iterable, Iterator
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import CorruptIndexError, CorruptLogError, CorruptLogWarning, DatasetNotFoundError
 from cdkds.catalog.keyed.deletion import DeletionVectorRef
@@ -51,6 +55,8 @@ from cdkds.catalog.log.actions import READER_VERSION, AddFile, SetProtocol
 from cdkds.catalog.log.commit import Commit, commit_key
 from cdkds.catalog.log.listing import HINT_KEY, Listing, LogListing, checkpoint_key
 from cdkds.catalog.log.snapshot import Snapshot
+from cdkds.catalog.expressions import ALWAYS_TRUE
+from cdkds.catalog.scan import FileScanTask, read_task
 from cdkds.catalog.storage import ObjectStore
 from cdkds.formats.files import file_format
 from cdkds.formats.statistics import StatisticsCollector
@@ -127,6 +133,8 @@ PROBLEM_KINDS = {
     "content_mismatch": "a data file whose rows or column statistics differ from the log (read_data)",
     "unreadable_index": "a record-index file that fails its SHA-256, page checksums or entry count",
     "unreadable_deletion_vector": "a deletion vector that cannot be loaded, or points past its file",
+    "duplicate_key": "a record key live in more than one row of a keyed dataset (read_data)",
+    "index_mismatch": "a live row the record index does not point at (read_data)",
 }
 
 
@@ -158,6 +166,8 @@ def check_dataset(store: ObjectStore, name: str, read_data: bool = False,
         files.check_vectors(state)
         if read_data:
             files.read_data(state)
+            if state.descriptor.record_key and not any(p.kind == "unreadable_index" for p in files.problems):
+                files.check_keys(state)
     data = log.refs.of_kind("data")
     return CheckReport(name, log.first, log.latest, state.version if state is not None else None, log.commits,
                        log.checkpoints, len(data), sum(r.size for r in data), len(log.refs.of_kind("index")),
@@ -591,6 +601,49 @@ class _FileCheck:
                               f"to the latest ({self.latest})")
             done += add.size
         self.progress("reading data files", total, total)
+
+
+    def check_keys(self, state: Snapshot) -> None:
+        """Every live key of a keyed dataset is in one live row, and the index points at that row."""
+        files = [f for f in state.files.values() if f.path not in self.absent and f.may_have_live_rows]
+        index = RecordIndex(self.store, state, self.name)
+        names = list(index.key.names)
+        parts = []
+        for i, add in enumerate(files):
+            self.progress("reading record keys", i, len(files))
+            task = FileScanTask(add, tuple(t.predicate for t in state.tombstones_for(add)))  # expired rows too
+            try:
+                for batch in read_task(self.store, state.descriptor, ALWAYS_TRUE, names, task, positions=True):
+                    parts.append(pa.Table.from_batches([batch]).append_column(
+                        "_file", pa.array([add.path] * batch.num_rows, pa.string())))
+            except Exception:  # noqa: BLE001 - reported by read_data already
+                return
+        self.progress("reading record keys", len(files), len(files))
+        if not parts:
+            return
+        live = pa.concat_tables(parts)
+        counts = live.group_by(names, use_threads=False).aggregate([("_pos", "count")])
+        twice = counts.filter(pc.greater(counts.column("_pos_count"), 1))
+        for row in range(min(5, twice.num_rows)):
+            self._problem("duplicate_key", index.key.describe(twice, row),
+                          f"record key {index.key.describe(twice, row)} is live in {twice['_pos_count'][row]} rows",
+                          "reads return the key more than once and `get` returns one of them; delete_keys and "
+                          "upsert it to leave one row")
+        found = index.lookup(live.select(names), index.key.hashes(live.select(names)))
+        pointed = np.zeros(live.num_rows, dtype=bool)
+        rows = found.column("_row").to_numpy()
+        same = np.asarray(pc.and_(
+            pc.equal(found.column("_file"), live.column("_file").take(found.column("_row"))),
+            pc.equal(found.column("_pos"), live.column("_pos").take(found.column("_row")))).fill_null(False))
+        pointed[rows[same]] = True
+        missing = np.flatnonzero(~pointed)
+        if len(missing):
+            sample = ", ".join(index.key.describe(live, int(r)) for r in missing[:3])
+            self._problem("index_mismatch", live.column("_file")[int(missing[0])].as_py(),
+                          f"{len(missing)} live rows are not where the record index points for their key, "
+                          f"e.g. {sample}",
+                          "get, upserts and deletes by key miss or duplicate these rows; `cdkds rebuild-index` "
+                          "rebuilds the index from the data files")
 
 
 # ---------------------------------------------------------------- helpers

@@ -334,3 +334,26 @@ def test_a_dataset_whose_commit_0_or_whole_log_is_gone(repo):
     assert found(report) == [("missing_log", commit_key(0))] and "cdkds rebuild" in report.problems[0].cost
     with pytest.raises(DatasetNotFoundError, match="dataset 'nope' does not exist"):
         check_dataset(repo.store.child("nope"), "nope")
+
+
+def test_read_data_finds_a_key_live_twice_and_rows_the_index_does_not_point_at(tmp_path):
+    from cdkds.catalog import DatasetRepository
+
+    repo = DatasetRepository(f"file://{tmp_path}")
+    ds = repo.create("users", users_descriptor(ttl="3650 days"))
+    ds.upsert([user("nz", i, 1) for i in range(5)])
+    ds.upsert([user("nz", 1, 2, "new")])  # a deletion vector, and the index moves to the new row
+    ds.delete_keys([{"tenant": "nz", "userId": 4}])
+    assert checked(ds, read_data=True).ok
+    with _raw_writer(ds) as w:
+        w.write(user("nz", 2, 3))  # a second live row of key nz/2, behind the index's back
+    report = checked(repo.load("users"), read_data=True)
+    assert [p.kind for p in report.problems] == ["duplicate_key", "index_mismatch"], report.problems
+    assert "'userId': 2" in report.problems[0].object and "1 live rows are not where" in report.problems[1].message
+    assert check_dataset(ds.store, "users").ok  # without read_data the keys are not read
+
+
+def _raw_writer(ds):
+    """A plain append that writes a data file without touching the index (as a broken writer would)."""
+    from cdkds.catalog.writer import DatasetWriter
+    return DatasetWriter(ds, "append")
