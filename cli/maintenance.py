@@ -14,6 +14,7 @@ from rich.console import Console
 
 from cdkds.catalog import CdkdsError, DatasetNotFoundError, DatasetRepository
 from cdkds.catalog.maintenance.rebuild import IncompleteRebuildWarning
+from cdkds.catalog.log.expiry import MINIMUM_LOG_AGE
 from cdkds.catalog.maintenance.vacuum import MINIMUM_RETENTION
 from cdkds.catalog.repository import split_dataset_url
 from cdkds.catalog.schema_update import SchemaUpdate
@@ -116,6 +117,9 @@ def expire_log(url: str, older_than: dt.timedelta, force: bool, storage: Sequenc
     Example:
       cdkds expire-log file:///data/lake/events --older-than 30d
     """
+    if older_than < MINIMUM_LOG_AGE and not force:
+        raise CliError(f"expiring commits younger than {MINIMUM_LOG_AGE} is below the safe minimum: a writer that "
+                       f"read a revision being expired could still commit after it; add --force if none is running")
     ds = open_dataset(url, storage)
     with working(f"expiring the log of {ds.name}"):
         removed = ds.expire_log(older_than, force=force)
