@@ -162,8 +162,8 @@ def rebuild_index(url: str, storage: Sequence[str], as_json: bool) -> None:
 _CHANGES = (
     ("rename", re.compile(r"rename\s+(?P<path>\S+)\s+to\s+(?P<name>\S+)")),
     ("drop", re.compile(r"drop\s+(?P<path>\S+)")),
-    ("add", re.compile(r"add\s+(?P<path>\S+)\s+(?P<type>.+?)(?:\s+default\s+(?P<default>.+?))?"
-                       r"(?P<nullable>\s+nullable)?")),
+    ("add", re.compile(r"add\s+(?P<path>\S+)\s+(?P<type>.+?)(?P<nullable_first>\s+nullable)?"
+                       r"(?:\s+default\s+(?P<default>.+?))?(?P<nullable>\s+nullable)?")),
     ("widen", re.compile(r"widen\s+(?P<path>\S+)\s+(?:to\s+)?(?P<type>.+)")),
     ("move", re.compile(r"move\s+(?P<path>\S+)\s+(?:(?P<end>first|last)|(?P<side>after|before)\s+(?P<other>\S+))")),
 )
@@ -185,8 +185,8 @@ def apply_change(update: SchemaUpdate, text: str) -> None:
     elif kind == "drop":
         update.drop(g["path"])
     elif kind == "add":
-        extra = {} if g["default"] is None else {"default": _value(g["default"])}
-        update.add(g["path"], g["type"], nullable=True if g["nullable"] else None, **extra)
+        extra = {} if g["default"] is None else {"default": _value(g["default"], g["type"])}
+        update.add(g["path"], g["type"], nullable=True if g["nullable"] or g["nullable_first"] else None, **extra)
     elif kind == "widen":
         update.widen(g["path"], g["type"])
     elif g["end"]:
@@ -195,8 +195,13 @@ def apply_change(update: SchemaUpdate, text: str) -> None:
         update.move(g["path"], **{g["side"]: g["other"]})
 
 
-def _value(text: str) -> Any:
-    """A default as JSON (numbers, true/false, "quoted text"), or else the text itself."""
+def _value(text: str, type_name: str) -> Any:
+    """A default: for a string field the text (quotes around it removed), else JSON (numbers,
+    true/false), or the text itself."""
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        text = text[1:-1] if type_name.strip().lower() == "string" or text[0] == "'" else text
+    if type_name.strip().lower() == "string":
+        return text
     try:
         return json.loads(text)
     except json.JSONDecodeError:

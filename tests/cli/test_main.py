@@ -178,14 +178,16 @@ def test_alter_and_rebuild(lake):
     assert "score: double" in preview and "event_time: timestamp-micros" in preview
     assert json.loads(run("describe", url, "--json").stdout)["revision"] == 2  # a dry run commits nothing
     done = json.loads(run("alter", url, "rename ts to event_time", "add score double default 0.5", "move score first",
-                          "widen id to double", "--json").stdout)
+                          "widen id to double", "add note string nullable default hello world", "--json").stdout)
     assert done["revision"] == 3
     rows = json.loads(run("show", url, "--limit", "1", "--json").stdout)
-    assert list(rows[0]) == ["score", "id", "userId", "event_time", "tags"] and rows[0]["score"] == 0.5
+    assert list(rows[0]) == ["score", "id", "userId", "event_time", "tags", "note"] and rows[0]["score"] == 0.5
+    assert rows[0]["note"] == "hello world"
     assert isinstance(rows[0]["id"], float)
 
     with DatasetRepository(root).load("sales/events").writer() as w:  # after the delete and alter: they show as gaps
-        w.write({"score": 1.0, "id": 1000.0, "userId": 1, "event_time": dt.datetime(2026, 3, 1, tzinfo=dt.timezone.utc)})
+        w.write({"score": 1.0, "id": 1000.0, "userId": 1, "event_time": dt.datetime(2026, 3, 1, tzinfo=dt.timezone.utc),
+                 "note": None})
     lake_dir = Path(url.removeprefix("file://"))
     (lake_dir / "_log" / f"{1:020d}.json").write_text("{damaged")
     assert "is corrupt or truncated" in run("show", url, code=1).stderr
