@@ -139,7 +139,7 @@ def test_maintenance_commands(lake):
     (["alter", "{url}", "add n decimal(4,2) default 1"], 1, "defaults are supported for"),
     (["rebuild", "{url}"], 1, "error: the log of dataset 'events' reads fine (revision 2)"),
     (["show", "{url}", "--debug"], 2, "No such option '--debug'"),  # the group's option only before the command
-    (["show", "{url}", "--where", "--debug"], 1, "error: cannot parse predicate '--debug'"),
+    (["show", "{url}", "--where", "--debug"], 1, "error: dataset 'events': cannot parse predicate '--debug'"),
     (["list", "s3://bucket/lake", "--storage-option", "client_kwargs.endpoint_url=http://127.0.0.1:9",
       "--storage-option", "key=a", "--storage-option", "secret=b"], 1,
      "error: EndpointConnectionError: Could not connect to the endpoint URL"),
