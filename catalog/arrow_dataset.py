@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 from cdkds.catalog.expressions import ALWAYS_TRUE, references, to_arrow
 from cdkds.catalog.scan import FileScanTask, ScanPlan, read_task, reading_error
 from cdkds.catalog.storage import ObjectStore
+from cdkds.formats.projection import Projection
 
 FOOTER_READERS = 16  # footers fetched at once when checking which files pyarrow can read as they are
 
@@ -39,8 +40,9 @@ def to_arrow_dataset(store: ObjectStore, plan: ScanPlan) -> ds.Dataset:
     descriptor = plan.snapshot.descriptor
     filterable = set(references(plan.predicate)) <= set(plan.columns)
     candidates = [t for t in plan.tasks if filterable and _plain(t) and descriptor.format == "parquet"]
+    projection = descriptor.projection(list(plan.columns))
     with ThreadPoolExecutor(FOOTER_READERS) as pool:
-        direct_flags = list(pool.map(lambda t: _reads_as_is(store, plan, t), candidates))
+        direct_flags = list(pool.map(lambda t: _reads_as_is(store, projection, t), candidates))
     direct = {t.file.path for t, ok in zip(candidates, direct_flags) if ok}
     held = [batch for task in plan.tasks if task.file.path not in direct
             for batch in read_task(store, descriptor, plan.predicate, plan.columns, task)]
@@ -62,9 +64,8 @@ def _plain(task: FileScanTask) -> bool:
     return not task.tombstones and not task.file.deletes and task.visible is ALWAYS_TRUE
 
 
-def _reads_as_is(store: ObjectStore, plan: ScanPlan, task: FileScanTask) -> bool:
-    """Whether pyarrow reads the output columns out of the file as cdkds's projection does."""
-    projection = plan.snapshot.descriptor.projection(list(plan.columns))
+def _reads_as_is(store: ObjectStore, projection: Projection, task: FileScanTask) -> bool:
+    """Whether pyarrow reads the projection's columns out of the file as cdkds does."""
     try:
         with store.fs.open(store.path(task.file.path), "rb", size=task.file.size) as f:
             file_schema = pq.ParquetFile(f).schema_arrow

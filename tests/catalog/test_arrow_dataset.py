@@ -11,16 +11,10 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from cdkds.catalog import DatasetDescriptor, DatasetRepository, ExpressionError
+from tests.catalog.test_changes import KEYED, PLAIN
 
 duckdb = pytest.importorskip("duckdb")
 polars = pytest.importorskip("polars")
-
-PLAIN = {"type": "record", "name": "P", "fields": [
-    {"name": "id", "type": "long"}, {"name": "g", "type": "string"},
-    {"name": "x", "type": ["null", "long"], "default": None}]}
-KEYED = {"type": "record", "name": "K", "fields": [
-    {"name": "k", "type": "long"}, {"name": "v", "type": ["null", "string"], "default": None},
-    {"name": "o", "type": "long"}]}
 
 
 def bag(table: pa.Table) -> Counter:

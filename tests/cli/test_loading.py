@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from cdkds.catalog import DatasetDescriptor, DatasetRepository
-from tests.cli.test_main import run
+from tests.cli.test_main import on_a_terminal, run
 from tests.conftest import new_bucket
 
 pytestmark = pytest.mark.slow  # every test spawns the console script
@@ -242,34 +242,7 @@ def test_debug_shows_the_traceback_of_a_bad_row(lake):
 
 
 def test_progress_shows_on_a_terminal(lake):
-    import os
-    import pty
-    import select
-    import subprocess
-
-    from tests.cli.test_main import CDKDS
-
     root, folder = lake
-
-    def on_a_terminal(*args: str) -> tuple[bytes, bytes]:
-        master, slave = pty.openpty()
-        try:
-            done = subprocess.run([CDKDS, *args], stdout=subprocess.PIPE, stderr=slave, timeout=120)
-        finally:
-            os.close(slave)
-        shown = b""
-        while select.select([master], [], [], 1)[0]:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            shown += chunk
-        os.close(master)
-        assert done.returncode == 0, shown
-        return done.stdout, shown
-
     out, shown = on_a_terminal("import", f"{root}/sales/events", str(folder / "a.csv"), str(folder / "b.jsonl"))
     assert b"imported 20 rows from 2 files" in out and b"importing into events" in shown
     out, shown = on_a_terminal("export", f"{root}/sales/events", str(folder / "all.parquet"))

@@ -7,6 +7,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import pty
+import select
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +33,28 @@ def run(*args: str, code: int = 0, env: dict | None = None) -> subprocess.Comple
                           env={**os.environ, **(env or {})})
     assert done.returncode == code, (args, done.returncode, done.stdout, done.stderr)
     return done
+
+
+def on_a_terminal(*args: str) -> tuple[bytes, bytes]:
+    """Run the script with a terminal (a pty) as standard error: its standard output and what the
+    terminal showed."""
+    master, slave = pty.openpty()
+    try:
+        done = subprocess.run([CDKDS, *args], stdout=subprocess.PIPE, stderr=slave, timeout=120)
+    finally:
+        os.close(slave)
+    shown = b""
+    while select.select([master], [], [], 1)[0]:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(master)
+    assert done.returncode == 0, shown
+    return done.stdout, shown
 
 
 def make(repo: DatasetRepository) -> None:
@@ -199,30 +223,12 @@ def test_alter_and_rebuild(lake):
 
 
 def test_progress_shows_on_a_terminal_only(lake):
-    import pty
-    import select
-
     root, _ = lake
     url = f"{root}/sales/events"
     piped = run("compact", url)
     assert piped.stderr == ""  # not a terminal: no progress, only the result
-    master, slave = pty.openpty()
-    try:
-        done = subprocess.run([CDKDS, "vacuum", url, "--retention", "0s", "--force"], stdout=subprocess.PIPE,
-                              stderr=slave, timeout=120)
-    finally:
-        os.close(slave)
-    shown = b""
-    while select.select([master], [], [], 1)[0]:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        shown += chunk
-    os.close(master)
-    assert done.returncode == 0 and b"would delete" in done.stdout
+    out, shown = on_a_terminal("vacuum", url, "--retention", "0s", "--force")
+    assert b"would delete" in out
     assert b"listing the files of events" in shown  # a terminal on standard error: the progress bar
 
 
