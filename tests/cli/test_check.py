@@ -1,5 +1,5 @@
-"""``cdkds check`` through the installed console script: the summary of a healthy dataset, the
-problems of a damaged one (exit 1, one line on standard error), --json, and S3."""
+"""``cdkds check``: the summary of a healthy dataset, the problems of a damaged one (exit 1, one
+line on standard error), --json, and S3 (through the installed console script)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,9 @@ import pytest
 
 from cdkds.catalog import DatasetRepository
 from cdkds.catalog.log import commit_key
-from tests.cli.test_main import make, run
+from tests.cli.running import run, run_script
+from tests.cli.test_main import make
 from tests.conftest import new_bucket
-
-pytestmark = pytest.mark.slow  # every test spawns the console script
 
 
 @pytest.fixture
@@ -51,15 +50,16 @@ def test_check_a_healthy_then_a_damaged_dataset(lake):
     assert done.stderr.startswith("error: dataset 'nope' does not exist") and len(done.stderr.splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_check_on_s3(s3_endpoint):
     root = f"s3://{new_bucket(s3_endpoint)}/lake"
     repo = DatasetRepository(root, {"client_kwargs": {"endpoint_url": s3_endpoint}})
     make(repo)
     options = ["--storage-option", f"client_kwargs.endpoint_url={s3_endpoint}", "--json"]
     env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
-    assert json.loads(run("check", f"{root}/sales/events", *options, "--read-data", env=env).stdout)["ok"]
+    assert json.loads(run_script("check", f"{root}/sales/events", *options, "--read-data", env=env).stdout)["ok"]
     ds = repo.load("sales/events")
     path = ds.files[0].path
     ds.store.put(path, ds.store.read(path)[:-1])
-    report = json.loads(run("check", f"{root}/sales/events", *options, env=env, code=1).stdout)
+    report = json.loads(run_script("check", f"{root}/sales/events", *options, env=env, code=1).stdout)
     assert [(p["kind"], p["object"]) for p in report["problems"]] == [("size_mismatch", path)]

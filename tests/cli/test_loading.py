@@ -1,6 +1,9 @@
-"""``cdkds create``, ``import`` and ``export`` through the installed console script: every input
-format into one commit, overwrite and upsert, exports checked with pyarrow, a round trip on S3
-(moto), and bad invocations giving one clear line, the right exit code and nothing committed."""
+"""``cdkds create``, ``import`` and ``export``: every input format into one commit, overwrite and
+upsert, exports checked with pyarrow, a round trip on S3 (moto), and bad invocations giving one
+clear line, the right exit code and nothing committed.
+
+Most tests run the command in this process (``run``); the ``slow`` ones spawn the installed
+console script (the round trip on S3, progress bars on a terminal)."""
 
 from __future__ import annotations
 
@@ -16,10 +19,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from cdkds.catalog import DatasetDescriptor, DatasetRepository
-from tests.cli.test_main import on_a_terminal, run
+from tests.cli.running import on_a_terminal, run, run_script
 from tests.conftest import new_bucket
-
-pytestmark = pytest.mark.slow  # every test spawns the console script
 
 UTC = dt.timezone.utc
 SCHEMA = {"type": "record", "name": "Event", "fields": [
@@ -134,6 +135,7 @@ def test_create_import_export(tmp_path):
     assert (again["created"], again["revision"]) == (False, 2)  # it exists as described: an import
 
 
+@pytest.mark.slow
 def test_create_import_export_on_s3(s3_endpoint, tmp_path):
     import s3fs
 
@@ -144,11 +146,12 @@ def test_create_import_export_on_s3(s3_endpoint, tmp_path):
     fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": s3_endpoint}, skip_instance_cache=True)
     fs.put(str(tmp_path / "in" / "b.jsonl"), f"{bucket}/in/b.jsonl")
     url = f"s3://{bucket}/lake/events"
-    run("create", url, "--like", f"s3://{bucket}/in/b.jsonl", "--partition-by", "hash(userId, 4)", *options, env=env)
-    done = json.loads(run("import", url, str(tmp_path / "in" / "a.csv"), f"s3://{bucket}/in/b.jsonl", *options,
-                          "--json", env=env).stdout)
+    run_script("create", url, "--like", f"s3://{bucket}/in/b.jsonl", "--partition-by", "hash(userId, 4)", *options,
+               env=env)
+    done = json.loads(run_script("import", url, str(tmp_path / "in" / "a.csv"), f"s3://{bucket}/in/b.jsonl",
+                                 *options, "--json", env=env).stdout)
     assert (done["rows"], done["revision"]) == (20, 1)
-    run("export", url, f"s3://{bucket}/out/e.parquet", "--where", "userId = 2", *options, env=env)
+    run_script("export", url, f"s3://{bucket}/out/e.parquet", "--where", "userId = 2", *options, env=env)
     table = pq.read_table(f"{bucket}/out/e.parquet", filesystem=fs)
     assert sorted(table.column("id").to_pylist()) == [i for i in range(20) if i % 5 == 2]
     assert len(data) == 4
@@ -241,6 +244,7 @@ def test_debug_shows_the_traceback_of_a_bad_row(lake):
     assert "Traceback" in done.stderr and "InputError" in done.stderr
 
 
+@pytest.mark.slow
 def test_progress_shows_on_a_terminal(lake):
     root, folder = lake
     out, shown = on_a_terminal("import", f"{root}/sales/events", str(folder / "a.csv"), str(folder / "b.jsonl"))

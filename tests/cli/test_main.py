@@ -1,60 +1,27 @@
-"""The installed ``cdkds`` console script, run in a subprocess as a user would: each
-command's output (table and --json) on local files and on S3 (moto on loopback), and bad
-invocations giving one clear line and the right exit code."""
+"""The ``cdkds`` command: each command's output (table and --json) on local files and on S3 (moto
+on loopback), and bad invocations giving one clear line and the right exit code.
+
+Most tests run the command in this process (``run``); the ``slow`` ones spawn the installed
+console script as a user would (``run_script``, ``on_a_terminal``): exit codes, --help, --debug,
+S3 credentials from the environment, progress bars on a terminal."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import pty
-import select
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
 from cdkds.catalog import DatasetDescriptor, DatasetRepository
+from tests.cli.running import on_a_terminal, run, run_script
 from tests.conftest import new_bucket
 
-pytestmark = pytest.mark.slow  # every test spawns the console script
-
-CDKDS = str(Path(sys.executable).with_name("cdkds"))
 SCHEMA = {"type": "record", "name": "Event", "fields": [
     {"name": "id", "type": "long"}, {"name": "userId", "type": "long"},
     {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-micros"}},
     {"name": "tags", "type": ["null", {"type": "array", "items": "string"}], "default": None}]}
-
-
-def run(*args: str, code: int = 0, env: dict | None = None) -> subprocess.CompletedProcess:
-    done = subprocess.run([CDKDS, *args], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **(env or {})})
-    assert done.returncode == code, (args, done.returncode, done.stdout, done.stderr)
-    return done
-
-
-def on_a_terminal(*args: str) -> tuple[bytes, bytes]:
-    """Run the script with a terminal (a pty) as standard error: its standard output and what the
-    terminal showed."""
-    master, slave = pty.openpty()
-    try:
-        done = subprocess.run([CDKDS, *args], stdout=subprocess.PIPE, stderr=slave, timeout=120)
-    finally:
-        os.close(slave)
-    shown = b""
-    while select.select([master], [], [], 1)[0]:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        shown += chunk
-    os.close(master)
-    assert done.returncode == 0, shown
-    return done.stdout, shown
 
 
 def make(repo: DatasetRepository) -> None:
@@ -101,15 +68,17 @@ def test_every_command_on_local_files(lake):
     assert json.loads(run("schema", url, "--spark").stdout)["type"] == "struct"
 
 
+@pytest.mark.slow
 def test_every_command_on_s3(s3_endpoint):
     bucket = new_bucket(s3_endpoint)
     root = f"s3://{bucket}/lake"
     make(DatasetRepository(root, {"client_kwargs": {"endpoint_url": s3_endpoint}}))
     options = ["--storage-option", f"client_kwargs.endpoint_url={s3_endpoint}"]
     env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
-    assert run("list", root, *options, env=env).stdout.split() == ["sales/events"]
-    assert json.loads(run("describe", f"{root}/sales/events", *options, "--json", env=env).stdout)["rows"] == 100
-    assert len(json.loads(run("show", f"{root}/sales/events", *options, "--json", "--limit", "5", env=env).stdout)) == 5
+    assert run_script("list", root, *options, env=env).stdout.split() == ["sales/events"]
+    assert json.loads(run_script("describe", f"{root}/sales/events", *options, "--json", env=env).stdout)["rows"] == 100
+    assert len(json.loads(run_script("show", f"{root}/sales/events", *options, "--json", "--limit", "5",
+                                     env=env).stdout)) == 5
 
 
 def test_maintenance_commands(lake):
@@ -164,9 +133,10 @@ def test_maintenance_commands(lake):
     (["rebuild", "{url}"], 1, "error: the log of dataset 'events' reads fine (revision 2)"),
     (["show", "{url}", "--debug"], 2, "No such option '--debug'"),  # the group's option only before the command
     (["show", "{url}", "--where", "--debug"], 1, "error: dataset 'events': cannot parse predicate '--debug'"),
-    (["list", "s3://bucket/lake", "--storage-option", "client_kwargs.endpoint_url=http://127.0.0.1:9",
-      "--storage-option", "key=a", "--storage-option", "secret=b"], 1,
-     "error: EndpointConnectionError: Could not connect to the endpoint URL"),
+    pytest.param(["list", "s3://bucket/lake", "--storage-option", "client_kwargs.endpoint_url=http://127.0.0.1:9",
+                  "--storage-option", "key=a", "--storage-option", "secret=b"], 1,
+                 "error: EndpointConnectionError: Could not connect to the endpoint URL",
+                 marks=pytest.mark.slow),  # botocore retries the closed port for several seconds
 ])
 def test_bad_invocations_give_one_clear_line(lake, args, code, message):
     root, _ = lake
@@ -179,10 +149,32 @@ def test_bad_invocations_give_one_clear_line(lake, args, code, message):
     assert (dataset.version, len(dataset.history())) == (2, 3)  # nothing committed
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("args, code, message", [
+    (["describe", "{root}/sales/nope"], 1, "error: dataset 'nope' does not exist"),
+    (["show", "{url}", "--limit", "-1"], 2, "Invalid value for '--limit'"),
+])
+def test_the_console_script_gives_one_clear_line(lake, args, code, message):
+    """Two of the catalogue above through the installed script: a domain error and a bad invocation."""
+    root, _ = lake
+    done = run_script(*[a.format(root=root, url=f"{root}/sales/events") for a in args], code=code)
+    assert message in done.stderr and "Traceback" not in done.stderr and done.stdout == "", done.stderr
+    if code == 1:
+        assert len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
 def test_debug_shows_the_traceback(lake):
     root, _ = lake
-    done = run("--debug", "describe", f"{root}/sales/nope", code=1)
+    done = run_script("--debug", "describe", f"{root}/sales/nope", code=1)
     assert "Traceback" in done.stderr and "DatasetNotFoundError" in done.stderr
+
+
+@pytest.mark.slow
+def test_the_console_script_help():
+    done = run_script("--help", env={"COLUMNS": "80"})  # a narrower terminal would narrow the help
+    assert done.stderr == "" and done.stdout == run("--help").stdout  # the in-process run formats help the same
+    assert "Example:" in done.stdout and "Commands:" in done.stdout
 
 
 def test_help_of_every_command_has_an_example():
@@ -222,10 +214,11 @@ def test_alter_and_rebuild(lake):
     assert [p.name for p in lake_dir.iterdir() if p.name.startswith("_log.broken-")]
 
 
+@pytest.mark.slow
 def test_progress_shows_on_a_terminal_only(lake):
     root, _ = lake
     url = f"{root}/sales/events"
-    piped = run("compact", url)
+    piped = run_script("compact", url)
     assert piped.stderr == ""  # not a terminal: no progress, only the result
     out, shown = on_a_terminal("vacuum", url, "--retention", "0s", "--force")
     assert b"would delete" in out
