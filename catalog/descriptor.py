@@ -21,6 +21,7 @@ from cdkds.catalog.errors import (
 )
 from cdkds.catalog.keyed.properties import KeyedProperties
 from cdkds.catalog.partitioning import PartitionStrategy
+from cdkds.catalog.sorting import descriptor_sort
 from cdkds.formats import evolution, schema as schemas
 from cdkds.formats.files import file_format
 from cdkds.formats.projection import NameMapping, Projection
@@ -30,7 +31,8 @@ DEFAULT_FORMAT = "parquet"
 DEFAULT_COMPRESSION = "snappy"
 # the properties cdkds reads (README, "Descriptor properties"); a descriptor keeps any other
 # string pair for its users, so entry points that take properties from people refuse the rest
-KNOWN_PROPERTIES = ("checkpoint.interval", "index.buckets", "index.compaction.deltas", "ttl", "ttl.field", "gc.grace")
+KNOWN_PROPERTIES = ("checkpoint.interval", "index.buckets", "index.compaction.deltas", "ttl", "ttl.field", "gc.grace",
+                    "sort.by")
 _KEY_KINDS = {"int", "long", "string", "uuid", "enum", "date", "timestamp-millis", "timestamp-micros",
               "local-timestamp-millis", "local-timestamp-micros", "decimal", "boolean", "bytes", "fixed"}
 _ORDERING_KINDS = {"int", "long", "float", "double", "date", "timestamp-millis", "timestamp-micros",
@@ -103,6 +105,13 @@ class DatasetDescriptor:
         if not interval.isdigit() or int(interval) < 1:
             raise InvalidDescriptorError(f"property checkpoint.interval must be a positive integer, got {interval!r}")
         KeyedProperties.parse(props, fields, self.ordering_field)
+        descriptor_sort(props, fields, self.record_key)
+
+    @property
+    def sort_by(self) -> tuple[str, ...]:
+        """The fields each data file's rows are sorted by (property ``sort.by``; by default a
+        keyed dataset's record key; empty: unsorted). See :mod:`cdkds.catalog.sorting`."""
+        return descriptor_sort(self.properties, self.fields, self.record_key)
 
     @property
     def keyed(self) -> "KeyedProperties":
@@ -233,16 +242,20 @@ class DatasetDescriptor:
         props = dict(self.properties)
         if "ttl.field" in props:
             props["ttl.field"] = name(props["ttl.field"])
+        if props.get("sort.by", "").strip().lower() not in ("", "none"):
+            props["sort.by"] = ", ".join(name(n.strip()) for n in props["sort.by"].split(","))
         return DatasetDescriptor(schema, strategy, self.format, self.compression, [name(k) for k in self.record_key],
                                  name(self.ordering_field) if self.ordering_field else None, props)
 
     def check_drops(self, dropped: Iterable[str]) -> None:
         """Raise :class:`IncompatibleDescriptorError` if a top-level field in ``dropped`` is
-        a record key field, the ordering field, ``ttl.field`` or a partition source."""
+        a record key field, the ordering field, ``ttl.field``, a ``sort.by`` field or a partition source."""
         dropped = set(dropped)
         strategy = self.partition_strategy.functions if self.partition_strategy else ()
         for what, names in (("record key field", self.record_key), ("ordering field", [self.ordering_field]),
                             ("ttl.field", [self.properties.get("ttl.field")]),
+                            ("sort.by field (change property sort.by first)",
+                             [n for n in self.sort_by if n not in self.record_key]),
                             ("partition source", [f.source for f in strategy])):
             gone = [n for n in names if n in dropped]
             if gone:

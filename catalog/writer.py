@@ -10,6 +10,10 @@ not to have landed (:class:`CommitFailedError`); when its outcome is unknown the
 The :class:`WriteMode` decides what else a commit does: nothing (append), remove every
 live file (overwrite), remove the live files of the partitions written (dynamic
 partition overwrite), or remove the files a compaction rewrote.
+
+Each file's rows are sorted when the dataset says so (property ``sort.by``, a keyed
+dataset's record key by default) or the writer's ``sort_by`` option does; a sorted file's
+rows are held in memory until it closes (see :class:`PartitionedWriter`).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.storage import ObjectStore
 from cdkds.catalog.partitioning.functions import IdentityFunction
 from cdkds.catalog.partitioning.layout import partition_path
+from cdkds.catalog.sorting import sort_order, write_sort
 from cdkds.formats import values
 from cdkds.formats.errors import SchemaMismatchError
 from cdkds.formats.files import DataFileWriter, file_format
@@ -46,6 +51,8 @@ DEFAULT_MAX_OPEN_FILES = 256
 DEFAULT_MEMORY_BUDGET = 256 * 1024 * 1024
 COMBINE_TABLE_BYTES = 1024 * 1024 * 1024  # tables up to this size are routed as one batch  # bytes all open files may hold before the largest is flushed
 RECORD_BUFFER_ROWS = 8192
+MAX_SORT_RATIO = 4.0  # a sorted file rolls at no more than this many times target_file_size of Arrow bytes
+SORTED_BATCH_ROWS = 65_536  # a sorted file's rows reach its file writer in batches of this many
 
 
 class WriteMode(ABC):
@@ -127,6 +134,22 @@ def write_mode(mode: "str | WriteMode", descriptor: DatasetDescriptor) -> WriteM
     raise CdkdsError(f"unknown write mode {mode!r}; use 'append', 'overwrite' or 'overwrite_partitions'")
 
 
+class _OpenFile:
+    """A data file being written: its writer (opened on the first batch, or when a sorted
+    file's held rows are written at close), its rows so far and, when the file is sorted,
+    the batches held until it closes."""
+
+    __slots__ = ("token", "partition", "writer", "rows", "held", "held_bytes")
+
+    def __init__(self, token: int, partition: dict, writer: DataFileWriter | None):
+        self.token = token
+        self.partition = partition
+        self.writer = writer
+        self.rows = 0
+        self.held: list[pa.RecordBatch] = []
+        self.held_bytes = 0
+
+
 class PartitionedWriter:
     """Checks Arrow batches against a descriptor and writes them into partitioned data
     files; it never commits. Spark executors use it directly and send the
@@ -134,12 +157,21 @@ class PartitionedWriter:
 
     Each file's metadata names what a rebuild of the log needs: the commit (``transaction``)
     and its ``operation``, the revision it was planned on, and the ``writer`` whose
-    ``flush``-th commit it is (a writer that commits once is its own transaction)."""
+    ``flush``-th commit it is (a writer that commits once is its own transaction).
+
+    Sorted files (``sort_by``, by default the descriptor's, see :mod:`cdkds.catalog.sorting`)
+    hold their rows as Arrow batches until the file closes, then sort them and write them
+    in row groups: a file rolls when its held Arrow bytes reach ``target_file_size`` times
+    the ratio of Arrow bytes to file bytes of the files this writer closed so far (1 until
+    one closed; at most :data:`MAX_SORT_RATIO`), and when all open files hold more than
+    ``max(DEFAULT_MEMORY_BUDGET, that roll size)`` the largest is closed early. So a sorted
+    write holds up to about that many Arrow bytes, twice that for one file while it is sorted."""
 
     def __init__(self, store: ObjectStore, dataset: str, descriptor: DatasetDescriptor, descriptor_version: int,
                  base_revision: int, transaction: str, operation: str = "append",
                  replaces: Sequence[str] = (), target_file_size: int = DEFAULT_TARGET_FILE_SIZE,
-                 max_open_files: int = DEFAULT_MAX_OPEN_FILES, writer: str | None = None, flush: int = 0):
+                 max_open_files: int = DEFAULT_MAX_OPEN_FILES, writer: str | None = None, flush: int = 0,
+                 sort_by: "str | Sequence[str] | None" = None):
         check_target_file_size(dataset, target_file_size)
         if isinstance(max_open_files, bool) or not isinstance(max_open_files, int) or max_open_files < 1:
             raise CdkdsError(f"dataset {dataset!r}: max_open_files must be a positive integer, got {max_open_files!r}")
@@ -150,17 +182,21 @@ class PartitionedWriter:
         self.transaction = transaction
         self.target_file_size = target_file_size
         self.max_open_files = max_open_files
+        self.sort_by = write_sort(dataset, descriptor, sort_by)
         self._format = file_format(descriptor.format)
         self._schema = descriptor.arrow_schema
         self._strategy = descriptor.partition_strategy
         self._fields = descriptor.fields
         self._conform = batch_conformer(descriptor.schema)
-        self._open: OrderedDict[tuple, tuple[DataFileWriter, dict]] = OrderedDict()
+        self._open: OrderedDict[tuple, _OpenFile] = OrderedDict()
         self._written: list[AddFile] = []
         self._rows_seen = 0  # rows routed so far: where each went is tracked for the record index
-        self._placed: list[tuple[np.ndarray, int, int]] = []  # (input rows, file writer id, first position)
-        self._file_rows: dict[int, int] = {}
+        self._placed: list[tuple[np.ndarray, int, int]] = []  # (input rows, file token, first position)
+        self._tokens = 0
         self._paths: dict[int, str] = {}
+        self._ranks: dict[int, np.ndarray] = {}  # a sorted file's token: each held row's position in the file
+        self._arrow_bytes = 0  # of the sorted files closed: their Arrow bytes and file bytes
+        self._file_bytes = 0
         self._kinds = self._strategy.kinds(self._fields) if self._strategy is not None else {}
         self._metadata = {
             "cdkds.dataset": dataset,
@@ -173,6 +209,8 @@ class PartitionedWriter:
         }
         if replaces:
             self._metadata["cdkds.replaces"] = json.dumps(list(replaces))
+        if self.sort_by:
+            self._metadata["cdkds.sort_by"] = json.dumps(list(self.sort_by))
 
     def error(self, e: Exception | str) -> InvalidRecordError:
         return InvalidRecordError(f"dataset {self.dataset!r}: {e}")
@@ -202,24 +240,28 @@ class PartitionedWriter:
 
     def abort(self) -> None:
         """Delete every file written (committed ones are not this writer's to delete)."""
-        for writer, _ in self._open.values():
-            try:
-                writer.abort()
-            except Exception:  # noqa: BLE001 - best effort: vacuum collects what is left
-                pass
+        for entry in self._open.values():
+            if entry.writer is not None:
+                try:
+                    entry.writer.abort()
+                except Exception:  # noqa: BLE001 - best effort: vacuum collects what is left
+                    pass
         self._open.clear()
         delete_files(self.store, [a.path for a in self._written])
         self._written = []
 
     def placements(self) -> tuple[np.ndarray, list[str], np.ndarray]:
         """Where the rows written so far went, for the files already closed: the input row
-        numbers (in write order across calls), each row's file and position in it."""
+        numbers (in write order across calls), each row's file and position in it (in a
+        sorted file, its position after sorting)."""
         rows, files, positions = [], [], []
         for input_rows, token, start in self._placed:
             if token in self._paths:
                 rows.append(input_rows)
                 files.extend([self._paths[token]] * len(input_rows))
-                positions.append(np.arange(start, start + len(input_rows), dtype=np.int64))
+                rank = self._ranks.get(token)
+                positions.append(np.arange(start, start + len(input_rows), dtype=np.int64) if rank is None
+                                 else rank[start:start + len(input_rows)])
         if not rows:
             return np.zeros(0, np.int64), [], np.zeros(0, np.int64)
         return np.concatenate(rows), files, np.concatenate(positions)
@@ -245,43 +287,107 @@ class PartitionedWriter:
             rows = base + (np.arange(batch.num_rows) if indices is None else np.asarray(indices))
             self._write_partition(batch if indices is None else batch.take(indices), tuple(values_), rows)
 
-    def _write_partition(self, batch: pa.RecordBatch, key: tuple, rows: np.ndarray) -> None:
+    def _entry(self, key: tuple) -> _OpenFile:
         if key in self._open:
             self._open.move_to_end(key)
         else:
             while len(self._open) >= self.max_open_files:
                 self._close_file(next(iter(self._open)))
             self._open[key] = self._open_file(key)
-        writer, _ = self._open[key]
-        start = self._file_rows.get(id(writer), 0)
-        self._placed.append((rows, id(writer), start))
-        self._file_rows[id(writer)] = start + batch.num_rows
+        return self._open[key]
+
+    def _write_partition(self, batch: pa.RecordBatch, key: tuple, rows: np.ndarray) -> None:
+        if self.sort_by:
+            self._hold(batch, key, rows)
+            return
+        entry = self._entry(key)
+        writer = entry.writer
+        self._placed.append((rows, entry.token, entry.rows))
+        entry.rows += batch.num_rows
         writer.write(batch)
         if writer.bytes_written >= self.target_file_size:
             self._close_file(key)
-        elif len(self._open) > 1 and sum(w.buffered_bytes for w, _ in self._open.values()) > DEFAULT_MEMORY_BUDGET:
-            max(self._open.values(), key=lambda entry: entry[0].buffered_bytes)[0].flush_buffer()
+        elif len(self._open) > 1 and sum(e.writer.buffered_bytes for e in self._open.values()) > DEFAULT_MEMORY_BUDGET:
+            max(self._open.values(), key=lambda e: e.writer.buffered_bytes).writer.flush_buffer()
 
-    def _open_file(self, key: tuple) -> tuple[DataFileWriter, dict]:
+    def _roll_bytes(self) -> int:
+        """The Arrow bytes at which a sorted file closes (see the class docstring)."""
+        ratio = self._arrow_bytes / self._file_bytes if self._file_bytes else 1.0
+        return max(1, int(self.target_file_size * min(max(ratio, 1.0), MAX_SORT_RATIO)))
+
+    def _hold(self, batch: pa.RecordBatch, key: tuple, rows: np.ndarray) -> None:
+        """Hold a batch for its sorted file, rolling the file (and splitting the batch) at
+        the roll size."""
+        while batch.num_rows:
+            entry = self._entry(key)
+            limit = self._roll_bytes()
+            take = batch.num_rows
+            if entry.held_bytes + batch.nbytes > limit and batch.num_rows > 1:
+                per_row = max(batch.nbytes / batch.num_rows, 1.0)
+                take = min(batch.num_rows, max(1, int((limit - entry.held_bytes) / per_row)))
+            piece = batch if take == batch.num_rows else batch.slice(0, take)
+            self._placed.append((rows[:take], entry.token, entry.rows))
+            entry.rows += take
+            entry.held.append(piece)
+            entry.held_bytes += piece.nbytes
+            batch, rows = batch.slice(take), rows[take:]
+            if entry.held_bytes >= limit:
+                self._close_file(key)
+        budget = max(DEFAULT_MEMORY_BUDGET, self._roll_bytes())
+        if len(self._open) > 1 and sum(e.held_bytes for e in self._open.values()) > budget:
+            largest = max(self._open, key=lambda k: self._open[k].held_bytes)
+            self._close_file(largest)
+
+    def _open_file(self, key: tuple) -> _OpenFile:
         strategy = self._strategy
         partition = dict(zip(strategy.names, key, strict=True)) if strategy is not None else {}
+        self._tokens += 1
+        entry = _OpenFile(self._tokens, partition, None)
+        if not self.sort_by:
+            entry.writer = self._new_writer(key, partition)
+        return entry
+
+    def _new_writer(self, key: tuple, partition: dict) -> DataFileWriter:
+        strategy = self._strategy
         folder = partition_path(strategy.names, key) if strategy is not None else ""
         name = f"part-{uuid.uuid4().hex}.{self._format.extension}"
         relative = "/".join(p for p in (DATA_FOLDER, folder, name) if p)
         metadata = {**self._metadata, "cdkds.partition": json.dumps(
             {k: values.to_json(v, self._kinds[k]) for k, v in partition.items()})}
-        writer = self._format.open_writer(self.store.fs, self.store.open_output(relative), self.descriptor.schema,
-                                          self._schema, self.descriptor.compression, metadata)
-        return writer, partition
+        return self._format.open_writer(self.store.fs, self.store.open_output(relative), self.descriptor.schema,
+                                        self._schema, self.descriptor.compression, metadata)
 
     def _close_file(self, key: tuple) -> None:
-        writer, partition = self._open.pop(key)
-        written = writer.close()
+        entry = self._open.pop(key)
+        if entry.writer is None:  # a sorted file: sort its held rows, then write them
+            held, entry.held = entry.held, []
+            table = pa.Table.from_batches(held, schema=held[0].schema)
+            order = sort_order(table, self.sort_by)
+            rank = np.empty(len(order), dtype=np.int64)
+            rank[order] = np.arange(len(order), dtype=np.int64)
+            table = table.take(pa.array(order))
+            del held
+            entry.writer = self._new_writer(key, entry.partition)
+            try:
+                for batch in table.to_batches(max_chunksize=SORTED_BATCH_ROWS):
+                    entry.writer.write(batch)
+                written = entry.writer.close()
+            except BaseException:
+                try:
+                    entry.writer.abort()
+                except Exception:  # noqa: BLE001 - best effort: vacuum collects what is left
+                    pass
+                raise
+            self._ranks[entry.token] = rank
+            self._arrow_bytes += entry.held_bytes
+            self._file_bytes += written.size
+        else:
+            written = entry.writer.close()
         root = self.store.root + "/"
         path = written.path[len(root):] if written.path.startswith(root) else written.path
-        self._paths[id(writer)] = path
-        self._written.append(AddFile(path, partition, written.size, written.row_count, dict(written.statistics),
-                                     self.descriptor_version))
+        self._paths[entry.token] = path
+        self._written.append(AddFile(path, entry.partition, written.size, written.row_count,
+                                     dict(written.statistics), self.descriptor_version))
 
 
 def check_target_file_size(dataset: str, target_file_size: object) -> None:
@@ -304,11 +410,13 @@ class DatasetWriter:
     """Writes records and batches to a dataset and commits them; see the module docstring."""
 
     def __init__(self, dataset: "Dataset", mode: "str | WriteMode" = "append",
-                 target_file_size: int = DEFAULT_TARGET_FILE_SIZE, max_open_files: int = DEFAULT_MAX_OPEN_FILES):
+                 target_file_size: int = DEFAULT_TARGET_FILE_SIZE, max_open_files: int = DEFAULT_MAX_OPEN_FILES,
+                 sort_by: "str | Sequence[str] | None" = None):
         self.dataset = dataset
         self.descriptor = dataset.descriptor
         self.target_file_size = target_file_size
         self.max_open_files = max_open_files
+        self.sort_by = write_sort(dataset.name, self.descriptor, sort_by)  # checked before anything is written
         self.mode = write_mode(mode, dataset.descriptor)
         self._schema = self.descriptor.arrow_schema
         self._validate = record_validator(self.descriptor.schema)
@@ -326,7 +434,7 @@ class DatasetWriter:
         replaces = [f.path for f in self.mode.files] if isinstance(self.mode, RewriteFiles) else ()
         return PartitionedWriter(ds.store, ds.name, self.descriptor, ds.descriptor_version, ds.version,
                                  uuid.uuid4().hex, self.mode.operation, replaces, self.target_file_size,
-                                 self.max_open_files, self._id, self._commits)
+                                 self.max_open_files, self._id, self._commits, list(self.sort_by))
 
     # ---------------------------------------------------------------- context
 

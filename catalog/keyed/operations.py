@@ -36,6 +36,7 @@ from cdkds.catalog.log.actions import KEYED_PROTOCOL, Action, AddFile, AddIndex,
 from cdkds.catalog.log.commit import clock
 from cdkds.catalog.log.conflicts import BlindAppend, ConflictRule, Exclusive
 from cdkds.catalog.scan import read_rows
+from cdkds.catalog.sorting import write_sort
 from cdkds.catalog.writer import PartitionedWriter, delete_files
 from cdkds.formats.errors import SchemaMismatchError
 from cdkds.formats.records import batch_conformer
@@ -86,14 +87,19 @@ class KeyedChange:
 # ---------------------------------------------------------------- planning
 
 def prepare(dataset: "Dataset", operation: str, rows: Any, buckets: frozenset[int] | None = None,
-            now_ms: int | None = None, snapshot: "Snapshot | None" = None) -> KeyedChange:
+            now_ms: int | None = None, snapshot: "Snapshot | None" = None,
+            sort_by: "str | Sequence[str] | None" = None) -> KeyedChange:
     """Plan a keyed write of ``rows`` against ``snapshot`` (default: the dataset's) and
-    write its data files. ``buckets``: the rows must all hash to those index buckets."""
+    write its data files. ``buckets``: the rows must all hash to those index buckets.
+    ``sort_by``: the fields the data files are sorted by, instead of the descriptor's
+    (property ``sort.by``, by default the record key); the index records each row's
+    position in its file after sorting."""
     if operation not in OPERATIONS:
         raise CdkdsError(f"dataset {dataset.name!r}: unknown keyed operation {operation!r}; use one of {list(OPERATIONS)}")
     snapshot = snapshot or dataset.snapshot
     descriptor = snapshot.descriptor
     key = RecordKey.of(descriptor, dataset.name)
+    sort = write_sort(dataset.name, descriptor, sort_by)  # checked before anything is written
     now = clock() if now_ms is None else now_ms
     ordering = descriptor.ordering_field
     masks: dict[str, np.ndarray] = {}
@@ -129,7 +135,7 @@ def prepare(dataset: "Dataset", operation: str, rows: Any, buckets: frozenset[in
     if operation == "delete":
         _plan_delete(change, index, table, hashes, stored, ordering, now)
     else:
-        _plan_write(dataset, snapshot, change, index, key, table, hashes, stored, masks, now)
+        _plan_write(dataset, snapshot, change, index, key, table, hashes, stored, masks, now, sort)
     return change
 
 
@@ -197,7 +203,8 @@ def _plan_delete(change: KeyedChange, index: RecordIndex, table: pa.Table, hashe
 
 
 def _plan_write(dataset: "Dataset", snapshot: "Snapshot", change: KeyedChange, index: RecordIndex, key: RecordKey,
-                table: pa.Table, hashes: np.ndarray, stored: _Stored, masks: dict[str, np.ndarray], now: int) -> None:
+                table: pa.Table, hashes: np.ndarray, stored: _Stored, masks: dict[str, np.ndarray], now: int,
+                sort: Sequence[str]) -> None:
     descriptor = snapshot.descriptor
     ordering = descriptor.ordering_field
     n = table.num_rows
@@ -230,7 +237,7 @@ def _plan_write(dataset: "Dataset", snapshot: "Snapshot", change: KeyedChange, i
         return
     written = table.take(pa.array(winners))
     writer = PartitionedWriter(dataset.store, dataset.name, descriptor, snapshot.descriptor_version, snapshot.version,
-                               uuid.uuid4().hex, change.operation)
+                               uuid.uuid4().hex, change.operation, sort_by=list(sort))
     try:
         writer.write_batch(written)
         change.adds = writer.close()
@@ -406,13 +413,14 @@ def result_info(result: UpsertResult) -> dict:
 
 # ---------------------------------------------------------------- the Python entry points
 
-def run(dataset: "Dataset", operation: str, rows: Any) -> UpsertResult:
+def run(dataset: "Dataset", operation: str, rows: Any, sort_by: "str | Sequence[str] | None" = None) -> UpsertResult:
     """Prepare and commit a keyed write, re-planning on the new snapshot when a concurrent
-    commit wrote the same keys (bounded, with exponential backoff and jitter)."""
+    commit wrote the same keys (bounded, with exponential backoff and jitter); ``sort_by``
+    as for :func:`prepare`."""
     if isinstance(rows, Iterable) and not isinstance(rows, (pa.Table, pa.RecordBatch, Mapping, list, tuple, str, bytes)):
         rows = list(rows)  # an iterator is read once; a retry needs the rows again
     for attempt in range(MAX_ATTEMPTS):
-        change = prepare(dataset, operation, rows)
+        change = prepare(dataset, operation, rows, sort_by=sort_by)
         try:
             return commit(dataset, [change])
         except CommitConflictError:
