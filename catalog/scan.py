@@ -11,6 +11,7 @@ and filters rows exactly.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
@@ -21,6 +22,7 @@ from cdkds.catalog.errors import CdkdsError, DataFileError, ExpressionError
 from cdkds.catalog.expressions import (
     ALWAYS_FALSE, ALWAYS_TRUE, Expression, and_, as_expression, bind, drop_matching, filter_batch, references,
 )
+from cdkds.catalog.expressions.metrics import may_match
 from cdkds.catalog.expressions.pruning import FileFilter
 from cdkds.catalog.keyed.deletion import load_deletes
 from cdkds.catalog.keyed.ttl import TimeToLive
@@ -28,8 +30,9 @@ from cdkds.catalog.log.commit import clock
 from cdkds.catalog.log.actions import AddFile
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.log.snapshot import Snapshot
+from cdkds.catalog.readahead import read_ahead
 from cdkds.catalog.storage import ObjectStore
-from cdkds.formats.files import DEFAULT_BATCH_ROWS, file_format
+from cdkds.formats.files import DEFAULT_BATCH_ROWS, KeepRowGroup, Split, file_format
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,12 @@ class FileScanTask:
     file: AddFile
     tombstones: tuple[Expression, ...] = ()
     visible: Expression = ALWAYS_TRUE
+    split: Split | None = None  # part of the file to read (default: all of it)
+
+    @property
+    def length(self) -> int:
+        """The bytes of the file this task reads."""
+        return self.file.size if self.split is None else self.split.length
 
 
 def file_task(snapshot: Snapshot, file: AddFile, now_ms: int) -> FileScanTask:
@@ -114,8 +123,8 @@ def select_columns(dataset: str, descriptor: DatasetDescriptor, columns: Sequenc
 
 def read_plan(store: ObjectStore, plan: ScanPlan, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
     """The matching rows of the plan's files, batch by batch, in the output columns."""
-    for task in plan.tasks:
-        yield from read_task(store, plan.snapshot.descriptor, plan.predicate, plan.columns, task, batch_rows)
+    yield from read_ahead(functools.partial(read_task, store, plan.snapshot.descriptor, plan.predicate, plan.columns,
+                                            task, batch_rows) for task in plan.tasks)
 
 
 def read_task(store: ObjectStore, descriptor: DatasetDescriptor, predicate: Expression, columns: Sequence[str],
@@ -135,13 +144,13 @@ def read_task(store: ObjectStore, descriptor: DatasetDescriptor, predicate: Expr
     output = [*columns, "_pos"] if positions else list(columns)
     fmt = file_format(descriptor.format)
     where = store.display(task.file.path)
+    keep = row_group_filter(predicate)
     try:
         deleted = load_deletes(store, task.file.deletes)
-        offset = 0
-        for batch in fmt.read(store.fs, store.path(task.file.path), projection, batch_rows, task.file.size):
-            start, offset = offset, offset + batch.num_rows
+        for start, batch in fmt.scan(store.fs, store.path(task.file.path), projection, batch_rows, task.file.size,
+                                     task.split, keep):
             if positions:
-                batch = batch.append_column("_pos", pa.array(np.arange(start, offset, dtype=np.int64)))
+                batch = batch.append_column("_pos", pa.array(np.arange(start, start + batch.num_rows, dtype=np.int64)))
             if deleted is not None:
                 keep = deleted.keep_mask(start, batch.num_rows)
                 if keep is not None:
@@ -151,6 +160,16 @@ def read_task(store: ObjectStore, descriptor: DatasetDescriptor, predicate: Expr
                 yield batch.select(output) if batch.schema.names != output else batch
     except Exception as e:  # noqa: BLE001 - named, or passed on, by reading_error
         raise reading_error(e, where, task.file) from None
+
+
+def row_group_filter(predicate: Expression) -> KeepRowGroup | None:
+    """Whether a row group may hold rows matching ``predicate``: the test files pass at
+    planning (:func:`may_match`), on the row group's own statistics (``None``: read every
+    row group). Parquet's float bounds leave NaN out, which is sound here: a comparison
+    with NaN is unknown, never true."""
+    if predicate is ALWAYS_TRUE or predicate is ALWAYS_FALSE:
+        return None
+    return functools.partial(may_match, predicate)
 
 
 def read_rows(store: ObjectStore, descriptor: DatasetDescriptor, file: AddFile, positions: np.ndarray,

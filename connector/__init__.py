@@ -25,7 +25,7 @@ def register(spark, repository_url: str | None = None, database: str | None = No
 
     from cdkds.catalog import DatasetRepository
 
-    spark.dataSource.register(CdkdsDataSource)
+    spark.dataSource.register(_with_parallelism(spark))
     if repository_url is None:
         return []
     if database is not None and storage_options:
@@ -51,6 +51,16 @@ def register(spark, repository_url: str | None = None, database: str | None = No
                       f"OPTIONS (path '{_quote(url)}'{extra})")
             names.append(f"{database}.{table}")
     return names
+
+
+def _with_parallelism(spark) -> type[CdkdsDataSource]:
+    """The source, carrying the session's default parallelism for sizing input splits (its
+    planner cannot ask the session; the class, made here, travels to it by value)."""
+    try:
+        parallelism = int(spark.sparkContext.defaultParallelism)
+    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext: the planner's cores decide
+        return CdkdsDataSource
+    return type("CdkdsDataSource", (CdkdsDataSource,), {"default_parallelism": parallelism, "__module__": __name__})
 
 
 def _quote(text: str) -> str:

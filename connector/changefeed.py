@@ -75,7 +75,7 @@ class ChangeGroup(InputPartition):
 
 def change_groups(plan: "ChangePlan", max_bytes: int) -> list[ChangeGroup]:
     """The plan's changes in groups of about ``max_bytes`` of data files to read."""
-    from cdkds.connector.source import FILE_OPEN_COST
+    from cdkds.catalog.splits import FILE_OPEN_COST
 
     groups, current, size = [], [], 0
     for part in (p for c in plan.commits for p in c.split()):

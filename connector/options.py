@@ -135,6 +135,7 @@ class ReadOptions:
     push_filters: bool
     max_partition_bytes: int
     batch_rows: int
+    min_partitions: int | None  # the parallelism splits are sized for (default: Spark's, or the cores)
 
 
 def read_options(options: Mapping[str, str], where_from_view: Expression, dataset: str) -> ReadOptions:
@@ -152,6 +153,7 @@ def read_options(options: Mapping[str, str], where_from_view: Expression, datase
         _bool(options, "pushFilters", dataset),
         _int(options, "maxPartitionBytes", DEFAULT_MAX_PARTITION_BYTES, dataset, 1),
         _int(options, "batchRows", DEFAULT_BATCH_ROWS, dataset, 1),
+        _int(options, "minPartitions", None, dataset, 1),
     )
 
 
@@ -337,6 +339,7 @@ class WriteOptions:
     job: str | None = None  # the commit's uuid, chosen by the caller (cdkds.connector.upsert)
     txn_app_id: str | None = None  # exactly once: the application whose batch txn_version this write is
     txn_version: int | None = None
+    sort_by: str | None = None  # fields each data file is sorted by, for this write (cdkds.catalog.sorting)
 
 
 def write_options(options: Mapping[str, str], dataset: str) -> WriteOptions:
@@ -371,4 +374,5 @@ def write_options(options: Mapping[str, str], dataset: str) -> WriteOptions:
         _get(options, "orderingField"), _get(options, "schema"), overwrite == "dynamic",
         _int(options, "targetFileSize", None, dataset, 1), properties, nulls == "schema",
         operation, _bool(options, "cdkds.clustered", dataset), job, txn_app_id, txn_version,
+        _get(options, "sortBy"),  # checked against the dataset's schema by the driver's plan
     )

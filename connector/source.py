@@ -16,7 +16,9 @@ imported when a method runs.
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from pyspark.sql.datasource import (
@@ -33,11 +35,12 @@ if TYPE_CHECKING:
     from cdkds.catalog.scan import FileScanTask
     from cdkds.connector.options import Location
 
-FILE_OPEN_COST = 4 * 1024 * 1024  # spark.sql.files.openCostInBytes: a small file still costs a task this much
-
-
 class CdkdsDataSource(DataSource):
     """``spark.read.format("cdkds").load(url)`` and ``df.write.format("cdkds").save(url)``."""
+
+    # Spark's default parallelism, when register() could ask the session for it: a Python
+    # source's planner sees only its options, never the session's configuration.
+    default_parallelism: int | None = None
 
     @classmethod
     def name(cls) -> str:
@@ -93,7 +96,8 @@ class CdkdsDataSource(DataSource):
             return ChangeFeedReader(where, change_feed_options(options, where.name, False), schema)
         read = read_options(options, where.view, where.name)
         cls = CdkdsFilteringReader if read.push_filters else CdkdsReader
-        return cls(where, read.version, read.timestamp, read.where, schema, read.max_partition_bytes, read.batch_rows)
+        return cls(where, read.version, read.timestamp, read.where, schema, read.max_partition_bytes, read.batch_rows,
+                   read.min_partitions or self.default_parallelism or os.cpu_count() or 1)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
         from cdkds.connector.writer import plan_write
@@ -121,9 +125,9 @@ class CdkdsDataSource(DataSource):
 
 # Never storageOptions: a schema is shown by df.schema and DESCRIBE, kept in the metastore and
 # written into the files Spark writes from the DataFrame, and storage options hold credentials.
-_CARRIED = {"path", "where", "columns", "versionasof", "timestampasof", "maxpartitionbytes",
+_CARRIED = {"path", "where", "columns", "versionasof", "timestampasof", "maxpartitionbytes", "minpartitions",
             "batchrows", "pushfilters", "partitionby", "format", "compression", "recordkey", "orderingfield",
-            "partitionoverwrite", "targetfilesize", "checknulls"}
+            "partitionoverwrite", "targetfilesize", "checknulls", "sortby"}
 
 
 def carried_options(options: dict[str, str]) -> dict[str, str]:
@@ -171,7 +175,7 @@ class FileGroup(InputPartition):
 
 class CdkdsReader(DataSourceReader):
     def __init__(self, where: "Location", version: int | None, timestamp: str | None, predicate: "Expression",
-                 schema: StructType, max_partition_bytes: int, batch_rows: int):
+                 schema: StructType, max_partition_bytes: int, batch_rows: int, parallelism: int):
         self.where = where
         self.version = version
         self.timestamp = timestamp
@@ -179,12 +183,17 @@ class CdkdsReader(DataSourceReader):
         self.schema = schema
         self.max_partition_bytes = max_partition_bytes
         self.batch_rows = batch_rows
+        self.parallelism = parallelism
 
     def partitions(self) -> Sequence[InputPartition]:
+        from cdkds.catalog.splits import input_partitions
+        from cdkds.formats.files import file_format
+
         dataset = open_dataset(self.where, self.version, self.timestamp)
         plan = dataset.plan(self.predicate, [f.name for f in self.schema.fields])
-        groups = pack(plan.tasks, self.max_partition_bytes)
         descriptor = plan.snapshot.descriptor
+        groups = input_partitions(plan.tasks, self.max_partition_bytes, self.parallelism,
+                                  file_format(descriptor.format).splittable)
         return [FileGroup(g, descriptor, plan.predicate, dataset.version) for g in groups] or \
             [FileGroup((), descriptor, plan.predicate, dataset.version)]
 
@@ -197,15 +206,17 @@ def read_group(where: "Location", schema: StructType, batch_rows: int, group: Fi
     """The rows of a group's files, in batches cast to the Spark schema's types (on an executor)."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
+    from cdkds.catalog.readahead import read_ahead
     from cdkds.catalog.scan import read_task
     from cdkds.catalog.storage import ObjectStore
 
     target = to_arrow_schema(schema, timezone="UTC")
     store = ObjectStore.open(where.url, dict(where.storage_options))
     columns = [f.name for f in schema.fields]
-    for task in group.tasks:
-        for batch in read_task(store, group.descriptor, group.predicate, columns, task, batch_rows):
-            yield batch.cast(target)
+    readers = (functools.partial(read_task, store, group.descriptor, group.predicate, columns, task, batch_rows)
+               for task in group.tasks)
+    for batch in read_ahead(readers):
+        yield batch.cast(target)
 
 
 class CdkdsFilteringReader(CdkdsReader):
@@ -249,23 +260,3 @@ def spark_filter_to_expression(f: Any) -> "Expression | None":
     if isinstance(f, ds.StringStartsWith):
         return Predicate("starts_with", name, f.value)
     return None
-
-
-def pack(tasks: "Sequence[FileScanTask]", max_bytes: int) -> list[list["FileScanTask"]]:
-    """Files packed into groups of about ``max_bytes`` (largest first, as Spark packs files)."""
-    groups: list[list[FileScanTask]] = []
-    current: list[FileScanTask] = []
-    size = 0
-    for task in sorted(tasks, key=lambda t: t.file.size, reverse=True):
-        cost = task.file.size + FILE_OPEN_COST
-        if current and size + cost > max_bytes:
-            groups.append(current)
-            current, size = [], 0
-        current.append(task)
-        size += cost
-    if current:
-        groups.append(current)
-    return groups
-
-
-# ---------------------------------------------------------------- writing

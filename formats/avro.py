@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 
 from cdkds.formats.errors import DataFileError
-from cdkds.formats.files import DEFAULT_BATCH_ROWS, WrittenFile, stream_at
+from cdkds.formats.files import DEFAULT_BATCH_ROWS, KeepRowGroup, Split, WrittenFile, stream_at
 from cdkds.formats.records import to_records
 from cdkds.formats.projection import Projection
 from cdkds.formats.schema import arrow_field, to_arrow, type_kind
@@ -62,6 +62,7 @@ class AvroFileWriter:
 class AvroFormat:
     name = "avro"
     extension = "avro"
+    splittable = False  # (sync-marker splits: files are written at most targetFileSize, rarely worth it)
     compressions = frozenset({"snappy", "deflate", "zstd", "null", "none"})
 
     def open_writer(self, fs: Any, path: str, avro_schema: dict, arrow_schema: pa.Schema,
@@ -71,6 +72,16 @@ class AvroFormat:
     def read_at(self, fs: Any, path: str, projection: Projection, positions: np.ndarray,
                 size: int | None = None) -> Iterator[tuple[int, pa.RecordBatch]]:
         return stream_at(self.read(fs, path, projection, size=size), positions)
+
+    def scan(self, fs: Any, path: str, projection: Projection, batch_rows: int = DEFAULT_BATCH_ROWS,
+             size: int | None = None, split: Split | None = None, keep: KeepRowGroup | None = None
+             ) -> Iterator[tuple[int, pa.RecordBatch]]:
+        if split is not None and split.start > 0:
+            raise ValueError(f"data file {path}: Avro files are read whole, not from byte {split.start}")
+        position = 0
+        for batch in self.read(fs, path, projection, batch_rows, size):
+            yield position, batch
+            position += batch.num_rows
 
     def read(self, fs: Any, path: str, projection: Projection, batch_rows: int = DEFAULT_BATCH_ROWS,
              size: int | None = None) -> Iterator[pa.RecordBatch]:

@@ -10,7 +10,7 @@ can be rebuilt from the files alone.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -22,6 +22,25 @@ if TYPE_CHECKING:
     from cdkds.formats.projection import Projection
 
 DEFAULT_BATCH_ROWS = 65_536
+
+KeepRowGroup = Callable[[int, Mapping[str, ColumnStatistics]], bool]
+"""Whether to read a row group, given its row count and the statistics of its columns
+(keyed by the projection's field names; a column without statistics is absent)."""
+
+
+@dataclass(frozen=True)
+class Split:
+    """Bytes ``[start, start + length)`` of a data file: a task reads the row groups whose
+    middle byte lies in them (as Spark splits Parquet files), so the splits of a file,
+    whatever its row groups, read each row exactly once."""
+
+    start: int
+    length: int
+
+    def holds(self, first_byte: int, last_byte: int) -> bool:
+        """Whether the middle of bytes ``[first_byte, last_byte)`` lies in this split."""
+        middle = (first_byte + last_byte) // 2
+        return self.start <= middle < self.start + self.length
 
 
 @dataclass(frozen=True)
@@ -68,10 +87,20 @@ class FileFormat(Protocol):
     def open_writer(self, fs: Any, path: str, avro_schema: dict, arrow_schema: pa.Schema,
                     compression: str, metadata: Mapping[str, str]) -> DataFileWriter: ...
 
+    splittable: bool  # whether scan() can read a Split of a file
+
+    def scan(self, fs: Any, path: str, projection: "Projection", batch_rows: int = DEFAULT_BATCH_ROWS,
+             size: int | None = None, split: Split | None = None, keep: KeepRowGroup | None = None
+             ) -> Iterator[tuple[int, pa.RecordBatch]]:
+        """``(position of its first row in the file, batch)`` pairs of the projection's fields,
+        read out of the file by field id (see :mod:`cdkds.formats.projection`): the rows of
+        ``split`` (default: the whole file), skipping row groups ``keep`` refuses. A known
+        ``size`` saves object stores a metadata request."""
+        ...
+
     def read(self, fs: Any, path: str, projection: "Projection", batch_rows: int = DEFAULT_BATCH_ROWS,
              size: int | None = None) -> Iterator[pa.RecordBatch]:
-        """Batches of the projection's fields, read out of the file by field id (see
-        :mod:`cdkds.formats.projection`). A known ``size`` saves object stores a metadata request."""
+        """Every row of the file as batches of the projection's fields."""
         ...
 
     def read_at(self, fs: Any, path: str, projection: "Projection", positions: np.ndarray,

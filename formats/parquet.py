@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cdkds.formats.errors import DataFileError
-from cdkds.formats.files import DEFAULT_BATCH_ROWS, WrittenFile
+from cdkds.formats.files import DEFAULT_BATCH_ROWS, KeepRowGroup, Split, WrittenFile
 from cdkds.formats.projection import FileProjection, Projection
 from cdkds.formats.schema import to_arrow
-from cdkds.formats.statistics import StatisticsCollector
+from cdkds.formats.statistics import ColumnStatistics, StatisticsCollector
 
 ROW_GROUP_ROWS = 131_072
 ROW_GROUP_BYTES = 64 * 1024 * 1024
@@ -82,18 +82,39 @@ class ParquetFileWriter:
 class ParquetFormat:
     name = "parquet"
     extension = "parquet"
+    splittable = True
     compressions = frozenset({"snappy", "zstd", "gzip", "none"})
 
     def open_writer(self, fs: Any, path: str, avro_schema: dict, arrow_schema: pa.Schema,
                     compression: str, metadata: Mapping[str, str]) -> ParquetFileWriter:
         return ParquetFileWriter(fs, path, avro_schema, arrow_schema, compression, metadata)
 
-    def read(self, fs: Any, path: str, projection: Projection, batch_rows: int = DEFAULT_BATCH_ROWS,
-             size: int | None = None) -> Iterator[pa.RecordBatch]:
+    def scan(self, fs: Any, path: str, projection: Projection, batch_rows: int = DEFAULT_BATCH_ROWS,
+             size: int | None = None, split: Split | None = None, keep: KeepRowGroup | None = None
+             ) -> Iterator[tuple[int, pa.RecordBatch]]:
         with fs.open(path, "rb", **({"size": size} if size is not None else {})) as f:
             parquet, resolved = _open(f, path, projection)
-            for batch in parquet.iter_batches(batch_size=batch_rows, columns=resolved.read_columns):
-                yield resolved.apply(batch)
+            meta = parquet.metadata
+            statistics = _RowGroupStatistics(parquet.schema_arrow, resolved) if keep is not None else None
+            chosen, start = [], 0
+            for group in range(meta.num_row_groups):
+                row_group = meta.row_group(group)
+                if (split is None or split.holds(*_byte_range(row_group))) and \
+                        (statistics is None or keep(row_group.num_rows, statistics.of(row_group))):
+                    chosen.append((group, start))
+                start += row_group.num_rows
+            # row groups read together must be contiguous: pyarrow's batches run across them
+            for run in _contiguous(chosen):
+                position = run[0][1]
+                for batch in parquet.iter_batches(batch_size=batch_rows, row_groups=[g for g, _ in run],
+                                                  columns=resolved.read_columns):
+                    yield position, resolved.apply(batch)
+                    position += batch.num_rows
+
+    def read(self, fs: Any, path: str, projection: Projection, batch_rows: int = DEFAULT_BATCH_ROWS,
+             size: int | None = None) -> Iterator[pa.RecordBatch]:
+        for _, batch in self.scan(fs, path, projection, batch_rows, size):
+            yield batch
 
     def read_at(self, fs: Any, path: str, projection: Projection, positions: np.ndarray,
                 size: int | None = None) -> Iterator[tuple[int, pa.RecordBatch]]:
@@ -126,6 +147,81 @@ def _open(f: Any, path: str, projection: Projection) -> tuple[pq.ParquetFile, Fi
     except (pa.ArrowInvalid, OSError) as e:
         raise DataFileError(f"data file {path} is not a readable Parquet file: {e}") from None
     return parquet, projection.resolve(parquet.schema_arrow, path)
+
+
+def _byte_range(row_group: pq.RowGroupMetaData) -> tuple[int, int]:
+    """The bytes a row group's column chunks take in its file."""
+    first, last = None, 0
+    for i in range(row_group.num_columns):
+        column = row_group.column(i)
+        begin = column.data_page_offset
+        if column.has_dictionary_page and column.dictionary_page_offset:
+            begin = min(begin, column.dictionary_page_offset)
+        first = begin if first is None else min(first, begin)
+        last = max(last, begin + column.total_compressed_size)
+    return (first or 0), last
+
+
+def _contiguous(chosen: Sequence[tuple[int, int]]) -> Iterator[list[tuple[int, int]]]:
+    """``(row group, first row)`` pairs in runs of consecutive row groups."""
+    run: list[tuple[int, int]] = []
+    for item in chosen:
+        if run and item[0] != run[-1][0] + 1:
+            yield run
+            run = []
+        run.append(item)
+    if run:
+        yield run
+
+
+class _RowGroupStatistics:
+    """A row group's Parquet statistics as :class:`ColumnStatistics` of the reader's fields:
+    top-level columns with a single leaf, bounds converted as the column's values are
+    (a widened field's bounds widened). Bounds pyarrow cannot convert are left out."""
+
+    def __init__(self, file_schema: pa.Schema, resolved: FileProjection):
+        first_leaf = _first_leaves(file_schema)
+        self._columns = []
+        for name, column, convert in resolved.sources():
+            file_type = file_schema.field(column).type
+            if not pa.types.is_nested(file_type):
+                self._columns.append((name, first_leaf[column], file_type, convert))
+
+    def of(self, row_group: pq.RowGroupMetaData) -> dict[str, ColumnStatistics]:
+        out = {}
+        for name, leaf, file_type, convert in self._columns:
+            stats = row_group.column(leaf).statistics
+            if stats is None or not stats.has_null_count:
+                continue
+            if not stats.has_min_max:
+                out[name] = ColumnStatistics(stats.null_count)
+                continue
+            try:
+                lo, hi = convert(pa.array([stats.min, stats.max], type=file_type)).to_pylist()
+            except (pa.ArrowException, DataFileError, TypeError, ValueError, OverflowError):
+                out[name] = ColumnStatistics(stats.null_count)
+                continue
+            out[name] = ColumnStatistics(stats.null_count, lo, hi)
+        return out
+
+
+def _first_leaves(schema: pa.Schema) -> dict[str, int]:
+    """Each top-level column's first leaf column index in the Parquet file."""
+    out, leaf = {}, 0
+    for f in schema:
+        out[f.name] = leaf
+        leaf += _leaf_count(f.type)
+    return out
+
+
+def _leaf_count(t: pa.DataType) -> int:
+    if pa.types.is_struct(t):
+        return sum(_leaf_count(t.field(i).type) for i in range(t.num_fields))
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return _leaf_count(t.value_type)
+    if pa.types.is_map(t):
+        return _leaf_count(t.key_type) + _leaf_count(t.item_type)
+    return 1
 
 
 PARQUET = ParquetFormat()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -151,6 +151,12 @@ class FileProjection:
     def read_columns(self) -> list[str]:
         """The file's columns to read (at least one, to count rows)."""
         return list(self.columns) or ([self.any_column] if self.any_column is not None else [])
+
+    def sources(self) -> Iterator[tuple[str, str, Callable[[pa.Array], pa.Array]]]:
+        """``(reader field, file column, conversion)`` of each field read from a file column."""
+        for r, f in zip(self.readers, self.schema):
+            if isinstance(r, _Column):
+                yield f.name, r.name, r.convert
 
     def apply(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """A batch of the file's ``read_columns`` as a batch of the reader's fields."""

@@ -1,18 +1,18 @@
-"""Options, view URIs and file packing: the connector's logic that needs no Spark session."""
+"""Options and view URIs: the connector's logic that needs no Spark session."""
 
 import pytest
 
-from cdkds.catalog.log.actions import AddFile
 from cdkds.catalog.expressions import ALWAYS_TRUE
-from cdkds.catalog.scan import FileScanTask
 from cdkds.connector.options import InvalidOptionError, location, parse_view_uri, read_options, write_options
-from cdkds.connector.source import FILE_OPEN_COST, pack
 
 
-def test_pack_files_into_partitions():
-    tasks = [FileScanTask(AddFile(f"f{i}", {}, size, 1)) for i, size in enumerate([100, 50, 30, 20, 10])]
-    groups = pack(tasks, FILE_OPEN_COST * 2 + 100)
-    assert sum(len(g) for g in groups) == 5 and all(len(g) <= 2 for g in groups)
+def test_min_partitions_option():
+    assert read_options({}, ALWAYS_TRUE, "d").min_partitions is None
+    assert read_options({"minPartitions": "8"}, ALWAYS_TRUE, "d").min_partitions == 8
+    for bad in ("0", "-2", "two", "1.5"):
+        with pytest.raises(InvalidOptionError, match=f"dataset 'd': option minPartitions must be an integer >= 1, "
+                                                     f"got '{bad}'"):
+            read_options({"minPartitions": bad}, ALWAYS_TRUE, "d")
 
 
 def test_parse_view_uri():

@@ -1,0 +1,47 @@
+"""Reading ahead: order kept, errors raised in turn, readers stopped when the consumer stops."""
+
+import threading
+import time
+
+import pytest
+
+from cdkds.catalog.readahead import read_ahead
+
+
+def _reader(name, n, log=None, fail_at=None):
+    def read():
+        for i in range(n):
+            if i == fail_at:
+                raise OSError(f"{name} broke")
+            if log is not None:
+                log.append((name, i))
+            yield (name, i)
+    return read
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3, 8])
+def test_items_come_in_the_readers_order(depth):
+    readers = [_reader(f"r{k}", k % 4) for k in range(10)]
+    assert list(read_ahead(readers, depth)) == [(f"r{k}", i) for k in range(10) for i in range(k % 4)]
+
+
+def test_an_error_is_raised_in_its_turn():
+    out = []
+    with pytest.raises(OSError, match="r1 broke"):
+        for item in read_ahead([_reader("r0", 3), _reader("r1", 3, fail_at=1), _reader("r2", 3)], 3):
+            out.append(item)
+    assert out == [("r0", 0), ("r0", 1), ("r0", 2), ("r1", 0)]
+
+
+def test_closing_stops_the_readers_and_memory_stays_bounded():
+    log = []
+    scan = read_ahead([_reader(f"r{k}", 1000, log) for k in range(20)], depth=3, buffered=2)
+    assert next(scan) == ("r0", 0)
+    time.sleep(0.2)
+    # three readers in flight, each at most a few items ahead of what was taken
+    assert {name for name, _ in log} <= {"r0", "r1", "r2"} and len(log) <= 3 * 4
+    scan.close()
+    before = threading.active_count()
+    time.sleep(0.2)
+    assert not any(t.name.startswith("cdkds-read-ahead") for t in threading.enumerate())
+    assert threading.active_count() <= before
