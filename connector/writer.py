@@ -74,7 +74,17 @@ def plan_write(options: dict[str, str], schema: StructType, overwrite: bool,
         mode = "append"
     target = write.target_file_size or DEFAULT_TARGET_FILE_SIZE
     return CdkdsWriter(where, descriptor, descriptor_version, base, uuid.uuid4().hex, mode, target,
-                       txn=transaction_of(write))
+                       txn=transaction_of(write), sort_by=sort_option(where.name, descriptor, write))
+
+
+def sort_option(name: str, descriptor: "DatasetDescriptor", write: Any) -> "tuple[str, ...] | None":
+    """The fields option ``sortBy`` sorts each data file by (``None``: the dataset's ``sort.by``)."""
+    from cdkds.catalog.sorting import write_sort
+    from cdkds.connector.options import InvalidOptionError
+
+    if write.sort_by is None:
+        return None
+    return write_sort(name, descriptor, write.sort_by, "sortBy", InvalidOptionError)
 
 
 def transaction_of(write: Any) -> "SetTransaction | None":
@@ -119,7 +129,7 @@ def plan_keyed_write(where: "Location", write: Any, dataset: "Dataset | None", d
     target = write.target_file_size or DEFAULT_TARGET_FILE_SIZE
     return CdkdsWriter(where, descriptor, descriptor_version, base, write.job or uuid.uuid4().hex,
                        "overwrite" if overwrite else "append", target, operation, write.clustered,
-                       transaction_of(write))
+                       transaction_of(write), sort_option(name, descriptor, write))
 
 
 def new_descriptor(name: str, schema: StructType, write: Any) -> "DatasetDescriptor":
@@ -183,7 +193,8 @@ class CdkdsWriter(DataSourceArrowWriter):
 
     def __init__(self, where: "Location", descriptor: "DatasetDescriptor", descriptor_version: int,
                  base: int | None, transaction: str, mode: str, target_file_size: int,
-                 operation: str | None = None, clustered: bool = False, txn: "SetTransaction | None" = None):
+                 operation: str | None = None, clustered: bool = False, txn: "SetTransaction | None" = None,
+                 sort_by: "Sequence[str] | None" = None):
         self.operation = operation
         self.clustered = clustered
         self.where = where
@@ -194,6 +205,7 @@ class CdkdsWriter(DataSourceArrowWriter):
         self.mode = mode
         self.target_file_size = target_file_size
         self.txn = txn
+        self.sort_by = None if sort_by is None else list(sort_by)  # None: the dataset's sort.by
 
     def replaced(self, **changes: Any) -> "CdkdsWriter":
         """This job with some of its attributes changed."""
@@ -212,7 +224,7 @@ class CdkdsWriter(DataSourceArrowWriter):
             return self._write_keyed(store, iterator)
         files = PartitionedWriter(store, self.where.name, self.descriptor, self.descriptor_version,
                                   self.base if self.base is not None else 0, self.transaction,
-                                  self.mode, target_file_size=self.target_file_size)
+                                  self.mode, target_file_size=self.target_file_size, sort_by=self.sort_by)
         try:
             pending, rows = [], 0
             for batch in iterator:  # Spark sends 10,000-row batches: route bigger chunks to save per-partition work
@@ -253,7 +265,7 @@ class CdkdsWriter(DataSourceArrowWriter):
             key = RecordKey.of(dataset.descriptor, name)
             key.check(table)
             buckets = frozenset(np.unique(key.buckets(key.hashes(table), dataset.descriptor.keyed.buckets)).tolist())
-            change = operations.prepare(dataset, self.operation, table, buckets=buckets)
+            change = operations.prepare(dataset, self.operation, table, buckets=buckets, sort_by=self.sort_by)
             return CdkdsCommitMessage(change.adds, change=change)
         from cdkds.catalog.writer import STAGING_FOLDER
 
@@ -338,7 +350,8 @@ class CdkdsWriter(DataSourceArrowWriter):
         if self.mode == "overwrite":
             from cdkds.catalog.keyed.writer import KeyedWriter
 
-            writer = KeyedWriter(dataset, mode="overwrite", commit_uuid=self.transaction, extra_actions=extra)
+            writer = KeyedWriter(dataset, mode="overwrite", commit_uuid=self.transaction, extra_actions=extra,
+                                 sort_by=self.sort_by)
             if table is not None:
                 writer.write_batch(table)
             writer.close()
@@ -352,7 +365,7 @@ class CdkdsWriter(DataSourceArrowWriter):
             names = [*dataset.descriptor.record_key, *(
                 [dataset.descriptor.ordering_field] if dataset.descriptor.ordering_field in table.schema.names else [])]
             table = table.select(names)  # other columns of the DataFrame are ignored
-        change = operations.prepare(dataset, self.operation, table)
+        change = operations.prepare(dataset, self.operation, table, sort_by=self.sort_by)
         operations.commit(dataset, [change], info, commit_uuid=self.transaction, extra_actions=extra)
 
     def discard(self, dataset: "Dataset", messages: list) -> None:
