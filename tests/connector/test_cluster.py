@@ -43,6 +43,16 @@ JOB = textwrap.dedent("""
           spark.read.format("cdkds").option("where", "userId = 5").load(url).count(),
           spark.read.format("cdkds").option("versionAsOf", 1).load(url).count(),
           first.inserted, second.inserted, second.updated, keyed.count(), keyed.filter("email = 'v2'").count())
+    # one Parquet file of 16 row groups (~10 MB): read by several tasks, each a range of row groups
+    big_url = url + "_big"
+    spark.range(0, 2000000).selectExpr("id", "id * 7 % 1000 AS v").coalesce(1).write.format("cdkds").mode("append").save(big_url)
+    from pyspark.sql.functions import spark_partition_id
+    split = spark.read.format("cdkds").option("maxPartitionBytes", "1048576").load(big_url)
+    sized = spark.read.format("cdkds").option("minPartitions", "3").load(big_url)
+    from cdkds.catalog import DatasetRepository
+    print("SPLITS", len(DatasetRepository(url.rsplit("/", 1)[0]).load("events_big").files), split.rdd.getNumPartitions(),
+          split.select(spark_partition_id()).distinct().count(), split.count(), split.selectExpr("sum(id)").first()[0],
+          sized.rdd.getNumPartitions(), sized.select(spark_partition_id()).distinct().count())
     spark.stop()
 """)
 
@@ -85,8 +95,14 @@ def _run_job(master: str, url: str, tmp_path: Path) -> list[int]:
     done = subprocess.run([sys.executable, str(script), master, url], env=env, capture_output=True, text=True,
                           timeout=400)
     assert done.returncode == 0, done.stderr[-4000:]
-    line = next(l for l in done.stdout.splitlines() if l.startswith("ROWS"))
-    return [int(x) for x in line.split()[1:]]
+    lines = {l.split()[0]: [int(x) for x in l.split()[1:]] for l in done.stdout.splitlines() if l[:1].isupper()}
+    files, partitions, reading, rows, total, sized, sized_reading = lines["SPLITS"]
+    # a large file is read by more than one task: pieces of about maxPartitionBytes, or as
+    # many as minPartitions asks for (down to 4 MB pieces, Spark's open cost); every row exactly once
+    assert (files, rows, total) == (1, 2000000, 1999999 * 2000000 // 2)
+    assert partitions >= 4 and reading >= 4, lines["SPLITS"]
+    assert sized >= 3 and sized_reading >= 2, lines["SPLITS"]
+    return lines["ROWS"]
 
 
 @needs_regular_install
