@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 from cdkds.catalog.expressions import ALWAYS_TRUE, references, to_arrow
 from cdkds.catalog.scan import FileScanTask, ScanPlan, read_task, reading_error
 from cdkds.catalog.storage import ObjectStore
+from cdkds.formats.files import open_data_file
 from cdkds.formats.projection import Projection
 
 FOOTER_READERS = 16  # footers fetched at once when checking which files pyarrow can read as they are
@@ -67,7 +68,7 @@ def _plain(task: FileScanTask) -> bool:
 def _reads_as_is(store: ObjectStore, projection: Projection, task: FileScanTask) -> bool:
     """Whether pyarrow reads the projection's columns out of the file as cdkds does."""
     try:
-        with store.fs.open(store.path(task.file.path), "rb", size=task.file.size) as f:
+        with open_data_file(store.fs, store.path(task.file.path), task.file.size) as f:
             file_schema = pq.ParquetFile(f).schema_arrow
         return projection.resolve(file_schema, store.display(task.file.path)).is_identity
     except Exception as e:  # noqa: BLE001 - named, or passed on, by reading_error

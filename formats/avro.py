@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 
 from cdkds.formats.errors import DataFileError
-from cdkds.formats.files import DEFAULT_BATCH_ROWS, KeepRowGroup, Split, WrittenFile, stream_at
+from cdkds.formats.files import DEFAULT_BATCH_ROWS, KeepRowGroup, Split, WrittenFile, open_data_file, stream_at
 from cdkds.formats.records import to_records
 from cdkds.formats.projection import Projection
 from cdkds.formats.schema import arrow_field, to_arrow, type_kind
@@ -85,7 +85,7 @@ class AvroFormat:
 
     def read(self, fs: Any, path: str, projection: Projection, batch_rows: int = DEFAULT_BATCH_ROWS,
              size: int | None = None) -> Iterator[pa.RecordBatch]:
-        with fs.open(path, "rb", **({"size": size} if size is not None else {})) as f:
+        with open_data_file(fs, path, size) as f:
             try:
                 reader = fastavro.reader(f)
             except FileNotFoundError:
@@ -112,7 +112,7 @@ class AvroFormat:
                 yield resolved.apply(pa.RecordBatch.from_pylist(rows, schema=wanted))
 
     def metadata(self, fs: Any, path: str) -> dict[str, str]:
-        with fs.open(path, "rb") as f:
+        with open_data_file(fs, path) as f:
             meta = fastavro.reader(f).metadata
         return {k: v for k, v in meta.items() if k.startswith("cdkds.")}
 

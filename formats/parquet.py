@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
-from fsspec.implementations.local import LocalFileSystem
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cdkds.formats.errors import DataFileError
-from cdkds.formats.files import DEFAULT_BATCH_ROWS, KeepRowGroup, Split, WrittenFile
+from cdkds.formats.files import DEFAULT_BATCH_ROWS, KeepRowGroup, Split, WrittenFile, open_data_file
 from cdkds.formats.projection import FileProjection, Projection
 from cdkds.formats.schema import to_arrow
 from cdkds.formats.statistics import ColumnStatistics, StatisticsCollector
@@ -93,7 +92,7 @@ class ParquetFormat:
     def scan(self, fs: Any, path: str, projection: Projection, batch_rows: int = DEFAULT_BATCH_ROWS,
              size: int | None = None, split: Split | None = None, keep: KeepRowGroup | None = None
              ) -> Iterator[tuple[int, pa.RecordBatch]]:
-        with _input(fs, path, size) as f:
+        with open_data_file(fs, path, size) as f:
             parquet, resolved = _open(f, path, projection)
             meta = parquet.metadata
             statistics = _RowGroupStatistics(parquet.schema_arrow, resolved) if keep is not None else None
@@ -119,7 +118,7 @@ class ParquetFormat:
 
     def read_at(self, fs: Any, path: str, projection: Projection, positions: np.ndarray,
                 size: int | None = None) -> Iterator[tuple[int, pa.RecordBatch]]:
-        with _input(fs, path, size) as f:
+        with open_data_file(fs, path, size) as f:
             parquet, resolved = _open(f, path, projection)
             columns = resolved.read_columns
             start = 0
@@ -134,17 +133,9 @@ class ParquetFormat:
                     start += rows
 
     def metadata(self, fs: Any, path: str) -> dict[str, str]:
-        with _input(fs, path) as f:
+        with open_data_file(fs, path) as f:
             raw = pq.read_metadata(f).metadata or {}
         return {k.decode(): v.decode() for k, v in raw.items() if k.startswith(b"cdkds.")}
-
-
-def _input(fs: Any, path: str, size: int | None = None) -> Any:
-    """The file to read: a local one natively (pyarrow then reads it without Python's
-    lock: 1.3-1.8x faster scans, measured), others through fsspec."""
-    if isinstance(fs, LocalFileSystem):
-        return pa.OSFile(path)
-    return fs.open(path, "rb", **({"size": size} if size is not None else {}))
 
 
 def _open(f: Any, path: str, projection: Projection) -> tuple[pq.ParquetFile, FileProjection]:

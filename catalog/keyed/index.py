@@ -35,6 +35,7 @@ from cdkds.catalog.keyed.ttl import EXPIRY_TYPE, TimeToLive, files_timestamps
 from cdkds.catalog.log.actions import Action, AddIndex, RemoveIndex
 from cdkds.catalog.scan import file_task, read_task
 from cdkds.catalog.storage import ObjectStore
+from cdkds.formats.files import open_data_file
 
 if TYPE_CHECKING:
     from cdkds.catalog.log.snapshot import Snapshot
@@ -163,7 +164,7 @@ class RecordIndex:
         if size != entry.size:
             raise self._corrupt(entry, f"has {size} bytes, the log says {entry.size}")
         try:
-            with self.store.fs.open(self.store.path(entry.path), "rb", size=entry.size) as f:
+            with open_data_file(self.store.fs, self.store.path(entry.path), entry.size) as f:
                 metadata = pq.read_metadata(f)
         except (pa.ArrowException, OSError, ValueError) as e:
             raise self._corrupt(entry, f"is unreadable ({type(e).__name__}: {e}) at {where}") from None
@@ -348,7 +349,7 @@ class _CheckedFile:
     def read_row_groups(self, groups: list[int]) -> pa.Table:
         store = self.index.store
         try:
-            with store.fs.open(store.path(self.entry.path), "rb", size=self.entry.size) as f:
+            with open_data_file(store.fs, store.path(self.entry.path), self.entry.size) as f:
                 parquet = pq.ParquetFile(f, metadata=self.metadata, page_checksum_verification=True)
                 return parquet.read_row_groups(groups)
         except FileNotFoundError:
