@@ -35,6 +35,9 @@ from cdkds.catalog.storage import ObjectStore
 from cdkds.formats.files import DEFAULT_BATCH_ROWS, KeepRowGroup, Split, file_format
 
 
+SPLIT_BYTES = 64 * 1024 * 1024  # a plain-Python scan reads pieces of larger files side by side
+
+
 @dataclass(frozen=True)
 class FileScanTask:
     """One file to read, the (bound) tombstone predicates that apply to it and the (bound)
@@ -123,8 +126,12 @@ def select_columns(dataset: str, descriptor: DatasetDescriptor, columns: Sequenc
 
 def read_plan(store: ObjectStore, plan: ScanPlan, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
     """The matching rows of the plan's files, batch by batch, in the output columns."""
-    yield from read_ahead(functools.partial(read_task, store, plan.snapshot.descriptor, plan.predicate, plan.columns,
-                                            task, batch_rows) for task in plan.tasks)
+    from cdkds.catalog.splits import split
+
+    descriptor = plan.snapshot.descriptor
+    tasks = split(plan.tasks, SPLIT_BYTES, file_format(descriptor.format).splittable)  # large files in parallel
+    yield from read_ahead(functools.partial(read_task, store, descriptor, plan.predicate, plan.columns, task, batch_rows)
+                          for task in tasks)
 
 
 def read_task(store: ObjectStore, descriptor: DatasetDescriptor, predicate: Expression, columns: Sequence[str],
@@ -144,11 +151,11 @@ def read_task(store: ObjectStore, descriptor: DatasetDescriptor, predicate: Expr
     output = [*columns, "_pos"] if positions else list(columns)
     fmt = file_format(descriptor.format)
     where = store.display(task.file.path)
-    keep = row_group_filter(predicate)
+    row_groups = row_group_filter(predicate)
     try:
         deleted = load_deletes(store, task.file.deletes)
         for start, batch in fmt.scan(store.fs, store.path(task.file.path), projection, batch_rows, task.file.size,
-                                     task.split, keep):
+                                     task.split, row_groups):
             if positions:
                 batch = batch.append_column("_pos", pa.array(np.arange(start, start + batch.num_rows, dtype=np.int64)))
             if deleted is not None:

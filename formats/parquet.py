@@ -16,6 +16,7 @@ from cdkds.formats.statistics import ColumnStatistics, StatisticsCollector
 
 ROW_GROUP_ROWS = 131_072
 ROW_GROUP_BYTES = 64 * 1024 * 1024
+THREADED_ABOVE = 4 * 1024 * 1024  # smaller files decode faster on one thread (pyarrow's dispatch costs more)
 
 
 class ParquetFileWriter:
@@ -106,7 +107,7 @@ class ParquetFormat:
             # row groups read together must be contiguous: pyarrow's batches run across them
             for run in _contiguous(chosen):
                 position = run[0][1]
-                for batch in parquet.iter_batches(batch_size=batch_rows, row_groups=[g for g, _ in run],
+                for batch in parquet.iter_batches(batch_size=batch_rows, row_groups=[g for g, _ in run], use_threads=size is None or size > THREADED_ABOVE,
                                                   columns=resolved.read_columns):
                     yield position, resolved.apply(batch)
                     position += batch.num_rows
