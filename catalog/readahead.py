@@ -12,7 +12,6 @@ from __future__ import annotations
 import collections
 import queue
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable, Iterator, TypeVar
 
 T = TypeVar("T")
@@ -34,7 +33,7 @@ def read_ahead(readers: Iterable[Callable[[], Iterator[T]]], depth: int = READ_A
         return
     stop = threading.Event()
     pending: collections.deque[queue.Queue] = collections.deque()
-    pool = ThreadPoolExecutor(depth, thread_name_prefix="cdkds-read-ahead")
+    threads: list[threading.Thread] = []
 
     def put(q: queue.Queue, message: tuple) -> bool:
         while not stop.is_set():
@@ -65,7 +64,10 @@ def read_ahead(readers: Iterable[Callable[[], Iterator[T]]], depth: int = READ_A
         if reader is not None:
             q: queue.Queue = queue.Queue(buffered)
             pending.append(q)
-            pool.submit(run, reader, q)
+            # daemon threads: a scan left unfinished (never closed) must not keep Python from exiting
+            thread = threading.Thread(target=run, args=(reader, q), name="cdkds-read-ahead", daemon=True)
+            thread.start()
+            threads.append(thread)
 
     try:
         for _ in range(depth):
@@ -76,9 +78,11 @@ def read_ahead(readers: Iterable[Callable[[], Iterator[T]]], depth: int = READ_A
                 yield value
             elif kind == _DONE:
                 pending.popleft()
+                threads[:] = [t for t in threads if t.is_alive()]
                 start_next()
             else:
                 raise value
     finally:
         stop.set()
-        pool.shutdown(wait=True, cancel_futures=True)
+        for thread in threads:
+            thread.join()

@@ -45,3 +45,23 @@ def test_closing_stops_the_readers_and_memory_stays_bounded():
     time.sleep(0.2)
     assert not any(t.name.startswith("cdkds-read-ahead") for t in threading.enumerate())
     assert threading.active_count() <= before
+
+
+def test_a_scan_left_open_does_not_keep_python_from_exiting(tmp_path):
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(f"""
+        import pyarrow as pa
+        from cdkds.catalog import DatasetDescriptor, DatasetRepository
+        ds = DatasetRepository({str(tmp_path)!r}).create("t", DatasetDescriptor(
+            {{"type": "record", "name": "R", "fields": [{{"name": "x", "type": "long"}}]}}))
+        for i in range(5):
+            with ds.writer() as w:
+                w.write_batch(pa.table({{"x": list(range(i * 10, i * 10 + 10))}}))
+        scan = ds.refresh().scan(batch_rows=2)  # a global: never closed before the interpreter exits
+        print(next(scan).num_rows)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "2", done.stderr
