@@ -14,7 +14,7 @@ from cdkds.catalog.expressions import Expression
 from cdkds.catalog.log.actions import Action, AddFile
 from cdkds.catalog.log import HistoryEntry, TransactionLog
 from cdkds.catalog.log.snapshot import Snapshot
-from cdkds.catalog.scan import ScanPlan, plan_scan, read_plan
+from cdkds.catalog.scan import ScanPlan, check_batch_rows, plan_scan, read_plan
 from cdkds.catalog.storage import ObjectStore
 from cdkds.catalog import maintenance
 from cdkds.catalog.delete import plan_delete, row_deletes
@@ -98,6 +98,7 @@ class Dataset:
     def scan(self, where: Expression | str | None = None, columns: Sequence[str] | None = None,
              batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
         """The matching rows as Arrow batches, streamed file by file."""
+        check_batch_rows(self.name, batch_rows)
         return read_plan(self.store, self.plan(where, columns), batch_rows)
 
     def to_table(self, where: Expression | str | None = None, columns: Sequence[str] | None = None) -> pa.Table:
@@ -109,6 +110,7 @@ class Dataset:
                         batch_rows: int = DEFAULT_BATCH_ROWS) -> pa.RecordBatchReader:
         """The matching rows as a stream of Arrow batches (read once, file by file, as they are
         taken: bounded memory). DuckDB queries it directly; ``read_all()`` gathers it."""
+        check_batch_rows(self.name, batch_rows)
         plan = self.plan(where, columns)
         return pa.RecordBatchReader.from_batches(plan.output_schema, read_plan(self.store, plan, batch_rows))
 

@@ -124,6 +124,12 @@ def select_columns(dataset: str, descriptor: DatasetDescriptor, columns: Sequenc
     return tuple(dict.fromkeys(columns))
 
 
+def check_batch_rows(dataset: str, batch_rows: object) -> None:
+    """:class:`CdkdsError` unless ``batch_rows`` is a positive whole number."""
+    if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
+        raise CdkdsError(f"dataset {dataset!r}: batch_rows must be a positive whole number of rows, got {batch_rows!r}")
+
+
 def read_plan(store: ObjectStore, plan: ScanPlan, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
     """The matching rows of the plan's files, batch by batch, in the output columns."""
     from cdkds.catalog.splits import split

@@ -51,6 +51,8 @@ def sort_columns(value: Any, fields: Mapping[str, FieldType], what: str,
             raise error(f"{what} = {value!r} has an empty field name; give field names separated by commas")
     elif isinstance(value, Sequence) and all(isinstance(n, str) for n in value):
         names = [n.strip() for n in value]
+        if not all(names):
+            raise error(f"{what} = {list(value)!r} has an empty field name")
     else:
         raise error(f"{what} must be field names (a list, or text such as 'a, b'), got {value!r:.100}")
     seen: set[str] = set()

@@ -14,13 +14,15 @@ from cdkds.catalog.scan import FileScanTask
 from cdkds.formats.files import Split
 
 FILE_OPEN_COST = 4 * 1024 * 1024  # spark.sql.files.openCostInBytes: a small file still costs a task this much
+MIN_SPLIT_BYTES = 1024 * 1024  # smaller splits mostly hold no row group's middle: empty tasks, millions of them
 
 
 def split_size(tasks: Sequence[FileScanTask], max_partition_bytes: int, parallelism: int) -> int:
     """Bytes per split: ``min(max_partition_bytes, max(open cost, bytes / parallelism))``,
-    so a scan smaller than ``parallelism`` full partitions still keeps every core busy."""
+    so a scan smaller than ``parallelism`` full partitions still keeps every core busy;
+    never below 1 MiB."""
     total = sum(t.length + FILE_OPEN_COST for t in tasks)
-    return min(max_partition_bytes, max(FILE_OPEN_COST, total // max(parallelism, 1)))
+    return max(MIN_SPLIT_BYTES, min(max_partition_bytes, max(FILE_OPEN_COST, total // max(parallelism, 1))))
 
 
 def split(tasks: Sequence[FileScanTask], size: int, splittable: bool) -> list[FileScanTask]:

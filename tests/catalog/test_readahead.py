@@ -65,3 +65,16 @@ def test_a_scan_left_open_does_not_keep_python_from_exiting(tmp_path):
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "2", done.stderr
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "10", True, None])
+def test_batch_rows_is_checked_before_reading(tmp_path, bad):
+    from cdkds.catalog import DatasetDescriptor, DatasetRepository
+    from cdkds.catalog.errors import CdkdsError
+
+    ds = DatasetRepository(str(tmp_path)).create("t", DatasetDescriptor(
+        {"type": "record", "name": "R", "fields": [{"name": "x", "type": "long"}]}))
+    for read in (ds.scan, ds.to_batch_reader):
+        with pytest.raises(CdkdsError, match=f"dataset 't': batch_rows must be a positive whole number of rows, "
+                                             f"got {bad!r}"):
+            read(batch_rows=bad)

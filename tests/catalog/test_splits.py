@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from cdkds.catalog.log.actions import AddFile
 from cdkds.catalog.scan import FileScanTask
-from cdkds.catalog.splits import FILE_OPEN_COST, input_partitions, pack, split, split_size
+from cdkds.catalog.splits import FILE_OPEN_COST, MIN_SPLIT_BYTES, input_partitions, pack, split, split_size
 from cdkds.formats.files import Split
 
 MB = 1024 * 1024
@@ -24,6 +24,8 @@ def test_split_size_keeps_every_core_busy():
     assert split_size(four, 128 * MB, 1) == 4 * (14 * MB + FILE_OPEN_COST)  # one core: one partition
     assert split_size([_task(10 * MB)], 128 * MB, 64) == FILE_OPEN_COST  # never below the cost of opening a file
     assert split_size([_task(10_000 * MB)], 128 * MB, 2) == 128 * MB  # never above maxPartitionBytes
+    # never below 1 MiB: smaller splits hold no row group's middle (a 64-byte maxPartitionBytes planned 5M tasks)
+    assert split_size([_task(10_000 * MB)], 64, 2) == MIN_SPLIT_BYTES
 
 
 def test_a_large_file_is_cut_into_splits_that_cover_it_once():
