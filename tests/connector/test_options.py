@@ -76,3 +76,23 @@ def test_write_options():
                            "property.checkpoint.interval": "5"}, "t")
     assert write.record_key == ("a", "b") and write.dynamic_partition_overwrite
     assert write.properties == {"checkpoint.interval": "5"}
+
+
+def test_register_carries_the_sessions_parallelism_to_the_planner():
+    from types import SimpleNamespace
+
+    from pyspark import cloudpickle
+
+    from cdkds.connector import CdkdsDataSource, _with_parallelism
+
+    source = _with_parallelism(SimpleNamespace(sparkContext=SimpleNamespace(defaultParallelism=7)))
+    assert issubclass(source, CdkdsDataSource) and source.name() == "cdkds" and source.default_parallelism == 7
+    shipped = cloudpickle.loads(cloudpickle.dumps(source))  # Spark pickles the class to its planner process
+    assert shipped.default_parallelism == 7
+
+    class Connect:  # Spark Connect sessions have no SparkContext
+        @property
+        def sparkContext(self):  # noqa: N802
+            raise RuntimeError("[JVM_ATTRIBUTE_NOT_SUPPORTED]")
+
+    assert _with_parallelism(Connect()) is CdkdsDataSource and CdkdsDataSource.default_parallelism is None
