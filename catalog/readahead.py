@@ -33,7 +33,7 @@ def read_ahead(readers: Iterable[Callable[[], Iterator[T]]], depth: int = READ_A
         return
     stop = threading.Event()
     pending: collections.deque[queue.Queue] = collections.deque()
-    threads: list[threading.Thread] = []
+    work: queue.Queue = queue.Queue()  # (reader, its queue) for the workers; None: stop
 
     def put(q: queue.Queue, message: tuple) -> bool:
         while not stop.is_set():
@@ -59,16 +59,21 @@ def read_ahead(readers: Iterable[Callable[[], Iterator[T]]], depth: int = READ_A
         except BaseException as e:  # noqa: BLE001 - handed to the consumer, raised in its turn
             put(q, (_ERROR, e))
 
+    def work_on() -> None:
+        while (job := work.get()) is not None and not stop.is_set():
+            run(*job)
+
     def start_next() -> None:
         reader = next(readers, None)
         if reader is not None:
             q: queue.Queue = queue.Queue(buffered)
             pending.append(q)
-            # daemon threads: a scan left unfinished (never closed) must not keep Python from exiting
-            thread = threading.Thread(target=run, args=(reader, q), name="cdkds-read-ahead", daemon=True)
-            thread.start()
-            threads.append(thread)
+            work.put((reader, q))
 
+    # daemon threads: a scan left unfinished (never closed) must not keep Python from exiting
+    workers = [threading.Thread(target=work_on, name="cdkds-read-ahead", daemon=True) for _ in range(depth)]
+    for worker in workers:
+        worker.start()
     try:
         for _ in range(depth):
             start_next()
@@ -78,11 +83,12 @@ def read_ahead(readers: Iterable[Callable[[], Iterator[T]]], depth: int = READ_A
                 yield value
             elif kind == _DONE:
                 pending.popleft()
-                threads[:] = [t for t in threads if t.is_alive()]
                 start_next()
             else:
                 raise value
     finally:
         stop.set()
-        for thread in threads:
-            thread.join()
+        for _ in workers:
+            work.put(None)
+        for worker in workers:
+            worker.join()
