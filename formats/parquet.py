@@ -58,10 +58,10 @@ class ParquetFileWriter:
         if self._pending_rows >= ROW_GROUP_ROWS or self._pending_bytes >= ROW_GROUP_BYTES:
             self._flush_row_group()
 
-    def _flush_row_group(self) -> None:
+    def _flush_row_group(self) -> None:  # a large batch becomes several row groups: pruning and splits go by them
         if self._pending:
             self._writer.write_table(pa.Table.from_batches(self._pending, schema=self._schema),
-                                     row_group_size=max(self._pending_rows, 1))
+                                     row_group_size=min(max(self._pending_rows, 1), ROW_GROUP_ROWS))
         self._pending, self._pending_rows, self._pending_bytes = [], 0, 0
 
     def close(self) -> WrittenFile:

@@ -133,3 +133,17 @@ def test_a_selective_predicate_on_a_sorted_column_reads_one_row_group():
         read.clear()
         assert ds.to_table(where="x = 100").num_rows == 0  # the file itself is pruned
         assert read == []
+
+
+def test_a_large_batch_is_written_in_row_groups_of_at_most_row_group_rows(tmp_path):
+    from cdkds.formats.parquet import ROW_GROUP_ROWS
+
+    ds = DatasetRepository(str(tmp_path)).create("t", DatasetDescriptor(SCHEMA))
+    rows = 3 * ROW_GROUP_ROWS + 5
+    with ds.writer() as writer:
+        writer.write_batch(pa.table({"id": range(rows), "ts": [0] * rows}).cast(
+            pa.schema([pa.field("id", pa.int64()), pa.field("ts", pa.timestamp("us", "UTC"))])))
+    ds = ds.refresh()
+    meta = pq.read_metadata(ds.store.path(ds.files[0].path))
+    assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [ROW_GROUP_ROWS] * 3 + [5]
+    assert ds.to_table(where=f"id = {2 * ROW_GROUP_ROWS + 1}").num_rows == 1
