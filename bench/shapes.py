@@ -37,9 +37,9 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import importlib.util
 import json
 import os
-import random
 import shutil
 import socket
 import statistics
@@ -288,35 +288,27 @@ def shape_one_big_file(data: Data, spark: Spark, scale: float, repeat: int) -> N
     compare_python("2 one-big-file", data.url, "one_big_file", files, repeat)
 
 
-QUICKSTART_SCHEMA = {"type": "record", "name": "Event", "fields": [  # examples/quickstart.py's
-    {"name": "id", "type": "long"}, {"name": "userId", "type": "long"},
-    {"name": "country", "type": ["null", "string"], "default": None},
-    {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-micros"}},
-    {"name": "amount", "type": "double"}]}
+def _quickstart() -> Any:
+    """examples/quickstart.py, for its rows and schema (its main runs only as a script)."""
+    spec = importlib.util.spec_from_file_location("quickstart", Path(__file__).resolve().parent.parent / "examples"
+                                                  / "quickstart.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+QUICKSTART = _quickstart()
 QUICKSTART_STRATEGY = "hash(userId, 16), year(ts), month(ts), day(ts)"
-
-
-def quickstart_events(n: int, start: int) -> pa.Table:
-    """examples/quickstart.py's make_events, the same rows: 10,000 users, 20 days from 2026-02-20."""
-    rng = random.Random(start)
-    t0 = dt.datetime(2026, 2, 20, tzinfo=dt.timezone.utc)
-    return pa.table({
-        "id": list(range(start, start + n)),
-        "userId": [rng.randrange(10_000) for _ in range(n)],
-        "country": [rng.choice(["NZ", "AU", "US", "DE", None]) for _ in range(n)],
-        "ts": [t0 + dt.timedelta(minutes=rng.randrange(20 * 24 * 60)) for _ in range(n)],
-        "amount": [round(rng.uniform(1, 500), 2) for _ in range(n)],
-    })
 
 
 def shape_many_tiny_files(data: Data, spark: Spark, scale: float, repeat: int) -> None:
     first, second = int(50_000 * scale), int(1_000 * scale)
 
     def make(name: str) -> None:  # the quick start's two commits
-        write_python(data.url, name, QUICKSTART_SCHEMA, [quickstart_events(first, 0)], QUICKSTART_STRATEGY)
+        write_python(data.url, name, QUICKSTART.SCHEMA, [QUICKSTART.make_events(first, 0)], QUICKSTART_STRATEGY)
         ds = DatasetRepository(data.url).load(name)
         with ds.writer() as w:
-            w.write_batch(quickstart_events(second, first))
+            w.write_batch(QUICKSTART.make_events(second, first))
 
     ds = data.get("many_tiny_files", make)
     files, url = live_files(ds), f"{data.url}/many_tiny_files"
