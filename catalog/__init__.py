@@ -14,7 +14,7 @@ from cdkds.catalog.errors import (
 from cdkds.catalog.expressions import Expression, field
 from cdkds.catalog.partitioning import PartitionStrategy, PartitionStrategyBuilder
 from cdkds.catalog.repository import DatasetRepository, LogMetadataProvider, MetadataProvider
-from cdkds.catalog.writer import DatasetWriter
+from cdkds.catalog.write.writer import DatasetWriter
 
 __all__ = [
     "CdkdsError", "CommitConflictError", "CommitFailedError", "CommitStateUnknownError", "CorruptLogError",

@@ -14,16 +14,16 @@ from cdkds.catalog.expressions import Expression
 from cdkds.catalog.log.actions import Action, AddFile
 from cdkds.catalog.log import HistoryEntry, TransactionLog
 from cdkds.catalog.log.snapshot import Snapshot
-from cdkds.catalog.scan import ScanPlan, check_batch_rows, plan_scan, read_plan
+from cdkds.catalog.read.scan import ScanPlan, check_batch_rows, plan_scan, read_plan
 from cdkds.catalog.storage import ObjectStore
 from cdkds.catalog import maintenance
-from cdkds.catalog.delete import plan_delete, row_deletes
+from cdkds.catalog.write.delete import plan_delete, row_deletes
 from cdkds.catalog.errors import CommitFailedError
 from cdkds.catalog.log.actions import (
     FIELD_ID_PROTOCOL, KEYED_PROTOCOL, AddIndex, DeleteRows, SetMetadata, SetProtocol,
 )
 from cdkds.catalog.log.commit import clock
-from cdkds.catalog.writer import DEFAULT_TARGET_FILE_SIZE, DatasetWriter, delete_files
+from cdkds.catalog.write.writer import DEFAULT_TARGET_FILE_SIZE, DatasetWriter, delete_files
 from cdkds.formats.evolution import misread_by_name
 from cdkds.formats.files import DEFAULT_BATCH_ROWS
 from cdkds.formats.records import to_records
@@ -120,8 +120,8 @@ class Dataset:
         (``scan_pyarrow_dataset``) and pandas scan again and again, pushing their own column
         selections and filters into it. Parquet files where no tombstone, deletion vector, TTL
         or schema change applies are read lazily by pyarrow; the matching rows of the others are
-        read now and held (see :mod:`cdkds.catalog.arrow_dataset`)."""
-        from cdkds.catalog.arrow_dataset import to_arrow_dataset
+        read now and held (see :mod:`cdkds.catalog.read.arrow_dataset`)."""
+        from cdkds.catalog.read.arrow_dataset import to_arrow_dataset
         return to_arrow_dataset(self.store, self.plan(where, columns))
 
     def changes(self, start_version: int, end_version: int | None = None,
@@ -129,9 +129,9 @@ class Dataset:
         """The rows changed by revisions ``start_version`` to ``end_version`` (default: the
         latest), both included, as a stream of Arrow batches with ``_change_type`` (``insert``,
         ``update_preimage``, ``update_postimage``, ``delete``), ``_commit_version`` and
-        ``_commit_timestamp``, commit by commit (see :mod:`cdkds.catalog.changes`). The range
+        ``_commit_timestamp``, commit by commit (see :mod:`cdkds.catalog.read.changes`). The range
         is checked now; rows are read as the batches are taken (``read_all()`` gathers them)."""
-        from cdkds.catalog.changes import plan_changes, read_changes
+        from cdkds.catalog.read.changes import plan_changes, read_changes
         plan = plan_changes(self.log, start_version, end_version, columns)
         return pa.RecordBatchReader.from_batches(plan.output_schema, read_changes(self.store, plan))
 

@@ -21,7 +21,7 @@ from cdkds.catalog.errors import (
 )
 from cdkds.catalog.keyed.properties import KeyedProperties
 from cdkds.catalog.partitioning import PartitionStrategy
-from cdkds.catalog.sorting import descriptor_sort
+from cdkds.catalog.write.sorting import descriptor_sort
 from cdkds.formats import evolution, schema as schemas
 from cdkds.formats.files import file_format
 from cdkds.formats.projection import NameMapping, Projection
@@ -110,7 +110,7 @@ class DatasetDescriptor:
     @property
     def sort_by(self) -> tuple[str, ...]:
         """The fields each data file's rows are sorted by (property ``sort.by``; by default a
-        keyed dataset's record key; empty: unsorted). See :mod:`cdkds.catalog.sorting`."""
+        keyed dataset's record key; empty: unsorted). See :mod:`cdkds.catalog.write.sorting`."""
         return descriptor_sort(self.properties, self.fields, self.record_key)
 
     @property

@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.tree import Tree
 
 from cdkds.catalog import DatasetRepository
-from cdkds.catalog.scan import read_plan
+from cdkds.catalog.read.scan import read_plan
 from cdkds.cli.app import cli, common, emit, open_dataset, print_table, storage_options, to_json
 
 SMALL_FILE_BYTES = 16 * 1024 * 1024  # a data file under this size counts as small (compaction would merge it)

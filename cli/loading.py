@@ -20,7 +20,7 @@ from cdkds.catalog import CdkdsError, Dataset, DatasetDescriptor, DatasetReposit
 from cdkds.catalog.descriptor import KNOWN_PROPERTIES
 from cdkds.catalog.log import LOG_FOLDER
 from cdkds.catalog.repository import split_dataset_url
-from cdkds.catalog.scan import read_task
+from cdkds.catalog.read.scan import read_task
 from cdkds.cli.app import CliError, cli, common, emit, open_dataset, progress, storage_options, working
 from cdkds.cli.inspection import schema_tree
 from cdkds.formats.inputs import FORMATS, InputFile, infer_schema, open_input

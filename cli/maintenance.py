@@ -18,7 +18,7 @@ from cdkds.catalog.log.expiry import MINIMUM_LOG_AGE
 from cdkds.catalog.maintenance.vacuum import MINIMUM_RETENTION
 from cdkds.catalog.repository import split_dataset_url
 from cdkds.catalog.schema_update import SchemaUpdate
-from cdkds.catalog.writer import DATA_FOLDER
+from cdkds.catalog.write.writer import DATA_FOLDER
 from cdkds.cli.app import (
     CliError, Duration, Size, cli, committed, common, emit, open_dataset, progress, storage_options, working,
 )

@@ -1,5 +1,5 @@
 """The change feed in Spark: ``option("readChangeFeed", "true")`` on ``spark.read`` and
-``spark.readStream`` (see :mod:`cdkds.catalog.changes`).
+``spark.readStream`` (see :mod:`cdkds.catalog.read.changes`).
 
 The driver plans the changes of a range of revisions from the log; each input partition
 reads some commits' changes (a keyed commit whole, since its pre- and post-images are
@@ -21,14 +21,14 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from cdkds.catalog import Dataset, DatasetDescriptor
-    from cdkds.catalog.changes import ChangePlan, CommitChanges
+    from cdkds.catalog.read.changes import ChangePlan, CommitChanges
     from cdkds.connector.options import ChangeFeedOptions, Location
 
 def change_feed_schema(dataset: "Dataset", columns: Sequence[str] | None) -> StructType:
     """The Spark schema of the change rows: the columns of the latest revision, then the
     change columns."""
-    from cdkds.catalog.changes import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION
-    from cdkds.catalog.scan import select_columns
+    from cdkds.catalog.read.changes import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION
+    from cdkds.catalog.read.scan import select_columns
 
     struct = dataset.descriptor.spark_schema_json()
     by_name = {f["name"]: f for f in struct["fields"]}
@@ -42,7 +42,7 @@ def change_feed_schema(dataset: "Dataset", columns: Sequence[str] | None) -> Str
 
 def _start(dataset: "Dataset", feed: "ChangeFeedOptions") -> int:
     """The first revision of a feed whose start is a revision or a time."""
-    from cdkds.catalog.changes import first_revision_since
+    from cdkds.catalog.read.changes import first_revision_since
 
     if feed.start.kind == "timestamp":
         return first_revision_since(dataset.log, feed.start.value)
@@ -75,7 +75,7 @@ class ChangeGroup(InputPartition):
 
 def change_groups(plan: "ChangePlan", max_bytes: int) -> list[ChangeGroup]:
     """The plan's changes in groups of about ``max_bytes`` of data files to read."""
-    from cdkds.catalog.splits import FILE_OPEN_COST
+    from cdkds.catalog.read.splits import FILE_OPEN_COST
 
     groups, current, size = [], [], 0
     for part in (p for c in plan.commits for p in c.split()):
@@ -94,7 +94,7 @@ def read_group(where: "Location", schema: StructType, group: ChangeGroup) -> Ite
     """The change rows of a group, cast to the types Spark expects."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    from cdkds.catalog.changes import read_commit
+    from cdkds.catalog.read.changes import read_commit
     from cdkds.catalog.storage import ObjectStore
 
     target = to_arrow_schema(schema, timezone="UTC")
@@ -114,7 +114,7 @@ class ChangeFeedReader(DataSourceReader):
         self.schema = schema
 
     def partitions(self) -> Sequence[InputPartition]:
-        from cdkds.catalog.changes import plan_changes
+        from cdkds.catalog.read.changes import plan_changes
 
         feed = self.feed
         end = open_end(self.where, feed.end_version, feed.end_timestamp)
@@ -167,7 +167,7 @@ class ChangeFeedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:  # noqa: N802 - Spark's name
         from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-        from cdkds.catalog.changes import plan_changes
+        from cdkds.catalog.read.changes import plan_changes
 
         dataset = self._dataset()
         self._check_schema(dataset)
@@ -221,7 +221,7 @@ class ChangeFeedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         return ReadMaxFiles(self.feed.max_files)
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        from cdkds.catalog.changes import plan_changes
+        from cdkds.catalog.read.changes import plan_changes
 
         if end == INITIAL_OFFSET:
             return []

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Iterator, Sequence
 
-from cdkds.catalog.changes import NO_DATA_CHANGE, first_revision_since
+from cdkds.catalog.read.changes import NO_DATA_CHANGE, first_revision_since
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import CdkdsError, CorruptLogError, InvalidTimeTravelError
 from cdkds.catalog.expressions import ALWAYS_TRUE, Expression, and_, bind
@@ -38,7 +38,7 @@ from cdkds.catalog.log import TransactionLog
 from cdkds.catalog.log.commit import Commit
 from cdkds.catalog.log.actions import AddFile, DeleteRows, RemoveFile, SetMetadata, Tombstone, evolve_statistics
 from cdkds.catalog.log.snapshot import Snapshot, rename, top_level_renames
-from cdkds.catalog.scan import FileScanTask, select_columns
+from cdkds.catalog.read.scan import FileScanTask, select_columns
 from cdkds.connector.options import InvalidOptionError, StreamStart
 
 

@@ -339,7 +339,7 @@ class WriteOptions:
     job: str | None = None  # the commit's uuid, chosen by the caller (cdkds.connector.upsert)
     txn_app_id: str | None = None  # exactly once: the application whose batch txn_version this write is
     txn_version: int | None = None
-    sort_by: str | None = None  # fields each data file is sorted by, for this write (cdkds.catalog.sorting)
+    sort_by: str | None = None  # fields each data file is sorted by, for this write (cdkds.catalog.write.sorting)
 
 
 def write_options(options: Mapping[str, str], dataset: str) -> WriteOptions:

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     from cdkds.catalog import Dataset, DatasetDescriptor
     from cdkds.catalog.expressions import Expression
-    from cdkds.catalog.scan import FileScanTask
+    from cdkds.catalog.read.scan import FileScanTask
     from cdkds.connector.options import Location
 
 class CdkdsDataSource(DataSource):
@@ -186,7 +186,7 @@ class CdkdsReader(DataSourceReader):
         self.parallelism = parallelism
 
     def partitions(self) -> Sequence[InputPartition]:
-        from cdkds.catalog.splits import input_partitions
+        from cdkds.catalog.read.splits import input_partitions
         from cdkds.formats.files import file_format
 
         dataset = open_dataset(self.where, self.version, self.timestamp)
@@ -206,8 +206,8 @@ def read_group(where: "Location", schema: StructType, batch_rows: int, group: Fi
     """The rows of a group's files, in batches cast to the Spark schema's types (on an executor)."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    from cdkds.catalog.readahead import read_ahead
-    from cdkds.catalog.scan import read_task
+    from cdkds.catalog.read.readahead import read_ahead
+    from cdkds.catalog.read.scan import read_task
     from cdkds.catalog.storage import ObjectStore
 
     target = to_arrow_schema(schema, timezone="UTC")

@@ -36,7 +36,7 @@ from pyspark.sql.types import StructType
 from cdkds.catalog.errors import CdkdsError, CommitConflictError
 from cdkds.catalog.log.actions import SetTransaction
 from cdkds.catalog.log.commit import clock
-from cdkds.catalog.splits import pack
+from cdkds.catalog.read.splits import pack
 from cdkds.connector.feed import INITIAL_OFFSET, Budget, StreamFeed, StreamLog, StreamOffset, StreamPosition
 from cdkds.connector.options import InvalidOptionError, Location, StreamReadOptions, location, stream_read_options
 from cdkds.connector.source import FileGroup, open_dataset, read_group

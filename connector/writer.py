@@ -47,7 +47,7 @@ def plan_write(options: dict[str, str], schema: StructType, overwrite: bool,
 
     from cdkds.catalog import DatasetNotFoundError
     from cdkds.catalog.expressions import ALWAYS_TRUE
-    from cdkds.catalog.writer import DEFAULT_TARGET_FILE_SIZE
+    from cdkds.catalog.write.writer import DEFAULT_TARGET_FILE_SIZE
     from cdkds.connector.options import location, write_options
 
     where = location(options)
@@ -79,7 +79,7 @@ def plan_write(options: dict[str, str], schema: StructType, overwrite: bool,
 
 def sort_option(name: str, descriptor: "DatasetDescriptor", write: Any) -> "tuple[str, ...] | None":
     """The fields option ``sortBy`` sorts each data file by (``None``: the dataset's ``sort.by``)."""
-    from cdkds.catalog.sorting import write_sort
+    from cdkds.catalog.write.sorting import write_sort
     from cdkds.connector.options import InvalidOptionError
 
     if write.sort_by is None:
@@ -101,7 +101,7 @@ def plan_keyed_write(where: "Location", write: Any, dataset: "Dataset | None", d
     (option ``operation``; plain appends insert), one commit for the job."""
     import uuid
 
-    from cdkds.catalog.writer import DEFAULT_TARGET_FILE_SIZE
+    from cdkds.catalog.write.writer import DEFAULT_TARGET_FILE_SIZE
     from cdkds.connector.options import InvalidOptionError
 
     name = where.name
@@ -217,7 +217,7 @@ class CdkdsWriter(DataSourceArrowWriter):
         import pyarrow as pa
 
         from cdkds.catalog.storage import ObjectStore
-        from cdkds.catalog.writer import PartitionedWriter
+        from cdkds.catalog.write.writer import PartitionedWriter
 
         store = ObjectStore.open(self.where.url, dict(self.where.storage_options))
         if self.operation is not None:
@@ -267,7 +267,7 @@ class CdkdsWriter(DataSourceArrowWriter):
             buckets = frozenset(np.unique(key.buckets(key.hashes(table), dataset.descriptor.keyed.buckets)).tolist())
             change = operations.prepare(dataset, self.operation, table, buckets=buckets, sort_by=self.sort_by)
             return CdkdsCommitMessage(change.adds, change=change)
-        from cdkds.catalog.writer import STAGING_FOLDER
+        from cdkds.catalog.write.writer import STAGING_FOLDER
 
         path = f"{STAGING_FOLDER}/{self.transaction}/{uuid.uuid4().hex}.parquet"
         writer = None
@@ -328,7 +328,7 @@ class CdkdsWriter(DataSourceArrowWriter):
                   extra: "Sequence[Action]" = ()) -> None:
         """Commit the job onto ``dataset`` as one commit, with ``extra`` actions (``staged``:
         the rows of a keyed job's tasks)."""
-        from cdkds.catalog.writer import write_mode
+        from cdkds.catalog.write.writer import write_mode
 
         if self.operation is not None:
             return self._commit_keyed(dataset, messages, staged.table(), extra)
@@ -383,7 +383,7 @@ class CdkdsWriter(DataSourceArrowWriter):
 
         from cdkds.catalog.log import TransactionLog
         from cdkds.catalog.storage import ObjectStore
-        from cdkds.catalog.writer import delete_files
+        from cdkds.catalog.write.writer import delete_files
 
         store = ObjectStore.open(self.where.url, dict(self.where.storage_options))
         try:
@@ -460,6 +460,6 @@ def recorded(dataset: "Dataset", txn: "SetTransaction") -> bool:
 
 
 def _delete_quietly(store: Any, keys: list[str]) -> None:
-    from cdkds.catalog.writer import delete_files
+    from cdkds.catalog.write.writer import delete_files
 
     delete_files(store, keys)

@@ -15,8 +15,8 @@ from cdkds.catalog.keyed.index import RecordIndex
 from cdkds.catalog.log.actions import Action, AddIndex, RemoveFile
 from cdkds.catalog.log.commit import clock
 from cdkds.catalog.log.conflicts import Rewrite
-from cdkds.catalog.scan import file_task, read_task
-from cdkds.catalog.writer import DEFAULT_TARGET_FILE_SIZE, PartitionedWriter, delete_files
+from cdkds.catalog.read.scan import file_task, read_task
+from cdkds.catalog.write.writer import DEFAULT_TARGET_FILE_SIZE, PartitionedWriter, delete_files
 
 if TYPE_CHECKING:
     from cdkds.catalog.dataset import Dataset

@@ -33,7 +33,7 @@ from cdkds.catalog.keyed.deletion import load_deletes
 from cdkds.catalog.keyed.keys import RecordKey
 from cdkds.catalog.keyed.ttl import EXPIRY_TYPE, TimeToLive, files_timestamps
 from cdkds.catalog.log.actions import Action, AddIndex, RemoveIndex
-from cdkds.catalog.scan import file_task, read_task
+from cdkds.catalog.read.scan import file_task, read_task
 from cdkds.catalog.storage import ObjectStore
 from cdkds.formats.files import open_data_file
 

@@ -35,9 +35,9 @@ from cdkds.catalog.keyed.rows import delete_keys_table, full_rows, partial_rows
 from cdkds.catalog.log.actions import KEYED_PROTOCOL, Action, AddFile, AddIndex, DeleteRows, SetProtocol
 from cdkds.catalog.log.commit import clock
 from cdkds.catalog.log.conflicts import BlindAppend, ConflictRule, Exclusive
-from cdkds.catalog.scan import read_rows
-from cdkds.catalog.sorting import write_sort
-from cdkds.catalog.writer import PartitionedWriter, delete_files
+from cdkds.catalog.read.scan import read_rows
+from cdkds.catalog.write.sorting import write_sort
+from cdkds.catalog.write.writer import PartitionedWriter, delete_files
 from cdkds.formats.errors import SchemaMismatchError
 from cdkds.formats.records import batch_conformer
 

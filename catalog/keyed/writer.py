@@ -4,7 +4,7 @@
 ``Dataset.upsert`` to replace rows); ``overwrite`` replaces every row and the whole index.
 Rows are buffered until ``flush()``/``close()``, each a commit. Option ``sort_by``
 overrides the fields the data files are sorted by (by default property ``sort.by``, else
-the record key; see :mod:`cdkds.catalog.sorting`).
+the record key; see :mod:`cdkds.catalog.write.sorting`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from cdkds.catalog.keyed.operations import UpsertResult, commit, prepare, run
 from cdkds.catalog.keyed.rows import full_rows
 from cdkds.catalog.log.actions import Action, RemoveFile, RemoveIndex
 from cdkds.catalog.log.conflicts import ReadPartitions
-from cdkds.catalog.sorting import write_sort
+from cdkds.catalog.write.sorting import write_sort
 
 if TYPE_CHECKING:
     from cdkds.catalog.dataset import Dataset

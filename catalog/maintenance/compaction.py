@@ -12,8 +12,8 @@ from cdkds.catalog.expressions import ALWAYS_TRUE, Expression, as_expression, bi
 from cdkds.catalog.expressions.pruning import FileFilter
 from cdkds.catalog.keyed.ttl import TimeToLive
 from cdkds.catalog.log.commit import clock
-from cdkds.catalog.scan import file_task, read_task
-from cdkds.catalog.writer import DEFAULT_TARGET_FILE_SIZE, RewriteFiles, check_target_file_size
+from cdkds.catalog.read.scan import file_task, read_task
+from cdkds.catalog.write.writer import DEFAULT_TARGET_FILE_SIZE, RewriteFiles, check_target_file_size
 
 if TYPE_CHECKING:
     from cdkds.catalog.dataset import Dataset

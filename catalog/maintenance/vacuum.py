@@ -12,7 +12,7 @@ from cdkds.catalog.keyed.deletion import DELETES_FOLDER
 from cdkds.catalog.keyed.index import INDEX_FOLDER
 from cdkds.catalog.log import LOG_FOLDER
 from cdkds.catalog.storage import modified
-from cdkds.catalog.writer import DATA_FOLDER, STAGING_FOLDER
+from cdkds.catalog.write.writer import DATA_FOLDER, STAGING_FOLDER
 
 if TYPE_CHECKING:
     from cdkds.catalog.dataset import Dataset

@@ -47,7 +47,7 @@ from cdkds.catalog.tables.keys import Range, after_prefix, decode_text, encode_t
 from cdkds.catalog.tables.runs import Entry, Run, RunCache, run_key, write_run
 from cdkds.catalog.tables.spec import TableSpecification
 from cdkds.catalog.tables.table import StructuredTable
-from cdkds.catalog.writer import delete_files
+from cdkds.catalog.write.writer import delete_files
 
 DATASET = "tables"
 DESCRIPTOR = DatasetDescriptor({

@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 from cdkds.catalog.errors import DataFileError
 from cdkds.catalog.log.actions import AddFile
 from cdkds.catalog.storage import ObjectStore
-from cdkds.catalog.writer import DATA_FOLDER
+from cdkds.catalog.write.writer import DATA_FOLDER
 from cdkds.formats.schema import PARQUET_FIELD_ID
 
 ROW_GROUP_ROWS = 1024

@@ -320,7 +320,7 @@ def test_rebuild_reports_the_order_of_concurrent_writes(repo, ds):
 
 
 def test_rebuild_leaves_out_a_compaction_that_never_committed(repo, ds, monkeypatch):
-    from cdkds.catalog import writer
+    from cdkds.catalog.write import writer
 
     for k in range(3):
         write(ds, rows(range(k * 3, k * 3 + 3), g="a"))
@@ -347,7 +347,7 @@ def test_rebuild_reports_an_overwrite_whose_first_flush_left_no_file(repo, ds):
 
 
 def test_rebuild_reads_files_written_before_writer_ids(repo, ds, monkeypatch):
-    from cdkds.catalog import writer
+    from cdkds.catalog.write import writer
 
     real = writer.PartitionedWriter.__init__
 

@@ -218,7 +218,7 @@ def test_csv_errors_name_file_line_field_and_value(tmp_path, text, message):
 
 
 def test_csv_error_lines_across_batches(tmp_path, monkeypatch):
-    monkeypatch.setattr(inputs, "_BLOCK_BYTES", 256)  # many batches
+    monkeypatch.setattr(inputs.base, "BLOCK_BYTES", 256)  # many batches
     lines = ["id,name"] + [f'{i},"row\n{i}"' if i % 7 == 0 else f"{i},r{i}" for i in range(500)]
     lines[400] = "4x,bad"
     path = write(tmp_path / "a.csv", "\n".join(lines) + "\n")
@@ -251,7 +251,7 @@ def test_json_lines_errors_name_file_line_field_and_value(tmp_path, text, messag
 
 
 def test_json_lines_error_after_the_first_batch(tmp_path, monkeypatch):
-    monkeypatch.setattr(inputs, "_BLOCK_BYTES", 256)
+    monkeypatch.setattr(inputs.base, "BLOCK_BYTES", 256)
     lines = [json.dumps({"id": i, "name": f"r{i}"}) for i in range(300)]
     lines[250] = '{"id": 250, "name": 250}'
     path = write(tmp_path / "a.jsonl", "\n".join(lines) + "\n")

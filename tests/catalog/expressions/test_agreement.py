@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from cdkds.catalog import DatasetDescriptor, DatasetRepository
 from cdkds.catalog.expressions import ALWAYS_TRUE, Not, Predicate, bind, evaluate
 from cdkds.catalog.expressions.pruning import FileFilter
-from cdkds.catalog.scan import FileScanTask, read_task
+from cdkds.catalog.read.scan import FileScanTask, read_task
 
 UTC = dt.timezone.utc
 D = decimal.Decimal

@@ -306,10 +306,10 @@ def test_upserts_racing_compaction_and_deletes(users):
     assert stale.upsert([user("nz", 4, 3, "racer")]).updated == 1
     # an upsert lands a row a planned delete-by-predicate would match: the delete conflicts
     deleting = users.repository.load("users")
-    from cdkds.catalog.delete import plan_delete
+    from cdkds.catalog.write.delete import plan_delete
     plan = plan_delete("users", deleting.snapshot, "score >= 8")
     users.refresh().upsert([user("nz", 9, 9, "late", score=9)])
-    from cdkds.catalog.delete import row_deletes
+    from cdkds.catalog.write.delete import row_deletes
     with pytest.raises(CommitConflictError):
         deleting._commit("delete", row_deletes(deleting.store, deleting.snapshot, plan, 0), rule=plan.rule)
     deleting.refresh().delete("score >= 8")

@@ -10,7 +10,7 @@ from cdkds.catalog import DatasetDescriptor
 from cdkds.catalog.errors import CommitConflictError, CorruptLogError
 from cdkds.catalog.log import commit_key
 from cdkds.catalog.log.actions import SetTransaction
-from cdkds.catalog.writer import PartitionedWriter
+from cdkds.catalog.write.writer import PartitionedWriter
 
 SCHEMA = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}]}
 

@@ -355,5 +355,5 @@ def test_read_data_finds_a_key_live_twice_and_rows_the_index_does_not_point_at(t
 
 def _raw_writer(ds):
     """A plain append that writes a data file without touching the index (as a broken writer would)."""
-    from cdkds.catalog.writer import DatasetWriter
+    from cdkds.catalog.write.writer import DatasetWriter
     return DatasetWriter(ds, "append")

@@ -2,7 +2,7 @@
 (DuckDB, Polars' ``scan_pyarrow_dataset``, pandas through ``to_table``).
 
 pyarrow cannot scan through Python code, so the dataset has two parts, and both give the
-rows :func:`~cdkds.catalog.scan.read_task` gives:
+rows :func:`~cdkds.catalog.read.scan.read_task` gives:
 
 - **direct** files are read by pyarrow itself, lazily and again on every scan, with the
   engine's own column and filter pushdown: Parquet files that no tombstone, deletion vector
@@ -27,7 +27,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from cdkds.catalog.expressions import ALWAYS_TRUE, references, to_arrow
-from cdkds.catalog.scan import FileScanTask, ScanPlan, read_task, reading_error
+from cdkds.catalog.read.scan import FileScanTask, ScanPlan, read_task, reading_error
 from cdkds.catalog.storage import ObjectStore
 from cdkds.formats.files import open_data_file
 from cdkds.formats.projection import Projection

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from cdkds.catalog import DatasetDescriptor, DatasetRepository, ExpressionError
-from tests.catalog.test_changes import KEYED, PLAIN
+from tests.catalog.read.test_changes import KEYED, PLAIN
 
 duckdb = pytest.importorskip("duckdb")
 polars = pytest.importorskip("polars")

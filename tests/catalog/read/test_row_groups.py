@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from cdkds.catalog import DatasetDescriptor, DatasetRepository
 from cdkds.catalog.expressions import ALWAYS_TRUE, Not, Predicate, bind, evaluate
-from cdkds.catalog.scan import read_task
+from cdkds.catalog.read.scan import read_task
 from cdkds.formats.files import Split
 
 UTC = dt.timezone.utc

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from cdkds.catalog import DatasetDescriptor, DatasetRepository, ExpressionError, InvalidTimeTravelError
-from cdkds.catalog.changes import DELETE, INSERT, UPDATE_POSTIMAGE, UPDATE_PREIMAGE, plan_changes
+from cdkds.catalog.read.changes import DELETE, INSERT, UPDATE_POSTIMAGE, UPDATE_PREIMAGE, plan_changes
 
 PLAIN = {"type": "record", "name": "P", "fields": [
     {"name": "id", "type": "long"}, {"name": "g", "type": "string"},
@@ -229,7 +229,7 @@ def test_keyed_feed_replays_to_every_revision(tmp_path_factory, ops, start):
 def test_first_revision_since_a_time(repo):
     import datetime as dt
 
-    from cdkds.catalog.changes import first_revision_since
+    from cdkds.catalog.read.changes import first_revision_since
 
     ds = repo.create("t", DatasetDescriptor(PLAIN))
     for i in range(3):

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from cdkds.catalog.readahead import read_ahead
+from cdkds.catalog.read.readahead import read_ahead
 
 
 def _reader(name, n, log=None, fail_at=None):

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from cdkds.catalog import DatasetDescriptor, DatasetRepository
 from cdkds.catalog.errors import CdkdsError, InvalidDescriptorError
-from cdkds.catalog.sorting import sort_order
+from cdkds.catalog.write.sorting import sort_order
 from cdkds.formats.statistics import StatisticsCollector
 from tests.catalog.keyed.conftest import at, state, user, users_descriptor
 from tests.conftest import EVENT_SCHEMA

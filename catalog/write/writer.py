@@ -35,7 +35,7 @@ from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.storage import ObjectStore
 from cdkds.catalog.partitioning.functions import IdentityFunction
 from cdkds.catalog.partitioning.layout import partition_path
-from cdkds.catalog.sorting import sort_order, write_sort
+from cdkds.catalog.write.sorting import sort_order, write_sort
 from cdkds.formats import values
 from cdkds.formats.errors import SchemaMismatchError
 from cdkds.formats.files import DataFileWriter, file_format
@@ -159,7 +159,7 @@ class PartitionedWriter:
     and its ``operation``, the revision it was planned on, and the ``writer`` whose
     ``flush``-th commit it is (a writer that commits once is its own transaction).
 
-    Sorted files (``sort_by``, by default the descriptor's, see :mod:`cdkds.catalog.sorting`)
+    Sorted files (``sort_by``, by default the descriptor's, see :mod:`cdkds.catalog.write.sorting`)
     hold their rows as Arrow batches until the file closes, then sort them and write them
     in row groups: a file rolls when its held Arrow bytes reach ``target_file_size`` times
     the ratio of Arrow bytes to file bytes of the files this writer closed so far (1 until

@@ -30,7 +30,7 @@ from cdkds.catalog.log.commit import clock
 from cdkds.catalog.log.actions import AddFile
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.log.snapshot import Snapshot
-from cdkds.catalog.readahead import read_ahead
+from cdkds.catalog.read.readahead import read_ahead
 from cdkds.catalog.storage import ObjectStore
 from cdkds.formats.files import DEFAULT_BATCH_ROWS, KeepRowGroup, Split, file_format
 
@@ -132,7 +132,7 @@ def check_batch_rows(dataset: str, batch_rows: object) -> None:
 
 def read_plan(store: ObjectStore, plan: ScanPlan, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
     """The matching rows of the plan's files, batch by batch, in the output columns."""
-    from cdkds.catalog.splits import split
+    from cdkds.catalog.read.splits import split
 
     descriptor = plan.snapshot.descriptor
     tasks = split(plan.tasks, SPLIT_BYTES, file_format(descriptor.format).splittable)  # large files in parallel

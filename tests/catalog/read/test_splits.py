@@ -6,8 +6,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cdkds.catalog.log.actions import AddFile
-from cdkds.catalog.scan import FileScanTask
-from cdkds.catalog.splits import FILE_OPEN_COST, MIN_SPLIT_BYTES, input_partitions, pack, split, split_size
+from cdkds.catalog.read.scan import FileScanTask
+from cdkds.catalog.read.splits import FILE_OPEN_COST, MIN_SPLIT_BYTES, input_partitions, pack, split, split_size
 from cdkds.formats.files import Split
 
 MB = 1024 * 1024

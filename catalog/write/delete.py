@@ -21,7 +21,7 @@ from cdkds.catalog.log.conflicts import ReadPartitions
 from cdkds.catalog.expressions import Expression, as_expression, bind
 from cdkds.catalog.expressions.pruning import FileFilter
 from cdkds.catalog.log.snapshot import Snapshot
-from cdkds.catalog.scan import file_task, read_task
+from cdkds.catalog.read.scan import file_task, read_task
 from cdkds.catalog.storage import ObjectStore
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Sequence
 
-from cdkds.catalog.scan import FileScanTask
+from cdkds.catalog.read.scan import FileScanTask
 from cdkds.formats.files import Split
 
 FILE_OPEN_COST = 4 * 1024 * 1024  # spark.sql.files.openCostInBytes: a small file still costs a task this much

@@ -1,0 +1,1 @@
+"""Writing a dataset: the partitioned writer, sorting, deletes by predicate."""

@@ -1,0 +1,61 @@
+"""Avro files to import, read by blocks."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Iterator, Mapping
+
+import fastavro
+import pyarrow as pa
+
+from cdkds.formats.errors import CdkdsError
+from cdkds.formats.schema import to_arrow, type_kind
+from cdkds.formats.inputs.base import BATCH_ROWS, InputError, InputFile
+
+
+class AvroInput(InputFile):
+    format = "avro"
+
+    def _schema(self) -> tuple[dict, pa.Schema]:
+        """The writer's Avro schema and its Arrow form."""
+        with self._open() as f:
+            try:
+                writer = fastavro.reader(f).writer_schema
+            except Exception as e:  # fastavro raises ValueError, EOFError, its own types...
+                raise InputError(f"{self.name}: not a readable Avro file: {e}", self.name) from None
+        try:
+            return writer, to_arrow(writer)
+        except (CdkdsError, KeyError, TypeError) as e:
+            raise InputError(f"{self.name}: its Avro schema has no Arrow form: {e}", self.name) from None
+
+    def columns(self) -> list[str]:
+        return self._schema()[1].names
+
+    def _fields(self, max_rows: int | None) -> list[pa.Field]:
+        return list(self._schema()[1])
+
+    def _read(self, schema: pa.Schema, defaults: Mapping[str, Any]) -> Iterator[pa.RecordBatch]:
+        writer, arrow = self._schema()
+        self._check_columns(arrow.names, schema, defaults)
+        uuids = [f["name"] for f in writer["fields"] if type_kind(f["type"]) == "uuid"]
+
+        def batch_of(rows: list[dict], base: int) -> pa.RecordBatch:
+            for row in rows:
+                for name in uuids:
+                    if isinstance(row.get(name), uuid.UUID):
+                        row[name] = str(row[name])
+            batch = pa.RecordBatch.from_pylist(rows, schema=arrow)
+            columns = {name: self._typed(batch.column(name), schema.field(name), base) for name in arrow.names}
+            return self._conform(columns, len(rows), schema, defaults, base)
+
+        with self._open() as f:
+            rows: list[dict] = []
+            base = 0
+            for record in fastavro.reader(f):
+                rows.append(record)
+                if len(rows) >= BATCH_ROWS:
+                    yield batch_of(rows, base)
+                    base += len(rows)
+                    rows = []
+            if rows:
+                yield batch_of(rows, base)
