@@ -182,8 +182,17 @@ def filled(field: dict, t: pa.DataType, rows: int) -> pa.Array:
     """A column of ``rows`` values of a field a file does not have: its default, or null."""
     default = field.get("default")
     if default is None:
-        return pa.nulls(rows, t)
+        return null_column(t, rows)
     return pa.repeat(pa.scalar(default, t), rows)
+
+
+def null_column(t: pa.DataType, rows: int) -> pa.Array:
+    """``rows`` nulls of type ``t`` as every Arrow writer accepts them: the required children
+    of a null record hold placeholder values, not nulls (writers check each child column's
+    own nulls, not its parent's; the record's null hides the placeholder from readers)."""
+    if pa.types.is_struct(t):  # pyarrow's converter puts the placeholders in (pa.nulls does not)
+        return pa.array([None] * rows, type=t)
+    return pa.nulls(rows, t)
 
 
 @dataclass(frozen=True)
@@ -228,15 +237,19 @@ class _Cast(_Convert):
 
 @dataclass(frozen=True)
 class _Struct(_Convert):
-    """Children by id: ``(index of the file's child, converter)`` or ``(None, field)``."""
+    """Children by id: ``(index of the file's child, converter)`` or ``(None, field)``.
+
+    The file's children are taken as they are stored (``field``, not ``flatten``, which would
+    put the record's nulls into them): under a null record a required child keeps the
+    placeholder the file holds there, so the record read is one every writer accepts."""
 
     children: tuple[tuple[int | None, Any], ...]
     target: pa.DataType
 
     def __call__(self, array: pa.Array) -> pa.Array:
-        flat = array.flatten()
         rows = len(array)
-        arrays = [convert(flat[index]) if index is not None else filled(convert, self.target.field(i).type, rows)
+        arrays = [convert(array.field(index)) if index is not None
+                  else filled(convert, self.target.field(i).type, rows)
                   for i, (index, convert) in enumerate(self.children)]  # convert: the field dict when missing
         mask = array.is_null() if array.null_count else None
         return pa.StructArray.from_arrays(arrays, fields=list(self.target), mask=mask)

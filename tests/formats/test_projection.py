@@ -50,3 +50,28 @@ def test_a_column_of_another_kind_is_a_clear_error():
     other = {**SCHEMA, "fields": [{**SCHEMA["fields"][1], "type": "string"}]}
     with pytest.raises(DataFileError, match="column 'm'"):
         Projection(SCHEMA, ["m"]).resolve(to_arrow(other, ids=True), "f")
+
+
+NESTED = assign_ids({"type": "record", "name": "N", "fields": [
+    {"name": "id", "type": "long"},
+    {"name": "addr", "type": ["null", {"type": "record", "name": "A", "fields": [
+        {"name": "city", "type": "string"}]}], "default": None}]})
+
+
+def test_a_record_read_through_a_mapping_is_one_a_parquet_writer_accepts():
+    """Under a null record a required child is not null in the Arrow column (writers check
+    each column's own nulls), whether the child is renamed, or the record missing."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    addr = NESTED["fields"][1]
+    inner = addr["type"][1]
+    reader = {**NESTED, "fields": [NESTED["fields"][0],
+                                   {**addr, "type": ["null", {**inner, "fields": [{**inner["fields"][0], "name": "town"}]}]},
+                                   {**addr, "name": "other", "field-id": 9}]}
+    rows = [{"id": 1, "addr": {"city": "a"}}, {"id": 2, "addr": None}, {"id": 3, "addr": None}]
+    out = Projection(reader, ["id", "addr", "other"]).resolve(to_arrow(NESTED, ids=True), "f") \
+        .apply(batch(NESTED, rows).slice(1))
+    pq.write_table(pa.Table.from_batches([out]), io.BytesIO())
+    assert out.to_pylist() == [{"id": 2, "addr": None, "other": None}, {"id": 3, "addr": None, "other": None}]
