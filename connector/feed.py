@@ -38,8 +38,8 @@ from cdkds.catalog.log import TransactionLog
 from cdkds.catalog.log.commit import Commit
 from cdkds.catalog.log.actions import AddFile, DeleteRows, RemoveFile, SetMetadata, Tombstone, evolve_statistics
 from cdkds.catalog.log.snapshot import Snapshot, rename, top_level_renames
-from cdkds.catalog.read.scan import FileScanTask, select_columns
-from cdkds.connector.options import InvalidOptionError, StreamStart
+from cdkds.catalog.read.scan import FileScanTask
+from cdkds.connector.options import InvalidOptionError, StreamStart, output_columns
 
 
 
@@ -334,10 +334,7 @@ class StreamFeed:
         self.descriptor = latest.descriptor
         self.descriptor_version = latest.descriptor_version
         self.fields = self.descriptor.fields
-        try:
-            self.columns = select_columns(self.dataset, self.descriptor, columns)
-        except CdkdsError as e:
-            raise InvalidOptionError(f"option columns: {e}") from None
+        self.columns = output_columns(self.dataset, self.descriptor, columns)
         try:
             self.predicate = bind(where, self.fields, self.dataset)
         except CdkdsError as e:

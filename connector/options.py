@@ -11,14 +11,18 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from urllib.parse import parse_qsl, urlsplit
 
 from cdkds.catalog.quantities import parse_size
 from cdkds.catalog.errors import CdkdsError, ExpressionError, InvalidTimeTravelError
 from cdkds.catalog.expressions import ALWAYS_TRUE, Expression, Predicate, all_of, as_expression
 from cdkds.catalog.log.commit import millis
+from cdkds.catalog.read.columns import select_columns
 from cdkds.formats.files import DEFAULT_BATCH_ROWS
+
+if TYPE_CHECKING:
+    from cdkds.catalog.descriptor import DatasetDescriptor
 
 DEFAULT_MAX_PARTITION_BYTES = 128 * 1024 * 1024  # spark.sql.files.maxPartitionBytes
 DEFAULT_MAX_FILES_PER_TRIGGER = 1000  # Delta's default
@@ -172,6 +176,15 @@ def columns_option(options: Mapping[str, str], dataset: str) -> tuple[str, ...] 
     if text is not None and not columns:
         raise InvalidOptionError(f"dataset {dataset!r}: option columns names no column: {text!r}")
     return columns
+
+
+def output_columns(dataset: str, descriptor: "DatasetDescriptor", columns: Sequence[str] | None) -> tuple[str, ...]:
+    """The columns a Spark read (batch, change feed or stream) outputs: :func:`select_columns`,
+    its error an :class:`InvalidOptionError` with the same message."""
+    try:
+        return select_columns(dataset, descriptor, columns)
+    except ExpressionError as e:
+        raise InvalidOptionError(str(e)) from None
 
 
 @dataclass(frozen=True)

@@ -74,12 +74,11 @@ class CdkdsDataSource(DataSource):
         dataset = open_dataset(where, read.version, read.timestamp)
         struct = dataset.descriptor.spark_schema_json()
         if read.columns is not None:
+            from cdkds.connector.options import output_columns
+
             by_name = {f["name"]: f for f in struct["fields"]}
-            unknown = [c for c in read.columns if c not in by_name]
-            if unknown:
-                raise_option_error(f"dataset {dataset.name!r}: option columns names unknown column {unknown[0]!r}; "
-                                   f"columns are {list(by_name)}")
-            struct = {**struct, "fields": [by_name[c] for c in read.columns]}
+            struct = {**struct, "fields": [by_name[c] for c in output_columns(dataset.name, dataset.descriptor,
+                                                                              read.columns)]}
         if struct["fields"]:
             struct["fields"][0]["metadata"] = {OPTIONS_METADATA_KEY: json.dumps(carried_options(options), sort_keys=True)}
         return StructType.fromJson(struct)

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cdkds.catalog.errors import (
-    CdkdsError, CommitConflictError, CommitFailedError, CommitStateUnknownError, ExpressionError, InvalidRecordError,
+    CdkdsError, CommitConflictError, CommitFailedError, CommitStateUnknownError, InvalidRecordError,
     KeyExistsError,
 )
 from cdkds.catalog.keyed.deletion import DeletionVector, DeletionVectorRef, load_deletes
@@ -35,6 +35,7 @@ from cdkds.catalog.keyed.rows import delete_keys_table, full_rows, partial_rows
 from cdkds.catalog.log.actions import KEYED_PROTOCOL, Action, AddFile, AddIndex, DeleteRows, SetProtocol
 from cdkds.catalog.log.commit import clock
 from cdkds.catalog.log.conflicts import BlindAppend, ConflictRule, Exclusive
+from cdkds.catalog.read.columns import select_columns
 from cdkds.catalog.read.scan import read_rows
 from cdkds.catalog.write.sorting import write_sort
 from cdkds.catalog.write.writer import PartitionedWriter, delete_files
@@ -437,13 +438,7 @@ def get_many(dataset: "Dataset", keys: Any, columns: Sequence[str] | None = None
     snapshot = dataset.snapshot
     descriptor = snapshot.descriptor
     schema = descriptor.arrow_schema
-    if columns is None:
-        columns = schema.names
-    elif isinstance(columns, str):
-        columns = [c.strip() for c in columns.split(",") if c.strip()]
-    unknown = [c for c in columns if schema.get_field_index(c) < 0]
-    if unknown:
-        raise ExpressionError(f"dataset {dataset.name!r}: unknown column {unknown[0]!r}; columns are {schema.names}")
+    columns = select_columns(dataset.name, descriptor, columns)
     key = RecordKey.of(descriptor, dataset.name)
     table = key.keys(keys)
     out_schema = pa.schema([schema.field(c) for c in dict.fromkeys(columns)])

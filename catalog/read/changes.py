@@ -32,7 +32,8 @@ from cdkds.catalog.expressions.pruning import FileFilter
 from cdkds.catalog.keyed.deletion import DeletionVectorRef, load_deletes
 from cdkds.catalog.log.actions import AddFile, DeleteRows, RemoveFile, Tombstone
 from cdkds.catalog.log.snapshot import Snapshot
-from cdkds.catalog.read.scan import FileScanTask, read_rows, read_task, select_columns
+from cdkds.catalog.read.columns import select_columns
+from cdkds.catalog.read.scan import FileScanTask, read_rows, read_task
 from cdkds.catalog.storage import ObjectStore
 from cdkds.formats.projection import Projection
 from cdkds.formats.schema import to_arrow

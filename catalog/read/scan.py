@@ -30,6 +30,7 @@ from cdkds.catalog.log.commit import clock
 from cdkds.catalog.log.actions import AddFile
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.log.snapshot import Snapshot
+from cdkds.catalog.read.columns import select_columns
 from cdkds.catalog.read.readahead import read_ahead
 from cdkds.catalog.storage import ObjectStore
 from cdkds.formats.files import DEFAULT_BATCH_ROWS, KeepRowGroup, Split, file_format
@@ -107,21 +108,6 @@ def plan_scan(dataset: str, snapshot: Snapshot, where: Expression | str | None =
             if task.visible is ALWAYS_TRUE or FileFilter.of(and_(predicate, task.visible), descriptor).may_match(f):
                 tasks.append(task)
     return ScanPlan(dataset, snapshot, predicate, selected, tuple(tasks), now)
-
-
-def select_columns(dataset: str, descriptor: DatasetDescriptor, columns: Sequence[str] | str | None
-                   ) -> tuple[str, ...]:
-    """The columns a read outputs: ``columns`` (a sequence or ``"a,b"``; repeats once) checked
-    against the schema, or every field for ``None``."""
-    fields = descriptor.fields
-    if columns is None:
-        return tuple(fields)
-    if isinstance(columns, str):
-        columns = [c.strip() for c in columns.split(",") if c.strip()]
-    unknown = [c for c in columns if c not in fields]
-    if unknown:
-        raise ExpressionError(f"dataset {dataset!r}: unknown column {unknown[0]!r}; columns are {list(fields)}")
-    return tuple(dict.fromkeys(columns))
 
 
 def check_batch_rows(dataset: str, batch_rows: object) -> None:

@@ -96,3 +96,29 @@ def test_register_carries_the_sessions_parallelism_to_the_planner():
             raise RuntimeError("[JVM_ATTRIBUTE_NOT_SUPPORTED]")
 
     assert _with_parallelism(Connect()) is CdkdsDataSource and CdkdsDataSource.default_parallelism is None
+
+
+@pytest.mark.parametrize("entry", ["batch", "change feed", "stream"])
+def test_an_unknown_column_is_the_same_error_for_every_spark_read(tmp_path, entry):
+    """The batch source, the change feed and a stream select columns as a plain-Python scan
+    does (``select_columns``), with its message (no session needed)."""
+    import re
+
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    from cdkds.catalog import DatasetDescriptor, DatasetRepository
+    from cdkds.connector.source import CdkdsDataSource
+    from cdkds.connector.streaming import plan_stream_read
+    from tests.catalog.read.test_columns import SCHEMA, UNKNOWN
+
+    repo = DatasetRepository(f"file://{tmp_path}/lake")
+    repo.create("x", DatasetDescriptor(SCHEMA)).writer().close()
+    url = f"{repo.url}/x"
+    with pytest.raises(InvalidOptionError, match=re.escape(UNKNOWN)):
+        if entry == "batch":
+            CdkdsDataSource({"path": url, "columns": "id,nope"}).schema()
+        elif entry == "change feed":
+            CdkdsDataSource({"path": url, "readChangeFeed": "true", "startingVersion": "0", "columns": "nope"}).schema()
+        else:  # a stream's columns are its schema's (Spark's, or one given to readStream)
+            schema = StructType([StructField("id", LongType()), StructField("nope", LongType())])
+            plan_stream_read({"path": url}, schema).feed
