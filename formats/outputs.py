@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 from cdkds.formats.avro import AvroFileWriter
 from cdkds.formats.errors import CdkdsError
 from cdkds.formats.inputs import format_of
+from cdkds.formats.nulls import writable_batch
 from cdkds.formats.schema import from_arrow
 from cdkds.formats.text import is_bytes
 
@@ -103,7 +104,7 @@ class _ParquetSink:
         self.stream, self.writer = stream, pq.ParquetWriter(stream, schema, compression="snappy")
 
     def write(self, batch: pa.RecordBatch) -> None:
-        self.writer.write_batch(batch)
+        self.writer.write_batch(writable_batch(batch))
 
     def close(self) -> None:
         try:

@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 
 from cdkds.formats.errors import DataFileError
 from cdkds.formats.files import DEFAULT_BATCH_ROWS, KeepRowGroup, Split, WrittenFile, open_data_file
+from cdkds.formats.nulls import writable_batch
 from cdkds.formats.projection import FileProjection, Projection
 from cdkds.formats.schema import to_arrow
 from cdkds.formats.statistics import ColumnStatistics, StatisticsCollector
@@ -51,6 +52,7 @@ class ParquetFileWriter:
         self._flush_row_group()
 
     def write(self, batch: pa.RecordBatch) -> None:
+        batch = writable_batch(batch)  # a null a null record hides is no null to Parquet's writer
         self._statistics.update(batch)
         self._pending.append(batch)
         self._pending_rows += batch.num_rows

@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import pyarrow as pa
 
 from cdkds.formats.errors import DataFileError
+from cdkds.formats.nulls import null_column
 from cdkds.formats.schema import (
     FIELD_ID, NAME_MAPPING, PARQUET_FIELD_ID, AvroType, record_field, record_of, type_kind, unwrap,
 )
@@ -179,20 +180,12 @@ class _Missing(_Reader):
 
 
 def filled(field: dict, t: pa.DataType, rows: int) -> pa.Array:
-    """A column of ``rows`` values of a field a file does not have: its default, or null."""
+    """A column of ``rows`` values of a field a file does not have: its default, or null
+    (with placeholders under a null record: see :mod:`cdkds.formats.nulls`)."""
     default = field.get("default")
     if default is None:
         return null_column(t, rows)
     return pa.repeat(pa.scalar(default, t), rows)
-
-
-def null_column(t: pa.DataType, rows: int) -> pa.Array:
-    """``rows`` nulls of type ``t`` as every Arrow writer accepts them: the required children
-    of a null record hold placeholder values, not nulls (writers check each child column's
-    own nulls, not its parent's; the record's null hides the placeholder from readers)."""
-    if pa.types.is_struct(t):  # pyarrow's converter puts the placeholders in (pa.nulls does not)
-        return pa.array([None] * rows, type=t)
-    return pa.nulls(rows, t)
 
 
 @dataclass(frozen=True)
