@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import tempfile
+from typing import Iterator
 
 import hypothesis.strategies as st
 import pyarrow as pa
@@ -80,7 +81,7 @@ class Node:
     def __init__(self, name: str, kind: str, nullable: bool, children: list["Node"] | None = None):
         self.name, self.kind, self.nullable, self.children = name, kind, nullable, children
 
-    def avro(self, names: "iter") -> dict:
+    def avro(self, names: Iterator[str]) -> dict:
         if self.kind == "record":
             t = {"type": "record", "name": next(names), "fields": [c.avro(names) for c in self.children]}
         elif self.kind == "array":  # of records
@@ -121,14 +122,14 @@ def _fields():
     records are common."""
     optional_record = st.builds(Node, st.just(""), st.just("record"), st.just(True),
                                 st.lists(_nodes(1), min_size=1, max_size=3))
-    return st.tuples(optional_record, st.lists(_nodes(2), max_size=2)).map(lambda t: _renamed([t[0], *t[1]]))
+    return st.tuples(optional_record, st.lists(_nodes(2), max_size=2)).map(lambda t: _named([t[0], *t[1]]))
 
 
-def _renamed(nodes: list[Node], prefix: str = "f") -> list[Node]:
+def _named(nodes: list[Node], prefix: str = "f") -> list[Node]:
     for i, n in enumerate(nodes):
         n.name = f"{prefix}{i}"
         if n.children:
-            _renamed(n.children, f"{n.name}_")
+            _named(n.children, f"{n.name}_")
     return nodes
 
 
