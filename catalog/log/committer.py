@@ -23,7 +23,7 @@ import uuid
 from typing import Any, Mapping, Sequence
 
 from cdkds.catalog.errors import CommitConflictError, CommitFailedError, CommitStateUnknownError, CorruptLogError
-from cdkds.catalog.log.actions import Action, rebase_actions
+from cdkds.catalog.log.actions import Action, AddFile, rebase_actions
 from cdkds.catalog.log.checkpointer import Checkpointer
 from cdkds.catalog.log.commit import Commit, age_ms, commit_key, engine_info, next_timestamp
 from cdkds.catalog.log.conflicts import BlindAppend, ConflictRule
@@ -64,30 +64,59 @@ class Committer:
     def accept(self, commit: Commit, before: Snapshot) -> Snapshot:
         """The snapshot ``commit`` (ours, in the log) makes after ``before``, once it is known
         to be reachable; a commit in an expired gap is deleted and reported as a conflict."""
-        if age_ms(before.timestamp) >= GAP_CHECK_AGE_MS:
+        try:
+            reachable = not self._may_be_in_a_gap(before) or self._reachable(commit)
+        except CommitStateUnknownError:
+            raise
+        except Exception as e:  # noqa: BLE001 - whatever failed, the outcome is not known
+            raise CommitStateUnknownError(self.dataset, commit.revision, commit.uuid, e) from e
+        if not reachable:
             try:
-                reachable = self._reachable(commit)
-            except Exception as e:  # noqa: BLE001 - whatever failed, the outcome is not known
-                raise CommitStateUnknownError(self.dataset, commit.revision, commit.uuid, e) from e
-            if not reachable:
-                try:
-                    self.store.delete(commit_key(commit.revision))
-                except Exception:  # noqa: BLE001 - left behind, it stays unreachable; the next expiry removes it
-                    pass
-                raise CommitConflictError(
-                    f"dataset {self.dataset!r}: {commit.operation!r} planned on revision {before.version} was written "
-                    f"as revision {commit.revision}, but the log had been expired past it (revision "
-                    f"{before.version} is older than the newest retained checkpoint); nothing of "
-                    f"{commit.operation!r} was committed — re-read the dataset and retry")
+                self.store.delete(commit_key(commit.revision))
+            except Exception:  # noqa: BLE001 - left behind, it stays unreachable; the next expiry removes it
+                pass
+            raise CommitConflictError(
+                f"dataset {self.dataset!r}: {commit.operation!r} planned on revision {before.version} was written "
+                f"as revision {commit.revision}, but the log had been expired past it (revision "
+                f"{before.version} is older than the newest retained checkpoint); nothing of "
+                f"{commit.operation!r} was committed — re-read the dataset and retry")
         return before.apply(commit)
 
-    def _reachable(self, commit: Commit) -> bool:
-        """Whether readers replay ``commit``: nothing later exists, or the next commit follows it."""
-        listing = self.listing.list()
-        if not any(r > commit.revision for r in listing.commits):
+    def _may_be_in_a_gap(self, before: Snapshot) -> bool:
+        """Whether a commit built on ``before`` may have taken the name of an expired commit: its
+        base is old enough for an unforced expiry, or the expiry marker (one small read) says
+        commits after it were expired. Otherwise no checkpoint can cover the commit's revision."""
+        if age_ms(before.timestamp) >= GAP_CHECK_AGE_MS:
             return True
-        following = self.listing.raw(commit.revision + 1)
-        return following is not None and following["previous"] == commit.uuid
+        marker = self.listing.expiry_marker()
+        return marker is None or marker.expired_before > before.version
+
+    def _reachable(self, commit: Commit) -> bool:
+        """Whether readers replay ``commit``: every later commit descends from it (so no checkpoint
+        of another history covers it), or, when an expiry removed it meanwhile, the oldest retained
+        state holds its files. :class:`CommitStateUnknownError` when neither can be told."""
+        listing = self.listing.list()
+        if commit.revision not in listing.commits:
+            return self._in_oldest_state(commit)
+        previous = commit.uuid
+        for revision in range(commit.revision + 1, max(listing.commits) + 1):
+            raw = self.listing.raw(revision)
+            if raw is None and not self.store.exists(commit_key(commit.revision)):
+                return self._in_oldest_state(commit)  # expired from under us while we read
+            if raw is None or raw["previous"] != previous:
+                return False
+            previous = raw["uuid"]
+        return True
+
+    def _in_oldest_state(self, commit: Commit) -> bool:
+        """Our commit was expired after it landed: it was reachable if the oldest retained
+        checkpoint, which its expiry kept, holds a file it added."""
+        state = self.replay.oldest()
+        added = [a.path for a in commit.actions if isinstance(a, AddFile)]
+        if any(p in state.files and state.files[p].revision == commit.revision for p in added):
+            return True
+        raise CommitStateUnknownError(self.dataset, commit.revision, commit.uuid,
+                                      "an expiry removed it before it could be confirmed reachable")
 
 
 class _Attempt:

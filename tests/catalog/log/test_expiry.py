@@ -55,7 +55,7 @@ def test_a_damaged_checkpoint_after_expiry_fails_reads_vacuum_and_writers(repo):
     ds.expire_log(dt.datetime.now(dt.timezone.utc), force=True)
     assert sorted(ds.store.list("_log")) == ["00000000000000000000.json", "00000000000000000010.checkpoint.parquet",
                                              "00000000000000000010.json", "00000000000000000011.json",
-                                             "00000000000000000012.json", "_last_checkpoint"]
+                                             "00000000000000000012.json", "_expired", "_last_checkpoint"]
     ds.store.put(checkpoint_key(10), ds.store.read(checkpoint_key(10))[:200])
     damaged = "the latest revision cannot be read: checkpoint 10 is damaged and the commits before it have been expired"
     with pytest.warns(CorruptLogWarning), pytest.raises(CorruptLogError, match=damaged):
