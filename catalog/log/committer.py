@@ -29,6 +29,7 @@ from cdkds.catalog.log.commit import Commit, age_ms, commit_key, engine_info, ne
 from cdkds.catalog.log.conflicts import BlindAppend, ConflictRule
 from cdkds.catalog.log.replay import Replay
 from cdkds.catalog.log.snapshot import Snapshot
+from cdkds.catalog.log.vacuum_trace import endangered
 
 # Each lost race means another writer's commit landed, so the log progresses; a writer that
 # keeps losing (its rivals, already caught up by their own commits, go again at once) keeps
@@ -181,7 +182,8 @@ class _Attempt:
                 return self.committer.accept(theirs, self.current)
             if theirs.revision == self.unsettled:
                 self.unsettled = None  # that revision is someone else's: our PUT there did not land
-            reason = self.rule.conflict(ours.actions, theirs, self.base)
+            reason = self.rule.conflict(ours.actions, theirs, self.base) or endangered(
+                self.committer.store, ours.actions, theirs)
             if reason is not None:
                 raise CommitConflictError(
                     f"dataset {self.dataset!r}: {ours.operation!r} planned on revision {self.base.version} conflicts "
