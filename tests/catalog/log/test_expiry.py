@@ -194,3 +194,4 @@ def test_time_travel_to_revision_0_after_expiry(repo):
     assert repo.load("t", timestamp=times[0]).version == 0
     with pytest.raises(InvalidTimeTravelError, match="has been expired"):
         repo.load("t", timestamp=times[0] + 1)  # revision 0 or an expired one: cannot be told
+    assert repo.load("t").check(read_data=True).ok

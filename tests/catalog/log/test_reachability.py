@@ -20,7 +20,7 @@ SCHEMA = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long
 
 
 @pytest.fixture
-def repo(tmp_path):
+def local(tmp_path):
     return DatasetRepository(f"file://{tmp_path}/lake")
 
 
@@ -92,7 +92,8 @@ def test_a_commit_that_a_concurrent_expiry_deletes_after_it_landed_is_acknowledg
     assert_clean(repo)
 
 
-def test_the_expiry_marker_is_written_before_any_commit_is_deleted_and_never_lowered(repo):
+def test_the_expiry_marker_is_written_before_any_commit_is_deleted_and_never_lowered(local):
+    repo = local
     ds = appends(repo.create("t", DatasetDescriptor(SCHEMA, properties={"checkpoint.interval": "5"})), 12)
     deleted = []
     real = ds.store.delete
@@ -152,7 +153,8 @@ def _stale_append(root, ready, go, result):
 
 
 @pytest.mark.slow
-def test_a_stale_writer_in_another_process_is_refused_after_a_forced_expiry(repo, tmp_path):
+def test_a_stale_writer_in_another_process_is_refused_after_a_forced_expiry(local, tmp_path):
+    repo = local
     ds = appends(repo.create("t", DatasetDescriptor(SCHEMA)), 12)
     context = multiprocessing.get_context("spawn")
     ready, go, result = context.Event(), context.Event(), context.Queue()

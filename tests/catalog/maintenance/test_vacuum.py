@@ -18,7 +18,7 @@ KEYED = {"type": "record", "name": "K", "fields": [{"name": "k", "type": "long"}
 
 
 @pytest.fixture
-def repo(tmp_path):
+def local(tmp_path):
     return DatasetRepository(f"file://{tmp_path}/lake")
 
 
@@ -78,7 +78,8 @@ def test_a_keyed_upsert_whose_files_a_vacuum_deleted_fails(repo):
     assert_clean(repo)
 
 
-def test_a_writer_whose_files_are_newer_than_the_vacuums_cutoff_rebases_over_it(repo):
+def test_a_writer_whose_files_are_newer_than_the_vacuums_cutoff_rebases_over_it(local):
+    repo = local
     ds = repo.create("t", DatasetDescriptor(SCHEMA))
     writer = repo.load("t").writer()
     writer.write_batch(pa.table({"id": [1]}))
