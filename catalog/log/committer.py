@@ -29,7 +29,7 @@ from cdkds.catalog.log.commit import Commit, age_ms, commit_key, engine_info, ne
 from cdkds.catalog.log.conflicts import BlindAppend, ConflictRule
 from cdkds.catalog.log.replay import Replay
 from cdkds.catalog.log.snapshot import Snapshot
-from cdkds.catalog.log.vacuum_trace import endangered
+from cdkds.catalog.log.vacuum_trace import cutoff_of, endangered, files_at_risk
 
 # Each lost race means another writer's commit landed, so the log progresses; a writer that
 # keeps losing (its rivals, already caught up by their own commits, go again at once) keeps
@@ -54,10 +54,11 @@ class Committer:
 
     def commit(self, base: Snapshot, operation: str, actions: Sequence[Action],
                info: Mapping[str, Any] | None = None, commit_uuid: str | None = None,
-               rule: ConflictRule | None = None) -> Snapshot:
-        """Append one commit after ``base``; returns the snapshot it makes (see the module docstring)."""
+               rule: ConflictRule | None = None, planned_on: int | None = None) -> Snapshot:
+        """Append one commit after ``base``; returns the snapshot it makes (see the module docstring).
+        ``planned_on``: the revision its files were written on, when ``base`` may be later."""
         attempt = _Attempt(self, base, operation, tuple(actions), engine_info(info), commit_uuid or uuid.uuid4().hex,
-                           rule or BlindAppend())
+                           rule or BlindAppend(), planned_on)
         snapshot = attempt.run()
         self.checkpointer.after_commit(snapshot)
         return snapshot
@@ -124,7 +125,7 @@ class _Attempt:
     """One commit's attempts: the state the retry loop carries."""
 
     def __init__(self, committer: Committer, base: Snapshot, operation: str, actions: tuple[Action, ...],
-                 info: Mapping[str, Any], commit_uuid: str, rule: ConflictRule):
+                 info: Mapping[str, Any], commit_uuid: str, rule: ConflictRule, planned_on: int | None = None):
         self.committer = committer
         self.dataset = committer.dataset
         self.base = base
@@ -134,6 +135,7 @@ class _Attempt:
         self.uuid = commit_uuid
         self.rule = rule
         self.current = base
+        self.planned_on = planned_on
         self.unsettled: int | None = None  # the revision of a PUT that failed and may have landed
 
     def run(self) -> Snapshot:
@@ -150,6 +152,8 @@ class _Attempt:
             raise
 
     def _attempts(self) -> Snapshot:
+        if self.planned_on is not None and self.planned_on < self.base.version:
+            self.check_vacuums(self.planned_on)
         failures, attempt, start = 0, 0, time.monotonic()
         while attempt < MAX_COMMIT_ATTEMPTS or time.monotonic() - start < MAX_COMMIT_SECONDS:
             commit = Commit(self.current.version + 1, self.uuid, self.current.commit_uuid,
@@ -174,6 +178,22 @@ class _Attempt:
             attempt += 1
         raise CommitConflictError(f"dataset {self.dataset!r}: gave up committing {self.operation!r} after "
                                   f"{attempt} attempts in {time.monotonic() - start:.0f} s lost to concurrent writers")
+
+    def check_vacuums(self, planned_on: int) -> None:
+        """:class:`CommitConflictError` when a vacuum between revision ``planned_on`` (when the
+        files were written) and the base, which the catch-up will not walk, endangers our files."""
+        for revision in range(planned_on + 1, self.base.version + 1):
+            raw = self.committer.listing.raw(revision)
+            if raw is None:  # expired since: whether a vacuum ran there cannot be told, so check the files exist
+                reason = files_at_risk(self.committer.store, self.actions, 0)
+            else:
+                cutoff = cutoff_of(raw["operation"], raw.get("info") or {})
+                reason = None if cutoff is None else files_at_risk(self.committer.store, self.actions, cutoff)
+            if reason is not None:
+                raise CommitConflictError(
+                    f"dataset {self.dataset!r}: {self.operation!r}, whose files were written on revision "
+                    f"{planned_on}, conflicts with revision {revision} ('vacuum'), committed since: {reason}; "
+                    f"nothing of {self.operation!r} was committed — write it again")
 
     def _catch_up(self, ours: Commit) -> Snapshot | None:
         """Apply the commits others made since ``current``; the snapshot of ours if it is among them."""

@@ -26,12 +26,12 @@ def trace_info(cutoff_ms: int) -> Mapping[str, int]:
     return {_CUTOFF: cutoff_ms}
 
 
-def cutoff_of(commit: Commit) -> int | None:
-    """The cut-off (ms) of a vacuum trace; ``None`` for other commits."""
-    if commit.operation != VACUUM:
+def cutoff_of(operation: str, info: Mapping[str, object]) -> int | None:
+    """The cut-off (ms) of a vacuum trace, from its commit's operation and info; ``None`` for other commits."""
+    if operation != VACUUM:
         return None
-    value = commit.info.get(_CUTOFF)
-    return int(value) if isinstance(value, (int, float)) else None
+    value = info.get(_CUTOFF)
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def new_files(actions: Iterable[Action]) -> list[str]:
@@ -47,10 +47,14 @@ def new_files(actions: Iterable[Action]) -> list[str]:
 
 def endangered(store: ObjectStore, ours: Iterable[Action], trace: Commit) -> str | None:
     """Why the vacuum of ``trace`` has deleted, or may delete, a file ``ours`` brings; ``None``
-    when each is there and modified at or after its cut-off (the vacuum never deletes those)."""
-    cutoff = cutoff_of(trace)
-    if cutoff is None:
-        return None
+    when ``trace`` is no vacuum, or each file is there and modified at or after its cut-off
+    (the vacuum never deletes those)."""
+    cutoff = cutoff_of(trace.operation, trace.info)
+    return None if cutoff is None else files_at_risk(store, ours, cutoff)
+
+
+def files_at_risk(store: ObjectStore, ours: Iterable[Action], cutoff: int) -> str | None:
+    """Why a vacuum with cut-off ``cutoff`` (ms) has deleted, or may delete, a file ``ours`` brings."""
     for path in new_files(ours):
         found = dict(store.walk_files(path))
         if path not in found:

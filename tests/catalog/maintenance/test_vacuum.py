@@ -122,3 +122,25 @@ def test_a_dry_run_commits_nothing(repo):
     orphan(ds)
     assert len(ds.vacuum(retention=dt.timedelta(0), force=True)) == 1
     assert repo.load("t").version == 0
+
+
+def test_the_same_dataset_vacuuming_under_its_own_open_writer(repo):
+    """The writer commits from its dataset's snapshot, which the vacuum moved past the trace:
+    the commits between the revision its files were written on and its base are checked too."""
+    ds = repo.create("t", DatasetDescriptor(SCHEMA))
+    with ds.writer() as w:
+        w.write_batch(pa.table({"id": [0]}))
+    writer = ds.writer(target_file_size=1)
+    for i in range(5):
+        writer.write_batch(pa.table({"id": list(range(1000 * i + 1, 1000 * i + 1001))}))
+    assert len(ds.vacuum(retention=dt.timedelta(0), dry_run=False, force=True)) == 5
+    ds.delete("id = -1")  # the dataset moves on again: still checked
+    with pytest.raises(CommitConflictError, match="written on revision 1, conflicts with revision 2 .'vacuum'"):
+        writer.close()
+    assert sorted(r["id"] for r in repo.load("t").reader()) == [0]
+    assert_clean(repo)
+    later = ds.writer()  # planned after the trace: nothing to check, nothing paid
+    later.write_batch(pa.table({"id": [7]}))
+    later.close()
+    assert sorted(r["id"] for r in repo.load("t").reader()) == [0, 7]
+    assert_clean(repo)
