@@ -10,9 +10,14 @@ landed, so the commit is settled by reading the log back before anything is repo
 A commit must also be reachable: a writer that read an old revision may find the name of
 an expired commit free again (expiry deletes commits below the newest old checkpoint), and
 its put-if-absent would succeed in a gap no reader replays. When the revision it built on
-is old enough to have been expired, one LIST checks that the commit is the log's newest
-or that the next commit follows it; otherwise the commit is deleted and reported as a
-conflict (``docs/RELIABILITY.md``, "Commits in an expired gap").
+is old enough to have been expired, or the expiry marker (one small read per commit) says
+commits after it were expired, a LIST and a walk forward check that every later commit
+descends from ours; otherwise the commit is deleted and reported as a conflict
+(``docs/RELIABILITY.md``, "The expired gap").
+
+And a commit must not acknowledge files a vacuum deleted: a commit meeting a vacuum's trace
+(in its catch-up, or between the revision its files were written on and its base) checks
+its own files against it (:mod:`cdkds.catalog.log.vacuum_trace`).
 """
 
 from __future__ import annotations
