@@ -276,8 +276,9 @@ class Dataset:
         self.log.write_checkpoint(self.snapshot)
 
     def _commit(self, operation: str, actions: Sequence[Action], info: Mapping[str, Any] | None = None,
-                commit_uuid: str | None = None, rule: ConflictRule | None = None) -> Snapshot:
-        self.snapshot = self.log.commit(self.snapshot, operation, actions, info, commit_uuid, rule)
+                commit_uuid: str | None = None, rule: ConflictRule | None = None,
+                planned_on: int | None = None) -> Snapshot:
+        self.snapshot = self.log.commit(self.snapshot, operation, actions, info, commit_uuid, rule, planned_on)
         return self.snapshot
 
 

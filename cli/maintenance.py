@@ -59,8 +59,14 @@ def compact(url: str, where: str | None, target_file_size: int | None, storage: 
     options = {} if target_file_size is None else {"target_file_size": target_file_size}
     with working(f"compacting {ds.name}"):
         revision = ds.compact(where=where, **options)
-    committed(as_json, ds, revision, f"compacted {before} files into {len(ds.files)}", files_before=before,
-              files_after=len(ds.files))
+    entry = ds.log.entry(revision) if revision is not None else None
+    rewritten, written = (entry.removed_files, entry.added_files) if entry is not None else (0, 0)
+    committed(as_json, ds, revision, f"compacted {_files(rewritten)} into {written}", files_rewritten=rewritten,
+              files_written=written, files_before=before, files_after=len(ds.files))
+
+
+def _files(n: int) -> str:
+    return f"{n} file" if n == 1 else f"{n} files"
 
 
 @cli.command()

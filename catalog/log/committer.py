@@ -10,9 +10,14 @@ landed, so the commit is settled by reading the log back before anything is repo
 A commit must also be reachable: a writer that read an old revision may find the name of
 an expired commit free again (expiry deletes commits below the newest old checkpoint), and
 its put-if-absent would succeed in a gap no reader replays. When the revision it built on
-is old enough to have been expired, one LIST checks that the commit is the log's newest
-or that the next commit follows it; otherwise the commit is deleted and reported as a
-conflict (``docs/RELIABILITY.md``, "Commits in an expired gap").
+is old enough to have been expired, or the expiry marker (one small read per commit) says
+commits after it were expired, a LIST and a walk forward check that every later commit
+descends from ours; otherwise the commit is deleted and reported as a conflict
+(``docs/RELIABILITY.md``, "The expired gap").
+
+And a commit must not acknowledge files a vacuum deleted: a commit meeting a vacuum's trace
+(in its catch-up, or between the revision its files were written on and its base) checks
+its own files against it (:mod:`cdkds.catalog.log.vacuum_trace`).
 """
 
 from __future__ import annotations
@@ -23,12 +28,13 @@ import uuid
 from typing import Any, Mapping, Sequence
 
 from cdkds.catalog.errors import CommitConflictError, CommitFailedError, CommitStateUnknownError, CorruptLogError
-from cdkds.catalog.log.actions import Action, rebase_actions
+from cdkds.catalog.log.actions import Action, AddFile, rebase_actions
 from cdkds.catalog.log.checkpointer import Checkpointer
 from cdkds.catalog.log.commit import Commit, age_ms, commit_key, engine_info, next_timestamp
 from cdkds.catalog.log.conflicts import BlindAppend, ConflictRule
 from cdkds.catalog.log.replay import Replay
 from cdkds.catalog.log.snapshot import Snapshot
+from cdkds.catalog.log.vacuum_trace import cutoff_of, endangered, files_at_risk
 
 # Each lost race means another writer's commit landed, so the log progresses; a writer that
 # keeps losing (its rivals, already caught up by their own commits, go again at once) keeps
@@ -53,10 +59,11 @@ class Committer:
 
     def commit(self, base: Snapshot, operation: str, actions: Sequence[Action],
                info: Mapping[str, Any] | None = None, commit_uuid: str | None = None,
-               rule: ConflictRule | None = None) -> Snapshot:
-        """Append one commit after ``base``; returns the snapshot it makes (see the module docstring)."""
+               rule: ConflictRule | None = None, planned_on: int | None = None) -> Snapshot:
+        """Append one commit after ``base``; returns the snapshot it makes (see the module docstring).
+        ``planned_on``: the revision its files were written on, when ``base`` may be later."""
         attempt = _Attempt(self, base, operation, tuple(actions), engine_info(info), commit_uuid or uuid.uuid4().hex,
-                           rule or BlindAppend())
+                           rule or BlindAppend(), planned_on)
         snapshot = attempt.run()
         self.checkpointer.after_commit(snapshot)
         return snapshot
@@ -64,37 +71,66 @@ class Committer:
     def accept(self, commit: Commit, before: Snapshot) -> Snapshot:
         """The snapshot ``commit`` (ours, in the log) makes after ``before``, once it is known
         to be reachable; a commit in an expired gap is deleted and reported as a conflict."""
-        if age_ms(before.timestamp) >= GAP_CHECK_AGE_MS:
+        try:
+            reachable = not self._may_be_in_a_gap(before) or self._reachable(commit)
+        except CommitStateUnknownError:
+            raise
+        except Exception as e:  # noqa: BLE001 - whatever failed, the outcome is not known
+            raise CommitStateUnknownError(self.dataset, commit.revision, commit.uuid, e) from e
+        if not reachable:
             try:
-                reachable = self._reachable(commit)
-            except Exception as e:  # noqa: BLE001 - whatever failed, the outcome is not known
-                raise CommitStateUnknownError(self.dataset, commit.revision, commit.uuid, e) from e
-            if not reachable:
-                try:
-                    self.store.delete(commit_key(commit.revision))
-                except Exception:  # noqa: BLE001 - left behind, it stays unreachable; the next expiry removes it
-                    pass
-                raise CommitConflictError(
-                    f"dataset {self.dataset!r}: {commit.operation!r} planned on revision {before.version} was written "
-                    f"as revision {commit.revision}, but the log had been expired past it (revision "
-                    f"{before.version} is older than the newest retained checkpoint); nothing of "
-                    f"{commit.operation!r} was committed — re-read the dataset and retry")
+                self.store.delete(commit_key(commit.revision))
+            except Exception:  # noqa: BLE001 - left behind, it stays unreachable; the next expiry removes it
+                pass
+            raise CommitConflictError(
+                f"dataset {self.dataset!r}: {commit.operation!r} planned on revision {before.version} was written "
+                f"as revision {commit.revision}, but the log had been expired past it (revision "
+                f"{before.version} is older than the newest retained checkpoint); nothing of "
+                f"{commit.operation!r} was committed — re-read the dataset and retry")
         return before.apply(commit)
 
-    def _reachable(self, commit: Commit) -> bool:
-        """Whether readers replay ``commit``: nothing later exists, or the next commit follows it."""
-        listing = self.listing.list()
-        if not any(r > commit.revision for r in listing.commits):
+    def _may_be_in_a_gap(self, before: Snapshot) -> bool:
+        """Whether a commit built on ``before`` may have taken the name of an expired commit: its
+        base is old enough for an unforced expiry, or the expiry marker (one small read) says
+        commits after it were expired. Otherwise no checkpoint can cover the commit's revision."""
+        if age_ms(before.timestamp) >= GAP_CHECK_AGE_MS:
             return True
-        following = self.listing.raw(commit.revision + 1)
-        return following is not None and following["previous"] == commit.uuid
+        marker = self.listing.expiry_marker()
+        return marker is None or marker.expired_before > before.version
+
+    def _reachable(self, commit: Commit) -> bool:
+        """Whether readers replay ``commit``: every later commit descends from it (so no checkpoint
+        of another history covers it), or, when an expiry removed it meanwhile, the oldest retained
+        state holds its files. :class:`CommitStateUnknownError` when neither can be told."""
+        listing = self.listing.list()
+        if commit.revision not in listing.commits:
+            return self._in_oldest_state(commit)
+        previous = commit.uuid
+        for revision in range(commit.revision + 1, max(listing.commits) + 1):
+            raw = self.listing.raw(revision)
+            if raw is None and not self.store.exists(commit_key(commit.revision)):
+                return self._in_oldest_state(commit)  # expired from under us while we read
+            if raw is None or raw["previous"] != previous:
+                return False
+            previous = raw["uuid"]
+        return True
+
+    def _in_oldest_state(self, commit: Commit) -> bool:
+        """Our commit was expired after it landed: it was reachable if the oldest retained
+        checkpoint, which its expiry kept, holds a file it added."""
+        state = self.replay.oldest()
+        added = [a.path for a in commit.actions if isinstance(a, AddFile)]
+        if any(p in state.files and state.files[p].revision == commit.revision for p in added):
+            return True
+        raise CommitStateUnknownError(self.dataset, commit.revision, commit.uuid,
+                                      "an expiry removed it before it could be confirmed reachable")
 
 
 class _Attempt:
     """One commit's attempts: the state the retry loop carries."""
 
     def __init__(self, committer: Committer, base: Snapshot, operation: str, actions: tuple[Action, ...],
-                 info: Mapping[str, Any], commit_uuid: str, rule: ConflictRule):
+                 info: Mapping[str, Any], commit_uuid: str, rule: ConflictRule, planned_on: int | None = None):
         self.committer = committer
         self.dataset = committer.dataset
         self.base = base
@@ -104,6 +140,7 @@ class _Attempt:
         self.uuid = commit_uuid
         self.rule = rule
         self.current = base
+        self.planned_on = planned_on
         self.unsettled: int | None = None  # the revision of a PUT that failed and may have landed
 
     def run(self) -> Snapshot:
@@ -120,6 +157,8 @@ class _Attempt:
             raise
 
     def _attempts(self) -> Snapshot:
+        if self.planned_on is not None and self.planned_on < self.base.version:
+            self.check_vacuums(self.planned_on)
         failures, attempt, start = 0, 0, time.monotonic()
         while attempt < MAX_COMMIT_ATTEMPTS or time.monotonic() - start < MAX_COMMIT_SECONDS:
             commit = Commit(self.current.version + 1, self.uuid, self.current.commit_uuid,
@@ -145,6 +184,22 @@ class _Attempt:
         raise CommitConflictError(f"dataset {self.dataset!r}: gave up committing {self.operation!r} after "
                                   f"{attempt} attempts in {time.monotonic() - start:.0f} s lost to concurrent writers")
 
+    def check_vacuums(self, planned_on: int) -> None:
+        """:class:`CommitConflictError` when a vacuum between revision ``planned_on`` (when the
+        files were written) and the base, which the catch-up will not walk, endangers our files."""
+        for revision in range(planned_on + 1, self.base.version + 1):
+            raw = self.committer.listing.raw(revision)
+            if raw is None:  # expired since: whether a vacuum ran there cannot be told, so check the files exist
+                reason = files_at_risk(self.committer.store, self.actions, 0)
+            else:
+                cutoff = cutoff_of(raw["operation"], raw.get("info") or {})
+                reason = None if cutoff is None else files_at_risk(self.committer.store, self.actions, cutoff)
+            if reason is not None:
+                raise CommitConflictError(
+                    f"dataset {self.dataset!r}: {self.operation!r}, whose files were written on revision "
+                    f"{planned_on}, conflicts with revision {revision} ('vacuum'), committed since: {reason}; "
+                    f"nothing of {self.operation!r} was committed — write it again")
+
     def _catch_up(self, ours: Commit) -> Snapshot | None:
         """Apply the commits others made since ``current``; the snapshot of ours if it is among them."""
         for theirs, after in self.committer.replay.walk(self.current):
@@ -152,7 +207,8 @@ class _Attempt:
                 return self.committer.accept(theirs, self.current)
             if theirs.revision == self.unsettled:
                 self.unsettled = None  # that revision is someone else's: our PUT there did not land
-            reason = self.rule.conflict(ours.actions, theirs, self.base)
+            reason = self.rule.conflict(ours.actions, theirs, self.base) or endangered(
+                self.committer.store, ours.actions, theirs)
             if reason is not None:
                 raise CommitConflictError(
                     f"dataset {self.dataset!r}: {ours.operation!r} planned on revision {self.base.version} conflicts "

@@ -120,6 +120,16 @@ class Rewrite(ConflictRule):
         return None
 
 
+class Trace(ConflictRule):
+    """A commit that changes nothing (a vacuum's trace) assumes nothing: it never conflicts."""
+
+    def conflict(self, ours: tuple[Action, ...], theirs: "Commit", base: "Snapshot") -> str | None:
+        return None
+
+    def specific_conflict(self, theirs: "Commit", base: "Snapshot") -> str | None:
+        return None
+
+
 class Exclusive(ConflictRule):
     """Descriptor updates were checked against the state they read: any concurrent commit
     that is not a blind append invalidates that check."""

@@ -9,7 +9,7 @@ from typing import Any
 from cdkds.catalog.errors import CdkdsError
 from cdkds.catalog.log.actions import AddFile, AddIndex, DeleteRows
 from cdkds.catalog.log.commit import age_ms, commit_key, cutoff_millis
-from cdkds.catalog.log.listing import checkpoint_key
+from cdkds.catalog.log.listing import EXPIRED_KEY, ExpiryMarker, Listing, checkpoint_key
 from cdkds.catalog.log.replay import Replay
 
 MINIMUM_LOG_AGE = dt.timedelta(hours=1)
@@ -45,9 +45,28 @@ class LogExpiry:
         # retained checkpoint, never as a log with a hole
         doomed = [checkpoint_key(r) for r in listing.checkpoints if r < keep.version]
         doomed += [commit_key(r) for r in listing.commits if 0 < r < keep.version]
+        if not doomed:
+            return []
+        ours = ExpiryMarker(keep.version, self._commit1_timestamp(listing))
+        self._mark(ours)  # before any commit's name is freed: committers check it (committer.py)
         for key in doomed:
             self.listing.store.delete(key)
+        self._mark(ours)  # a concurrent expiry that read the marker before ours may have lowered it
         return doomed
+
+    def _commit1_timestamp(self, listing: Listing) -> int | None:
+        """Commit 1's timestamp while it still exists: time travel needs it to tell revision 0 from an expired one."""
+        if 1 not in listing.commits:
+            return None
+        raw = self.listing.raw(1)
+        return None if raw is None else int(raw["timestamp"])
+
+    def _mark(self, ours: ExpiryMarker) -> None:
+        """Raise the expiry marker to say at least what ``ours`` says."""
+        there = self.listing.expiry_marker() or ExpiryMarker()
+        merged = there.merge(ours)
+        if merged != there:
+            self.listing.store.put(EXPIRED_KEY, merged.to_bytes())
 
     def retained_files(self) -> set[str]:
         """Paths of the files any retained revision references (data files, record-index

@@ -19,6 +19,7 @@ from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.storage import ObjectStore
 
 HINT_KEY = f"{LOG_FOLDER}/{checkpoint.LAST_CHECKPOINT}"
+EXPIRED_KEY = f"{LOG_FOLDER}/_expired"
 
 
 def checkpoint_key(revision: int) -> str:
@@ -52,6 +53,30 @@ class Listing:
         later = [f"commit {r}" for r in self.commits if r > revision][:1]
         later += [f"checkpoint {r}" for r in self.checkpoints if r >= revision][:1]
         return later[0] if later else None
+
+
+@dataclass(frozen=True)
+class ExpiryMarker:
+    """What expiry leaves beside the log (``_log/_expired``, ``docs/FORMAT.md`` §4): the commits
+    before ``expired_before`` have been (or are being) deleted, and ``commit1_timestamp`` is
+    the timestamp commit 1 had (``None`` when it was unknown to the expiry that wrote it)."""
+
+    expired_before: int = 0
+    commit1_timestamp: int | None = None
+
+    def to_bytes(self) -> bytes:
+        return json.dumps({"expiredBefore": self.expired_before, "commit1Timestamp": self.commit1_timestamp}).encode()
+
+    @staticmethod
+    def from_bytes(data: bytes) -> "ExpiryMarker":
+        raw = json.loads(data)
+        first = raw.get("commit1Timestamp")
+        return ExpiryMarker(int(raw["expiredBefore"]), None if first is None else int(first))
+
+    def merge(self, other: "ExpiryMarker") -> "ExpiryMarker":
+        """The marker that says both: it is never lowered."""
+        return ExpiryMarker(max(self.expired_before, other.expired_before),
+                            self.commit1_timestamp if self.commit1_timestamp is not None else other.commit1_timestamp)
 
 
 class LogListing:
@@ -125,6 +150,17 @@ class LogListing:
             return snapshot
         except CorruptLogError as e:
             warnings.warn(f"{e}; reading around it", CorruptLogWarning, stacklevel=4)
+            return None
+
+    def expiry_marker(self) -> ExpiryMarker | None:
+        """The marker expiry left (an empty one when the log was never expired); ``None`` when
+        it is unreadable, so callers assume the worst."""
+        data = self.fetch(EXPIRED_KEY)
+        try:
+            return ExpiryMarker.from_bytes(data) if data is not None else ExpiryMarker()
+        except (ValueError, KeyError, TypeError):
+            warnings.warn(f"dataset {self.dataset!r}: the _expired marker is unreadable", CorruptLogWarning,
+                          stacklevel=3)
             return None
 
     def hint(self) -> int | None:

@@ -115,6 +115,11 @@ class Replay:
                 return revision
             revision += 1
 
+    def entry(self, revision: int) -> HistoryEntry | None:
+        """The history entry of commit ``revision``; ``None`` when it is not (or no longer) in the log."""
+        raw = self.listing.raw(revision)
+        return HistoryEntry.of(raw) if raw is not None else None
+
     def history(self) -> list[HistoryEntry]:
         """The retained commits, oldest first."""
         raws = (self.listing.raw(r) for r in self.listing.list().commits)
@@ -159,11 +164,20 @@ class Replay:
         listing = self.listing.list()
         start = self.checkpoint_at(until, listing)
         if start is None:
+            if listing.expired and until < self._commit1_timestamp(first):
+                return first  # commit 1 is later than the time: revision 0 is the answer, and it is kept
             if listing.expired:  # the checkpoints are all later than the time, or damaged
                 damaged = [r for r in listing.checkpoints if self.listing.checkpoint(r) is None]
                 self._check_not_expired(listing, damaged, f"the revision at {given!r}")
             start = first
         return self.forward(start, until_ms=until)
+
+    def _commit1_timestamp(self, first: Snapshot) -> int:
+        """Commit 1's timestamp once it is expired, as the expiry marker recorded it; without it,
+        the earliest it can have been (timestamps grow strictly along the log)."""
+        marker = self.listing.expiry_marker()
+        known = marker.commit1_timestamp if marker is not None else None
+        return known if known is not None else first.timestamp + 1
 
     def checkpoint_at(self, until: int, listing: Listing) -> Snapshot | None:
         """The state of the newest readable checkpoint whose commit is at or before ``until``

@@ -57,6 +57,10 @@ class TransactionLog:
         """The retained commits, oldest first."""
         return self.replay.history()
 
+    def entry(self, revision: int) -> HistoryEntry | None:
+        """The history entry of commit ``revision``; ``None`` when it is not (or no longer) in the log."""
+        return self.replay.entry(revision)
+
     def landed(self, commit_uuid: str, after: int) -> int | None:
         """The revision after ``after`` holding commit ``commit_uuid``; ``None`` when a
         complete read of the log shows it absent (store and log errors propagate: unknown)."""
@@ -75,16 +79,18 @@ class TransactionLog:
 
     def commit(self, base: Snapshot, operation: str, actions: Sequence[Action],
                info: Mapping[str, Any] | None = None, commit_uuid: str | None = None,
-               rule: ConflictRule | None = None) -> Snapshot:
+               rule: ConflictRule | None = None, planned_on: int | None = None) -> Snapshot:
         """Append one commit after ``base``; returns the snapshot it makes.
 
         When other writers took the next revisions first, the commit is rebased onto
         theirs unless ``rule`` (default: a blind append) finds a conflict, which raises
         :class:`CommitConflictError` naming the commit that won. Raises
         :class:`CommitFailedError` when it is known not to have landed and
-        :class:`CommitStateUnknownError` when that cannot be told.
+        :class:`CommitStateUnknownError` when that cannot be told. ``planned_on``: the
+        revision the commit's files were written on, when ``base`` may have moved on since
+        (a vacuum in between must not have deleted them, ``docs/FORMAT.md`` §4).
         """
-        return self.committer.commit(base, operation, actions, info, commit_uuid, rule)
+        return self.committer.commit(base, operation, actions, info, commit_uuid, rule, planned_on)
 
     def write_checkpoint(self, snapshot: Snapshot) -> None:
         """Write the checkpoint of ``snapshot`` (replacing a damaged one) and point the hint at it."""

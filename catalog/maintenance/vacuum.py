@@ -1,5 +1,11 @@
 """Garbage collection (vacuum): delete data, record-index and deletion-vector files no
-retained revision references."""
+retained revision references.
+
+A vacuum that deletes leaves a trace in the log first (:mod:`cdkds.catalog.log.vacuum_trace`):
+it lists the files older than its cut-off, commits the trace, and only then reads which files
+the retained log references, so a commit that landed before the trace keeps its files, and a
+commit planned before it learns (rebasing over it) whether its own files survived.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,8 @@ from cdkds.catalog.errors import CdkdsError
 from cdkds.catalog.keyed.deletion import DELETES_FOLDER
 from cdkds.catalog.keyed.index import INDEX_FOLDER
 from cdkds.catalog.log import LOG_FOLDER
+from cdkds.catalog.log.conflicts import Trace
+from cdkds.catalog.log.vacuum_trace import VACUUM, trace_info
 from cdkds.catalog.storage import modified
 from cdkds.catalog.write.writer import DATA_FOLDER, STAGING_FOLDER
 
@@ -31,17 +39,30 @@ def vacuum(dataset: "Dataset", retention: dt.timedelta = DEFAULT_RETENTION, dry_
         raise CdkdsError(
             f"dataset {dataset.name!r}: a retention of {retention} is below the safe minimum of {MINIMUM_RETENTION}: "
             f"files of writers that have not committed yet could be deleted; pass force=True if none are running")
-    referenced = dataset.log.retained_files()
     cutoff = time.time() - retention.total_seconds()
-    doomed = []
+    old = _older_than(dataset, cutoff)
+    doomed = _unreferenced(dataset, old)
+    if dry_run or not doomed:
+        return doomed
+    # the listing above, then the trace, then the log: what landed before the trace is kept
+    dataset._commit(VACUUM, [], trace_info(int(cutoff * 1000)), rule=Trace())
+    doomed = _unreferenced(dataset, old)
+    for key in doomed:
+        dataset.store.delete(key)
+    return doomed
+
+
+def _older_than(dataset: "Dataset", cutoff: float) -> list[str]:
+    """The files a vacuum may collect that were modified before ``cutoff`` (epoch seconds)."""
+    old = []
     for folder in (DATA_FOLDER, INDEX_FOLDER, DELETES_FOLDER, STAGING_FOLDER):
-        for key, info in dataset.store.walk_files(folder):
-            if key not in referenced and modified(info) < cutoff:
-                doomed.append(key)
+        old += [key for key, info in dataset.store.walk_files(folder) if modified(info) < cutoff]
     for key, info in dataset.store.walk_files(LOG_FOLDER):
         if key.rsplit("/", 1)[-1].startswith(".") and key.endswith(".tmp") and modified(info) < cutoff:
-            doomed.append(key)
-    if not dry_run:
-        for key in doomed:
-            dataset.store.delete(key)
-    return sorted(doomed)
+            old.append(key)
+    return old
+
+
+def _unreferenced(dataset: "Dataset", keys: list[str]) -> list[str]:
+    referenced = dataset.log.retained_files()
+    return sorted(key for key in keys if key not in referenced)

@@ -427,6 +427,7 @@ class DatasetWriter:
         self._commits = 0
         self._id = uuid.uuid4().hex  # spans this writer's flushes, each its own commit
         self._closed = False
+        self._planned_on = dataset.version  # what the files of the next commit are written on
         self._files = self._new_files()
 
     def _new_files(self) -> PartitionedWriter:
@@ -484,12 +485,14 @@ class DatasetWriter:
         removes, rule = self.mode.plan(self.dataset.snapshot, adds, self._own, self._commits == 0)
         info = {"rows": sum(a.row_count for a in adds), "files": len(adds)}
         try:
-            self.dataset._commit(self.mode.operation, [*removes, *adds], info, self._files.transaction, rule)
+            self.dataset._commit(self.mode.operation, [*removes, *adds], info, self._files.transaction, rule,
+                                 planned_on=self._planned_on)
         except CommitFailedError:  # known not to have landed; on any other error the files may be committed
             delete_files(self.dataset.store, [a.path for a in adds])
             raise
         self._own.update(a.path for a in adds)
         self._commits += 1
+        self._planned_on = self.dataset.version
         self._files = self._new_files()
         return self.dataset.version
 

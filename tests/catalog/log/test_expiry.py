@@ -11,11 +11,12 @@ import pytest
 
 from cdkds.catalog import DatasetDescriptor, DatasetRepository
 from cdkds.catalog.errors import (
-    CdkdsError, CommitConflictError, CorruptLogError, CorruptLogWarning,
+    CdkdsError, CommitConflictError, CorruptLogError, CorruptLogWarning, InvalidTimeTravelError,
 )
 from cdkds.catalog.log import checkpoint_key, commit_key
 from cdkds.catalog.log import commit as commits
 from cdkds.catalog.log.expiry import MINIMUM_LOG_AGE
+from cdkds.catalog.log.listing import EXPIRED_KEY
 
 SCHEMA = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}]}
 HOURS = 3600 * 1000
@@ -55,7 +56,7 @@ def test_a_damaged_checkpoint_after_expiry_fails_reads_vacuum_and_writers(repo):
     ds.expire_log(dt.datetime.now(dt.timezone.utc), force=True)
     assert sorted(ds.store.list("_log")) == ["00000000000000000000.json", "00000000000000000010.checkpoint.parquet",
                                              "00000000000000000010.json", "00000000000000000011.json",
-                                             "00000000000000000012.json", "_last_checkpoint"]
+                                             "00000000000000000012.json", "_expired", "_last_checkpoint"]
     ds.store.put(checkpoint_key(10), ds.store.read(checkpoint_key(10))[:200])
     damaged = "the latest revision cannot be read: checkpoint 10 is damaged and the commits before it have been expired"
     with pytest.warns(CorruptLogWarning), pytest.raises(CorruptLogError, match=damaged):
@@ -174,3 +175,23 @@ def test_rewriting_a_damaged_checkpoint_repairs_it(repo):
         ds.expire_log(ds.history()[-1].timestamp, force=True)
     assert json.loads(ds.store.read("_log/_last_checkpoint")) == {"revision": 6}
     assert ids(repo.load("t", version=6)) == list(range(6))
+
+
+# ---------------------------------------------------------------- issue 25 item 12
+
+
+def test_time_travel_to_revision_0_after_expiry(repo):
+    ds = appends(repo.create("t", DatasetDescriptor(SCHEMA)), 12)
+    times = {h.revision: h.timestamp for h in ds.history()}
+    ds.expire_log(dt.datetime.now(dt.timezone.utc), force=True)  # keeps 0 and 10..12
+    assert repo.load("t", version=0).version == 0
+    assert repo.load("t", timestamp=times[0]).version == 0  # its own timestamp
+    assert repo.load("t", timestamp=times[1] - 1).version == 0  # any time before commit 1 (the marker keeps it)
+    with pytest.raises(InvalidTimeTravelError, match="has been expired"):
+        repo.load("t", timestamp=times[1])
+    assert repo.load("t", timestamp=times[10]).version == 10
+    ds.store.delete(EXPIRED_KEY)  # a log expired by an older cdkds: commit 0's own timestamp is still revision 0
+    assert repo.load("t", timestamp=times[0]).version == 0
+    with pytest.raises(InvalidTimeTravelError, match="has been expired"):
+        repo.load("t", timestamp=times[0] + 1)  # revision 0 or an expired one: cannot be told
+    assert repo.load("t").check(read_data=True).ok
