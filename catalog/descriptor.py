@@ -49,8 +49,9 @@ class DatasetDescriptor:
     :mod:`cdkds.formats.schema_rules`, its partition strategy, key, ordering field and
     properties against the schema (:class:`InvalidDescriptorError` naming the field or
     property) — so create, update, alter and the CLI share one rule. Only a descriptor read
-    back from a log (:meth:`as_recorded`) skips the rules that may postdate it, so that a
-    dataset made before a rule existed stays readable; any change to it must pass them.
+    back from a log (:meth:`as_recorded`) skips the schema rules and takes a duration
+    property beyond its limit as the limit, so that a dataset made before a rule existed
+    stays readable; any change to it must pass them.
     """
 
     _schema_json: str = field(repr=False)
@@ -121,7 +122,7 @@ class DatasetDescriptor:
         interval = props.get("checkpoint.interval", "10")
         if not interval.isdigit() or int(interval) < 1:
             raise InvalidDescriptorError(f"property checkpoint.interval must be a positive integer, got {interval!r}")
-        KeyedProperties.parse(props, fields, self.ordering_field)
+        KeyedProperties.parse(props, fields, self.ordering_field, recorded)
         descriptor_sort(props, fields, self.record_key)
 
     @property
@@ -133,7 +134,7 @@ class DatasetDescriptor:
     @property
     def keyed(self) -> "KeyedProperties":
         """The record-index, TTL and tombstone properties (see :mod:`cdkds.catalog.keyed.properties`)."""
-        return KeyedProperties.parse(self.properties, self.fields, self.ordering_field)
+        return KeyedProperties.parse(self.properties, self.fields, self.ordering_field, self._recorded)
 
     # ---------------------------------------------------------------- schema views
 
