@@ -18,7 +18,7 @@ def test_min_partitions_option():
 def test_parse_view_uri():
     base, expr = parse_view_uri("view:file:/data/users?userId=1234&ts=[2026-01-01,2026-02-01)&c=NZ,AU")
     assert base == "file:/data/users"
-    assert str(expr) == "(((userId = '1234' and ts >= '2026-01-01') and ts < '2026-02-01') and c in ('NZ', 'AU'))"
+    assert str(expr) == "(userId = '1234' and ts >= '2026-01-01' and ts < '2026-02-01' and c in ('NZ', 'AU'))"
     with pytest.raises(InvalidOptionError, match="range for 'x' has no bounds"):
         parse_view_uri("view:file:/d/u?x=[,]")
     with pytest.raises(InvalidOptionError, match="constraint 'x' has no value"):
