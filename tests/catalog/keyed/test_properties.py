@@ -132,7 +132,8 @@ def test_every_operation_works_at_the_longest_durations(tmp_path, kind):
 
 def test_a_longer_duration_recorded_before_the_limit_reads_as_the_limit(tmp_path, monkeypatch):
     repo = DatasetRepository(f"file://{tmp_path}/lake")
-    monkeypatch.setattr(importlib.import_module("cdkds.catalog.keyed.properties"), "MAX_DURATION", dt.timedelta(days=999_999_999))  # the code before the limit
+    module = importlib.import_module("cdkds.catalog.keyed.properties")
+    monkeypatch.setattr(module, "MAX_DURATION", dt.timedelta(days=999_999_999))  # the code before the limit
     ds = repo.create("d", DatasetDescriptor(_timed_schema("date"), record_key="k", ordering_field="t",
                                             properties={"ttl": "3000000 days", "gc.grace": "200000000 days"}))
     monkeypatch.undo()
