@@ -25,6 +25,21 @@ def test_parse_view_uri():
         parse_view_uri("view:file:/d/u?x=")
 
 
+def test_spark_negations_of_any_depth_push_down():
+    from pyspark.sql import datasource as ds
+
+    from cdkds.catalog.expressions import Not, field
+    from cdkds.connector.source import spark_filter_to_expression
+
+    f = ds.EqualTo(("x",), 1)
+    for depth in range(1, 1001):
+        f = ds.Not(f)
+        if depth in (1, 2, 999, 1000):
+            expected = Not(field("x") == 1) if depth % 2 else field("x") == 1
+            assert spark_filter_to_expression(f) == expected
+    assert spark_filter_to_expression(ds.Not(ds.Not(ds.EqualNullSafe(("x",), 1)))) is None
+
+
 def test_location_and_storage_options():
     where = location({"path": "file:/data/lake/users", "storageOptions": '{"anon": true}'})
     assert where.url == "file:///data/lake/users" and where.storage_options == {"anon": True} and where.name == "users"
