@@ -7,7 +7,7 @@ from cdkds.catalog.descriptor import DatasetDescriptor, DatasetDescriptorBuilder
 from cdkds.catalog.errors import (
     CdkdsError, CommitConflictError, CommitFailedError, CommitStateUnknownError, CorruptLogError,
     CorruptIndexError, CorruptLogWarning, DataFileError, InvalidKeyError, KeyExistsError, DatasetExistsError, DatasetNotFoundError,
-    ExpressionError, IncompatibleDescriptorError, InvalidDescriptorError, InvalidNameError,
+    ExpressionError, IncompatibleDescriptorError, InvalidDatasetSchemaError, InvalidDescriptorError, InvalidNameError,
     InvalidPartitionStrategyError, InvalidRecordError, InvalidSchemaError, InvalidTimeTravelError,
     SchemaMismatchError, StorageError,
 )
@@ -20,7 +20,8 @@ __all__ = [
     "CdkdsError", "CommitConflictError", "CommitFailedError", "CommitStateUnknownError", "CorruptLogError",
     "CorruptIndexError", "CorruptLogWarning", "DataFileError", "InvalidKeyError", "KeyExistsError", "Dataset", "DatasetDescriptor",
     "DatasetDescriptorBuilder", "DatasetExistsError", "DatasetNotFoundError", "DatasetReader", "DatasetRepository",
-    "DatasetWriter", "Expression", "ExpressionError", "IncompatibleDescriptorError", "InvalidDescriptorError",
+    "DatasetWriter", "Expression", "ExpressionError", "IncompatibleDescriptorError", "InvalidDatasetSchemaError",
+    "InvalidDescriptorError",
     "InvalidNameError", "InvalidPartitionStrategyError", "InvalidRecordError", "InvalidSchemaError",
     "InvalidTimeTravelError", "LogMetadataProvider", "MetadataProvider", "PartitionStrategy",
     "PartitionStrategyBuilder", "SchemaMismatchError", "StorageError", "field",

@@ -17,7 +17,8 @@ from typing import Any, Iterable, Mapping
 import pyarrow as pa
 
 from cdkds.catalog.errors import (
-    IncompatibleDescriptorError, InvalidDescriptorError, InvalidPartitionStrategyError, InvalidSchemaError,
+    IncompatibleDescriptorError, InvalidDatasetSchemaError, InvalidDescriptorError, InvalidPartitionStrategyError,
+    InvalidSchemaError,
 )
 from cdkds.catalog.keyed.properties import KeyedProperties
 from cdkds.catalog.partitioning import PartitionStrategy
@@ -26,6 +27,7 @@ from cdkds.formats import evolution, schema as schemas
 from cdkds.formats.files import file_format
 from cdkds.formats.projection import NameMapping, Projection
 from cdkds.formats.schema import FieldType
+from cdkds.formats.schema_rules import check_schema
 
 DEFAULT_FORMAT = "parquet"
 DEFAULT_COMPRESSION = "snappy"
@@ -41,7 +43,16 @@ _ORDERING_KINDS = {"int", "long", "float", "double", "date", "timestamp-millis",
 
 @dataclass(frozen=True, init=False, eq=False)
 class DatasetDescriptor:
-    """What a dataset is. Build it directly, with :meth:`builder`, or from JSON."""
+    """What a dataset is. Build it directly, with :meth:`builder`, or from JSON.
+
+    Every descriptor made is checked whole, once, here: its schema against the rules of
+    :mod:`cdkds.formats.schema_rules`, its partition strategy, key, ordering field and
+    properties against the schema (:class:`InvalidDescriptorError` naming the field or
+    property) — so create, update, alter and the CLI share one rule. Only a descriptor read
+    back from a log (:meth:`as_recorded`) skips the schema rules and takes a duration
+    property beyond its limit as the limit, so that a dataset made before a rule existed
+    stays readable; any change to it must pass them.
+    """
 
     _schema_json: str = field(repr=False)
     partition_strategy: PartitionStrategy | None
@@ -52,13 +63,18 @@ class DatasetDescriptor:
     properties: Mapping[str, str]
     _ids_given: bool = field(repr=False)  # the schema came with field ids (from a log that has them)
     _given_json: str = field(repr=False)  # the schema as given, before missing ids were given
+    _recorded: bool = field(repr=False)  # read back from a log: rules that may postdate it are relaxed
 
     def __init__(self, schema: Any, partition_strategy: PartitionStrategy | str | list | None = None,
                  format: str = DEFAULT_FORMAT, compression: str | None = None,
                  record_key: str | Iterable[str] | None = None, ordering_field: str | None = None,
-                 properties: Mapping[str, str] | None = None):
-        avro = schemas.load_schema(schema)
+                 properties: Mapping[str, str] | None = None, *, _recorded: bool = False):
+        try:
+            avro = schemas.load_schema(schema, None if _recorded else check_schema)
+        except InvalidSchemaError as e:
+            raise InvalidDatasetSchemaError(f"schema: {e}") from None
         set_ = object.__setattr__
+        set_(self, "_recorded", _recorded)
         set_(self, "_ids_given", schemas.has_ids(avro))
         set_(self, "_given_json", json.dumps(avro))
         set_(self, "_schema_json", json.dumps(schemas.assign_ids(avro), sort_keys=True))
@@ -70,11 +86,11 @@ class DatasetDescriptor:
         set_(self, "ordering_field", ordering_field)
         props = dict(properties or {})
         set_(self, "properties", MappingProxyType(props))
-        self._validate(props)
+        self._validate(props, _recorded)
         if self.partition_strategy is not None:
             set_(self, "partition_strategy", self.partition_strategy.bind(self.fields))
 
-    def _validate(self, props: dict) -> None:
+    def _validate(self, props: dict, recorded: bool) -> None:
         if not isinstance(self.format, str):
             raise InvalidDescriptorError(f"format must be a string, got {self.format!r}")
         try:
@@ -87,6 +103,8 @@ class DatasetDescriptor:
         fields = self.fields
         if self.partition_strategy is not None:
             self.partition_strategy.check(fields)
+            if not recorded:
+                self.partition_strategy.check_limits()
         for name in self.record_key:
             if name not in fields:
                 raise InvalidDescriptorError(f"record key field {name!r} is not in the schema {list(fields)}")
@@ -104,7 +122,7 @@ class DatasetDescriptor:
         interval = props.get("checkpoint.interval", "10")
         if not interval.isdigit() or int(interval) < 1:
             raise InvalidDescriptorError(f"property checkpoint.interval must be a positive integer, got {interval!r}")
-        KeyedProperties.parse(props, fields, self.ordering_field)
+        KeyedProperties.parse(props, fields, self.ordering_field, recorded)
         descriptor_sort(props, fields, self.record_key)
 
     @property
@@ -116,7 +134,7 @@ class DatasetDescriptor:
     @property
     def keyed(self) -> "KeyedProperties":
         """The record-index, TTL and tombstone properties (see :mod:`cdkds.catalog.keyed.properties`)."""
-        return KeyedProperties.parse(self.properties, self.fields, self.ordering_field)
+        return KeyedProperties.parse(self.properties, self.fields, self.ordering_field, self._recorded)
 
     # ---------------------------------------------------------------- schema views
 
@@ -204,7 +222,7 @@ class DatasetDescriptor:
         return out
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any] | str) -> "DatasetDescriptor":
+    def from_json(cls, data: Mapping[str, Any] | str, _recorded: bool = False) -> "DatasetDescriptor":
         if isinstance(data, str):
             data = json.loads(data)
         if not isinstance(data, Mapping) or "schema" not in data:
@@ -212,13 +230,19 @@ class DatasetDescriptor:
         strategy = data.get("partitionStrategy")
         return cls(data["schema"], PartitionStrategy.from_json(strategy) if strategy is not None else None,
                    data.get("format", DEFAULT_FORMAT), data.get("compression"), data.get("recordKey"),
-                   data.get("orderingField"), data.get("properties"))
+                   data.get("orderingField"), data.get("properties"), _recorded=_recorded)
+
+    @classmethod
+    def as_recorded(cls, data: Mapping[str, Any] | str) -> "DatasetDescriptor":
+        """A descriptor a log (or a data file) holds, as :meth:`from_json` reads it but without
+        the schema rules that may postdate it."""
+        return cls.from_json(data, _recorded=True)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, DatasetDescriptor) and self.to_json() == other.to_json()
 
     def __reduce__(self) -> tuple:
-        return (DatasetDescriptor.from_json, (self.to_json(),))  # Spark ships descriptors to executors
+        return (DatasetDescriptor.as_recorded, (self.to_json(),))  # Spark ships descriptors to executors
 
     def __hash__(self) -> int:
         return hash(json.dumps(self.to_json(), sort_keys=True))
@@ -244,8 +268,13 @@ class DatasetDescriptor:
             props["ttl.field"] = name(props["ttl.field"])
         if props.get("sort.by", "").strip().lower() not in ("", "none"):
             props["sort.by"] = ", ".join(name(n.strip()) for n in props["sort.by"].split(","))
+        try:  # the schema is new: it obeys every rule; the rest is this descriptor's, as it was made
+            check_schema(schema)
+        except InvalidSchemaError as e:
+            raise InvalidDatasetSchemaError(f"schema: {e}") from None
         return DatasetDescriptor(schema, strategy, self.format, self.compression, [name(k) for k in self.record_key],
-                                 name(self.ordering_field) if self.ordering_field else None, props)
+                                 name(self.ordering_field) if self.ordering_field else None, props,
+                                 _recorded=self._recorded)
 
     def check_drops(self, dropped: Iterable[str]) -> None:
         """Raise :class:`IncompatibleDescriptorError` if a top-level field in ``dropped`` is
@@ -260,6 +289,11 @@ class DatasetDescriptor:
             gone = [n for n in names if n in dropped]
             if gone:
                 raise IncompatibleDescriptorError(f"field {gone[0]!r} is the dataset's {what} and cannot be dropped")
+
+    def check_rules(self) -> None:
+        """Raise :class:`InvalidDescriptorError` unless this descriptor obeys every rule a
+        descriptor made now must (one read back from a log may predate some)."""
+        DatasetDescriptor.from_json(self.to_json())
 
     def check_update(self, new: "DatasetDescriptor") -> None:
         """Raise :class:`IncompatibleDescriptorError` unless ``new`` may replace this
@@ -276,7 +310,9 @@ class DatasetDescriptor:
         strategy keeps the source types its partitions were made with: a hash bucket must
         not move when its source widens); a key field keeps its type; no partition source,
         key, ordering or ``ttl.field`` is dropped; every file written so far must read under
-        the new schema (:func:`cdkds.formats.evolution.read_problems`)."""
+        the new schema (:func:`cdkds.formats.evolution.read_problems`); ``new`` obeys every
+        rule of a new descriptor (:meth:`check_rules`)."""
+        new.check_rules()
         current = self.schema
         if not self._ids_given and schemas.NAME_MAPPING not in current:
             # ids were given on load, by position: files written so far carry none and are

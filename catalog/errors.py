@@ -16,6 +16,7 @@ __all__ = [
     "DatasetNotFoundError",
     "ExpressionError",
     "IncompatibleDescriptorError",
+    "InvalidDatasetSchemaError",
     "InvalidDescriptorError",
     "InvalidNameError",
     "InvalidPartitionStrategyError",
@@ -52,6 +53,10 @@ class IncompatibleDescriptorError(InvalidDescriptorError):
 
 class InvalidPartitionStrategyError(InvalidDescriptorError):
     """A partition strategy that is malformed or does not fit the schema."""
+
+
+class InvalidDatasetSchemaError(InvalidDescriptorError, InvalidSchemaError):
+    """A descriptor's schema that no dataset can have (see :mod:`cdkds.formats.schema_rules`)."""
 
 
 class ExpressionError(CdkdsError, ValueError):

@@ -21,12 +21,12 @@ from cdkds.catalog.errors import (
 from cdkds.formats.evolution import can_widen, type_text
 from cdkds.formats.records import record_validator
 from cdkds.formats.schema import FIELD_ID, AvroType, assign_ids, record_of, unwrap
+from cdkds.formats.schema_rules import is_field_name
 
 if TYPE_CHECKING:
     from cdkds.catalog.dataset import Dataset
     from cdkds.catalog.descriptor import DatasetDescriptor
 
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _MISSING = object()
 _TYPES: dict[str, AvroType] = {
     "boolean": "boolean", "int": "int", "long": "long", "float": "float", "double": "double",
@@ -77,7 +77,7 @@ class SchemaUpdate:
         parent, _, field = self._find(path)
         prefix = path.rsplit(".", 1)[0] + "." if "." in path else ""
         name = new_name[len(prefix):] if isinstance(new_name, str) and prefix and new_name.startswith(prefix) else new_name
-        if not isinstance(name, str) or not _NAME.fullmatch(name):
+        if not is_field_name(name):
             raise self._error(f"cannot rename field {path!r} to {new_name!r}: a name is letters, digits and _, "
                               f"not starting with a digit")
         if name != field["name"] and any(f["name"] == name for f in parent["fields"]):
@@ -102,7 +102,7 @@ class SchemaUpdate:
         one, it is required unless ``nullable`` (rows written before read the default)."""
         parent_path, name = self._split(path)
         parent = self._record(parent_path) if parent_path else self._schema
-        if not _NAME.fullmatch(name):
+        if not is_field_name(name):
             raise self._error(f"cannot add field {path!r}: a name is letters, digits and _, not starting with a digit")
         if any(f["name"] == name for f in parent["fields"]):
             raise self._error(f"cannot add field {path!r}: it already exists")

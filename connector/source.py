@@ -237,13 +237,18 @@ def spark_filter_to_expression(f: Any) -> "Expression | None":
     """Our expression for one of Spark's pushed filters on a top-level column, if it has one."""
     from pyspark.sql import datasource as ds
 
-    from cdkds.catalog.expressions import Not, Predicate
+    from cdkds.catalog.expressions import Predicate, not_
 
     simple = {ds.EqualTo: "eq", ds.GreaterThan: "gt", ds.GreaterThanOrEqual: "ge", ds.LessThan: "lt",
               ds.LessThanOrEqual: "le"}
     if isinstance(f, ds.Not):
-        inner = spark_filter_to_expression(f.child)
-        return None if inner is None else Not(inner)
+        negations = 0
+        while isinstance(f, ds.Not):  # a chain of any length, without recursing along it
+            f, negations = f.child, negations + 1
+        inner = spark_filter_to_expression(f)
+        if inner is None:
+            return None
+        return not_(inner) if negations % 2 else inner
     attribute = getattr(f, "attribute", ())
     if len(attribute) != 1:
         return None

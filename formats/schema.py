@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import fastavro
 import pyarrow as pa
@@ -52,8 +52,11 @@ class FieldType:
         return type_kind(self.avro)
 
 
-def load_schema(source: Any) -> dict:
-    """Return a validated Avro record schema from a dict, JSON text or ``.avsc`` path."""
+def load_schema(source: Any, rules: Callable[[dict], None] | None = None) -> dict:
+    """Return a validated Avro record schema from a dict, JSON text or ``.avsc`` path.
+
+    ``rules`` (a dataset's: :func:`cdkds.formats.schema_rules.check_schema`) are applied
+    before Avro's parser, so that a fault both see is reported naming its field."""
     if isinstance(source, Mapping):
         schema = json.loads(json.dumps(source))
     elif isinstance(source, str):
@@ -71,6 +74,8 @@ def load_schema(source: Any) -> dict:
         raise InvalidSchemaError(f"schema must be an Avro dict, JSON text or .avsc path, not {type(source).__name__}")
     if not isinstance(schema, dict) or schema.get("type") != "record":
         raise InvalidSchemaError(f"a dataset schema must be an Avro record, got {json.dumps(schema)[:200]}")
+    if rules is not None:
+        rules(schema)
     try:
         fastavro.parse_schema(schema)
     except Exception as e:  # fastavro raises several unrelated types

@@ -3,6 +3,7 @@
 (:mod:`.arrow`) and file statistics (:mod:`.metrics`), all built on one visitor base
 (:mod:`.visitors`); :mod:`.pruning` decides whether a data file can match."""
 
+from cdkds.catalog.errors import ExpressionError
 from cdkds.catalog.expressions.arrow import drop_matching, filter_batch, to_arrow
 from cdkds.catalog.expressions.binding import bind
 from cdkds.catalog.expressions.metrics import may_match, must_match
@@ -24,10 +25,16 @@ __all__ = [
 ]
 
 
-def as_expression(where: "Expression | str | None") -> Expression:
-    """An expression from an expression, its text form, or ``None`` (every row)."""
+def as_expression(where: "Expression | str | None", dataset: str = "") -> Expression:
+    """An expression from an expression, its text form, or ``None`` (every row); a text
+    that does not parse is an :class:`ExpressionError` naming ``dataset`` when given."""
     if where is None:
         return ALWAYS_TRUE
     if isinstance(where, Expression):
         return where
-    return parse(where)
+    try:
+        return parse(where)
+    except ExpressionError as e:
+        if not dataset:
+            raise
+        raise ExpressionError(f"dataset {dataset!r}: {e}") from None

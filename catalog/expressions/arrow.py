@@ -7,13 +7,14 @@ is in ``(0.0)``), and ``starts with`` takes a bytes prefix on binary fields.
 
 from __future__ import annotations
 
+import operator
 from typing import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from cdkds.catalog.expressions.tree import ALWAYS_FALSE, ALWAYS_TRUE, BoundPredicate, Expression
-from cdkds.catalog.expressions.visitors import BoundPredicateVisitor, visit
+from cdkds.catalog.expressions.visitors import BoundPredicateVisitor, balanced, visit
 
 _UNKNOWN = pa.scalar(None, pa.bool_())
 
@@ -28,11 +29,11 @@ class _ArrowTranslator(BoundPredicateVisitor[pc.Expression]):
     def visit_false(self) -> pc.Expression:
         return pc.scalar(False)
 
-    def visit_and(self, left: pc.Expression, right: pc.Expression) -> pc.Expression:
-        return left & right
+    def visit_and(self, terms: Sequence[pc.Expression]) -> pc.Expression:
+        return balanced(terms, operator.and_)
 
-    def visit_or(self, left: pc.Expression, right: pc.Expression) -> pc.Expression:
-        return left | right
+    def visit_or(self, terms: Sequence[pc.Expression]) -> pc.Expression:
+        return balanced(terms, operator.or_)
 
     def visit_predicate(self, p: BoundPredicate) -> pc.Expression:  # type: ignore[override]
         out = super().visit_predicate(p)

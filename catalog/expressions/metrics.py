@@ -9,7 +9,7 @@ promotion) that cannot be compared with it decide nothing.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from cdkds.catalog.expressions.tree import BoundPredicate, Expression
 from cdkds.catalog.expressions.visitors import BoundPredicateVisitor, visit
@@ -30,11 +30,11 @@ class _MetricsEvaluator(BoundPredicateVisitor[bool]):
     def visit_false(self) -> bool:
         return False
 
-    def visit_and(self, left: bool, right: bool) -> bool:
-        return left and right
+    def visit_and(self, terms: Sequence[bool]) -> bool:
+        return all(terms)
 
-    def visit_or(self, left: bool, right: bool) -> bool:
-        return left or right
+    def visit_or(self, terms: Sequence[bool]) -> bool:
+        return any(terms)
 
     def visit_predicate(self, p: BoundPredicate) -> bool:  # type: ignore[override]
         self.stats = self.statistics.get(p.name)

@@ -4,7 +4,7 @@ Grammar (keywords are case-insensitive)::
 
     expr      := and_expr ("or" and_expr)*
     and_expr  := not_expr ("and" not_expr)*
-    not_expr  := "not" not_expr | "(" expr ")" | predicate
+    not_expr  := "not" not_expr | "(" expr ")" | predicate     (nested at most MAX_DEPTH deep, see tree.py)
     predicate := name op literal | literal op name
                | name ["not"] "in" "(" literal ("," literal)* ")"
                | name "is" ["not"] "null"
@@ -21,11 +21,11 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import re
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 from cdkds.catalog.errors import ExpressionError
-from cdkds.catalog.expressions.tree import ALWAYS_TRUE, FLIPPED, Expression, Not, Predicate, and_, or_
+from cdkds.catalog.expressions.tree import ALWAYS_TRUE, FLIPPED, Expression, Predicate, and_, not_, or_
 
 _TOKEN = re.compile(r"""
     (?P<space>\s+)
@@ -138,41 +138,71 @@ _RESERVED = {"and", "or", "not", "in", "is", "null", "true", "false", "like", "s
 
 
 def parse(text: str) -> Expression:
-    """The expression of its text form; an empty text means "every row"."""
+    """The expression of its text form; an empty text means "every row".
+
+    Chains of ``and`` and ``or`` of any length become one flat node; parentheses and
+    ``not`` s may nest without limit while the tree they make stays within
+    :data:`~cdkds.catalog.expressions.tree.MAX_DEPTH` levels (``((x = 1))`` is one
+    predicate, ``not not x = 1`` is ``x = 1``)."""
     if not isinstance(text, str):
         raise ExpressionError(f"a predicate must be text, got {type(text).__name__}: {text!r:.100}")
     stream = TokenStream(text, "predicate")
     if stream.peek.kind == "end":
         return ALWAYS_TRUE
-    expr = _or(stream)
+    expr = _expression(stream)
     if stream.peek.kind != "end":
         raise stream.error("expected 'and', 'or' or the end")
     return expr
 
 
-def _or(s: TokenStream) -> Expression:
-    expr = _and(s)
-    while s.accept_keyword("or"):
-        expr = or_(expr, _and(s))
-    return expr
+@dataclass
+class _Group:
+    """A parenthesis being read (or the whole text): the ``not`` s before it, the
+    disjuncts read so far and the conjuncts of the one being read."""
+
+    nots: int
+    disjuncts: list = field(default_factory=list)
+    conjuncts: list = field(default_factory=list)
 
 
-def _and(s: TokenStream) -> Expression:
-    expr = _not(s)
-    while s.accept_keyword("and"):
-        expr = and_(expr, _not(s))
-    return expr
+def _expression(s: TokenStream) -> Expression:
+    """``expr`` of the grammar, read with a stack of open parentheses rather than by
+    recursion, so that neither long chains nor deep nesting exhaust Python's stack."""
+    groups = [_Group(0)]
+    while True:
+        nots = 0
+        while s.accept_keyword("not"):
+            nots += 1
+        if s.peek.text == "(":
+            s.next()
+            groups.append(_Group(nots))
+            continue
+        operand = _negated(s, _predicate(s), nots)
+        while True:  # the operand ends conjunctions, disjunctions and groups until an operator follows
+            group = groups[-1]
+            group.conjuncts.append(operand)
+            if s.accept_keyword("and"):
+                break
+            group.disjuncts.append(_combined(s, and_, group.conjuncts))
+            group.conjuncts = []
+            if s.accept_keyword("or"):
+                break
+            if len(groups) == 1:
+                return _combined(s, or_, group.disjuncts)
+            s.expect(")")
+            groups.pop()
+            operand = _negated(s, _combined(s, or_, group.disjuncts), group.nots)
 
 
-def _not(s: TokenStream) -> Expression:
-    if s.accept_keyword("not"):
-        return Not(_not(s))
-    if s.peek.text == "(":
-        s.next()
-        expr = _or(s)
-        s.expect(")")
-        return expr
-    return _predicate(s)
+def _combined(s: TokenStream, combine: Callable[..., Expression], terms: list[Expression]) -> Expression:
+    try:
+        return combine(*terms)
+    except ExpressionError as e:  # nested too deeply: say where
+        raise s.error(str(e)) from None
+
+
+def _negated(s: TokenStream, expr: Expression, nots: int) -> Expression:
+    return _combined(s, not_, [expr]) if nots % 2 else expr
 
 
 def _predicate(s: TokenStream) -> Expression:

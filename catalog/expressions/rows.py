@@ -9,7 +9,7 @@ already typed values too (partition values and their projected predicates).
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from cdkds.catalog.expressions.tree import Expression, Predicate
 from cdkds.catalog.expressions.visitors import BooleanExpressionVisitor, visit
@@ -35,15 +35,15 @@ class _RowEvaluator(BooleanExpressionVisitor["bool | None"]):
     def visit_not(self, child: bool | None) -> bool | None:
         return None if child is None else not child
 
-    def visit_and(self, left: bool | None, right: bool | None) -> bool | None:
-        if left is False or right is False:
+    def visit_and(self, terms: Sequence[bool | None]) -> bool | None:
+        if False in terms:
             return False
-        return None if left is None or right is None else True
+        return None if None in terms else True
 
-    def visit_or(self, left: bool | None, right: bool | None) -> bool | None:
-        if left is True or right is True:
+    def visit_or(self, terms: Sequence[bool | None]) -> bool | None:
+        if True in terms:
             return True
-        return None if left is None or right is None else False
+        return None if None in terms else False
 
     def visit_predicate(self, p: Predicate) -> bool | None:
         value = self.record.get(p.name)

@@ -17,10 +17,12 @@ import datetime as dt
 import decimal
 import math
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
-from typing import Any, Iterable
+from dataclasses import dataclass, field as dataclass_field
+from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 from cdkds.catalog.errors import ExpressionError
+
+T = TypeVar("T")
 
 COMPARISONS = {"eq": "=", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 SET_OPS = {"in", "not_in"}
@@ -36,6 +38,9 @@ FLIPPED = {"eq": "eq", "ne": "ne", "lt": "gt", "gt": "lt", "le": "ge", "ge": "le
 
 class Expression(ABC):
     """A boolean expression over the fields of a record."""
+
+    __slots__ = ()
+    depth = 0  # levels of 'and', 'or' and 'not' above the predicates; at most MAX_DEPTH
 
     def __and__(self, other: "Expression") -> "Expression":
         return and_(self, other)
@@ -73,39 +78,90 @@ ALWAYS_TRUE = _Constant(True)
 ALWAYS_FALSE = _Constant(False)
 
 
-@dataclass(frozen=True)
-class And(Expression):
-    left: Expression
-    right: Expression
+MAX_DEPTH = 100
+"""How deeply ``and``, ``or`` and ``not`` may nest (a chain of ``and`` or of ``or`` is one
+level however long it is): deeper trees are refused with :class:`ExpressionError`, so every
+traversal of a tree stays far inside Python's recursion limit."""
 
-    def negate(self) -> Expression:
-        return or_(self.left.negate(), self.right.negate())
+
+def _depth_of(terms: tuple[Expression, ...]) -> int:
+    depth = 1 + max(t.depth for t in terms)
+    if depth > MAX_DEPTH:
+        raise ExpressionError(f"the predicate nests 'and', 'or' and 'not' more than {MAX_DEPTH} levels deep")
+    return depth
+
+
+class _Junction(Expression):
+    """An n-ary ``and`` or ``or`` of two or more terms, none itself of the same kind: a chain
+    of any length is one flat node (``a & b & c`` is ``And(a, b, c)``)."""
+
+    __slots__ = ("terms", "depth")
+    word = ""
+
+    def __init__(self, *terms: Expression):
+        flat: list[Expression] = []
+        for term in terms:
+            if not isinstance(term, Expression):
+                raise ExpressionError(f"not an expression: {term!r:.200}")
+            flat.extend(term.terms if type(term) is type(self) else (term,))
+        if len(flat) < 2:
+            raise ExpressionError(f"'{self.word}' needs two terms or more, got {len(flat)}")
+        object.__setattr__(self, "terms", tuple(flat))
+        object.__setattr__(self, "depth", _depth_of(self.terms))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.terms == self.terms  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self.terms))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}{self.terms!r}"
+
+    def __reduce__(self) -> tuple:
+        return type(self), self.terms
 
     def to_json(self) -> Any:
-        return {"and": [self.left.to_json(), self.right.to_json()]}
+        # pairs, as format readers expect (docs/FORMAT.md §7), nested as a balanced tree so
+        # that a long chain stays shallow for every JSON reader and writer
+        return balanced([t.to_json() for t in self.terms], lambda left, right: {self.word: [left, right]})
 
     def __str__(self) -> str:
-        return f"({self.left} and {self.right})"
+        return "(" + f" {self.word} ".join(str(t) for t in self.terms) + ")"
 
 
-@dataclass(frozen=True)
-class Or(Expression):
-    left: Expression
-    right: Expression
+class And(_Junction):
+    """True when every term is true."""
+
+    __slots__ = ()
+    word = "and"
 
     def negate(self) -> Expression:
-        return and_(self.left.negate(), self.right.negate())
+        return any_of(t.negate() for t in self.terms)
 
-    def to_json(self) -> Any:
-        return {"or": [self.left.to_json(), self.right.to_json()]}
 
-    def __str__(self) -> str:
-        return f"({self.left} or {self.right})"
+class Or(_Junction):
+    """True when some term is true."""
+
+    __slots__ = ()
+    word = "or"
+
+    def negate(self) -> Expression:
+        return all_of(t.negate() for t in self.terms)
 
 
 @dataclass(frozen=True)
 class Not(Expression):
     child: Expression
+    depth: int = dataclass_field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.child, Expression):
+            raise ExpressionError(f"not an expression: {self.child!r:.200}")
+        object.__setattr__(self, "depth", _depth_of((self.child,)))
 
     def negate(self) -> Expression:
         return self.child
@@ -172,24 +228,24 @@ class BoundPredicate(Predicate):
         return BoundPredicate(NEGATIONS[self.op], self.name, self.value, self.values, self.kind)
 
 
-def and_(left: Expression, right: Expression) -> Expression:
-    if left is ALWAYS_FALSE or right is ALWAYS_FALSE:
-        return ALWAYS_FALSE
-    if left is ALWAYS_TRUE:
-        return right
-    if right is ALWAYS_TRUE:
-        return left
-    return And(left, right)
+def balanced(terms: Sequence[T], combine: Callable[[T, T], T]) -> T:
+    """``terms`` combined pairwise as a balanced tree (depth log2 n, not n): for targets
+    whose own trees nest (Arrow's expressions, SQL's parser)."""
+    level = list(terms)
+    while len(level) > 1:
+        paired = [combine(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
+        level = paired + level[len(level) - len(level) % 2:]
+    return level[0]
 
 
-def or_(left: Expression, right: Expression) -> Expression:
-    if left is ALWAYS_TRUE or right is ALWAYS_TRUE:
-        return ALWAYS_TRUE
-    if left is ALWAYS_FALSE:
-        return right
-    if right is ALWAYS_FALSE:
-        return left
-    return Or(left, right)
+def and_(*terms: Expression) -> Expression:
+    """The conjunction of ``terms``, simplified: constants fold, chains flatten."""
+    return all_of(terms)
+
+
+def or_(*terms: Expression) -> Expression:
+    """The disjunction of ``terms``, simplified: constants fold, chains flatten."""
+    return any_of(terms)
 
 
 def not_(child: Expression) -> Expression:
@@ -201,17 +257,25 @@ def not_(child: Expression) -> Expression:
 
 
 def all_of(expressions: Iterable[Expression]) -> Expression:
-    out: Expression = ALWAYS_TRUE
+    """True when every expression is (true for none at all)."""
+    terms = []
     for e in expressions:
-        out = and_(out, e)
-    return out
+        if e is ALWAYS_FALSE:
+            return ALWAYS_FALSE
+        if e is not ALWAYS_TRUE:
+            terms.append(e)
+    return terms[0] if len(terms) == 1 else And(*terms) if terms else ALWAYS_TRUE
 
 
 def any_of(expressions: Iterable[Expression]) -> Expression:
-    out: Expression = ALWAYS_FALSE
+    """True when some expression is (false for none at all)."""
+    terms = []
     for e in expressions:
-        out = or_(out, e)
-    return out
+        if e is ALWAYS_TRUE:
+            return ALWAYS_TRUE
+        if e is not ALWAYS_FALSE:
+            terms.append(e)
+    return terms[0] if len(terms) == 1 else Or(*terms) if terms else ALWAYS_FALSE
 
 
 @dataclass(frozen=True)
@@ -311,21 +375,45 @@ def literal_to_text(value: Any) -> str:
 
 
 def from_json(data: Any) -> Expression:
-    """The expression of a JSON form made by :meth:`Expression.to_json`."""
+    """The expression of a JSON form made by :meth:`Expression.to_json` (also the binary
+    ``{"and": [left, right]}`` chains of older logs, read without recursing along them)."""
+    built: list[Expression] = []
+    pending: list[tuple[Any, bool]] = [(data, False)]
+    while pending:  # children first, on a stack of our own
+        node, children_done = pending.pop()
+        kind, children = _json_node(node)
+        if children and not children_done:
+            pending.append((node, True))
+            pending.extend((child, False) for child in reversed(children))
+            continue
+        if kind == "leaf":
+            built.append(_json_leaf(node))
+            continue
+        terms = built[len(built) - len(children):]
+        del built[len(built) - len(children):]
+        built.append(Not(terms[0]) if kind == "not" else And(*terms) if kind == "and" else Or(*terms))
+    return built[0]
+
+
+def _json_node(data: Any) -> tuple[str, list]:
+    if isinstance(data, dict) and len(data) == 1:
+        (kind, value), = data.items()
+        if kind in ("and", "or"):
+            if not isinstance(value, list) or len(value) < 2:
+                raise ExpressionError(f"not an expression: {data!r:.200}")
+            return kind, value
+        if kind == "not":
+            return kind, [value]
+    return "leaf", []
+
+
+def _json_leaf(data: Any) -> Expression:
     if data is True:
         return ALWAYS_TRUE
     if data is False:
         return ALWAYS_FALSE
     if not isinstance(data, dict):
         raise ExpressionError(f"not an expression: {data!r:.200}")
-    if "and" in data:
-        left, right = data["and"]
-        return And(from_json(left), from_json(right))
-    if "or" in data:
-        left, right = data["or"]
-        return Or(from_json(left), from_json(right))
-    if "not" in data:
-        return Not(from_json(data["not"]))
     try:
         op, name = data["op"], data["field"]
     except KeyError:

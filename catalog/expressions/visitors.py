@@ -2,7 +2,9 @@
 inspect the tree (:func:`transform`, :func:`rewrite_not`, :func:`references`).
 
 A :class:`BooleanExpressionVisitor` is called bottom-up by :func:`visit`: each node's
-method receives the results of its children. A :class:`BoundPredicateVisitor` further
+method receives the results of its children — all the terms of an ``and`` or ``or`` chain
+at once, however many (see :data:`~cdkds.catalog.expressions.tree.MAX_DEPTH` for how deep
+a tree may be). A :class:`BoundPredicateVisitor` further
 dispatches each predicate to one method per operator (``visit_eq``, ``visit_in``...),
 so an evaluator states one rule per operator.
 """
@@ -10,11 +12,12 @@ so an evaluator states one rule per operator.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Callable, Generic, TypeVar
+from typing import Callable, Generic, Sequence, TypeVar
 
 from cdkds.catalog.errors import ExpressionError
 from cdkds.catalog.expressions.tree import (
-    ALWAYS_FALSE, ALWAYS_TRUE, And, BoundPredicate, Expression, Not, Or, Predicate, _Constant, and_, not_, or_,
+    ALWAYS_FALSE, ALWAYS_TRUE, And, BoundPredicate, Expression, Not, Or, Predicate, _Constant, all_of, any_of,
+    balanced, not_,
 )
 
 T = TypeVar("T")
@@ -33,10 +36,12 @@ class BooleanExpressionVisitor(Generic[T], ABC):
     def visit_not(self, child: T) -> T: ...
 
     @abstractmethod
-    def visit_and(self, left: T, right: T) -> T: ...
+    def visit_and(self, terms: Sequence[T]) -> T:
+        """The result of a conjunction of two or more terms, given theirs."""
 
     @abstractmethod
-    def visit_or(self, left: T, right: T) -> T: ...
+    def visit_or(self, terms: Sequence[T]) -> T:
+        """The result of a disjunction of two or more terms, given theirs."""
 
     @abstractmethod
     def visit_predicate(self, predicate: Predicate) -> T: ...
@@ -47,9 +52,9 @@ def visit(expr: Expression, visitor: BooleanExpressionVisitor[T]) -> T:
     if isinstance(expr, Predicate):
         return visitor.visit_predicate(expr)
     if isinstance(expr, And):
-        return visitor.visit_and(visit(expr.left, visitor), visit(expr.right, visitor))
+        return visitor.visit_and([visit(term, visitor) for term in expr.terms])
     if isinstance(expr, Or):
-        return visitor.visit_or(visit(expr.left, visitor), visit(expr.right, visitor))
+        return visitor.visit_or([visit(term, visitor) for term in expr.terms])
     if isinstance(expr, Not):
         return visitor.visit_not(visit(expr.child, visitor))
     if isinstance(expr, _Constant):
@@ -120,11 +125,11 @@ class _Rebuild(BooleanExpressionVisitor[Expression]):
     def visit_not(self, child: Expression) -> Expression:
         return not_(child)
 
-    def visit_and(self, left: Expression, right: Expression) -> Expression:
-        return and_(left, right)
+    def visit_and(self, terms: Sequence[Expression]) -> Expression:
+        return all_of(terms)
 
-    def visit_or(self, left: Expression, right: Expression) -> Expression:
-        return or_(left, right)
+    def visit_or(self, terms: Sequence[Expression]) -> Expression:
+        return any_of(terms)
 
     def visit_predicate(self, predicate: Predicate) -> Expression:
         return self.on_predicate(predicate)
@@ -157,8 +162,8 @@ class _References(BooleanExpressionVisitor[frozenset]):
     def visit_not(self, child: frozenset) -> frozenset:
         return child
 
-    def visit_and(self, left: frozenset, right: frozenset) -> frozenset:
-        return left | right
+    def visit_and(self, terms: Sequence[frozenset]) -> frozenset:
+        return frozenset().union(*terms)
 
     visit_or = visit_and
 

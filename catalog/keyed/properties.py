@@ -10,7 +10,12 @@
 - ``gc.grace`` — how long a deleted key's tombstone is kept (default 10 days, Scylla's
   ``gc_grace_seconds``), so that a late, older write cannot resurrect it.
 
-Durations are read by :func:`cdkds.catalog.quantities.parse_duration` (``30 days``, ``12h``).
+Durations are read by :func:`cdkds.catalog.quantities.parse_duration` (``30 days``, ``12h``)
+and must lie from 1 millisecond to :data:`MAX_DURATION` (365,000 days, about 1,000 years):
+``ttl`` is counted back from now to a date that must exist (year 1 or later) and forward
+from any date to an expiry Arrow holds, ``gc.grace`` forward from now. A descriptor read
+back from a log written before the limit takes a longer value as the limit (in effect
+never, either way), so that no operation on such a dataset fails.
 """
 
 from __future__ import annotations
@@ -27,19 +32,40 @@ DEFAULT_BUCKETS = 16
 MAX_BUCKETS = 4096
 DEFAULT_COMPACTION_DELTAS = 8
 DEFAULT_GC_GRACE = dt.timedelta(days=10)
+MIN_DURATION = dt.timedelta(milliseconds=1)
+MAX_DURATION = dt.timedelta(days=365_000)
 _TIME_KINDS = TIMESTAMP_KINDS | {"date"}
 
 
-def parse_duration(text: str, what: str) -> dt.timedelta:
-    """A duration property's value; :class:`InvalidDescriptorError` naming ``what`` if malformed."""
+def parse_duration(text: str, what: str, recorded: bool = False) -> dt.timedelta:
+    """A duration property's value; :class:`InvalidDescriptorError` naming ``what`` if malformed
+    or outside :data:`MIN_DURATION` .. :data:`MAX_DURATION` (``recorded``: a longer one, from a
+    log written before the limit, is taken as the limit)."""
     try:
         duration = quantities.parse_duration(text)
     except ValueError:
+        if recorded and _longer_than_a_duration(text):
+            return MAX_DURATION
         raise InvalidDescriptorError(f"property {what} must be a duration such as '30 days' or '12h', got {text!r}") \
             from None
     if duration <= dt.timedelta(0):
         raise InvalidDescriptorError(f"property {what} must be a positive duration, got {text!r}")
+    if duration < MIN_DURATION:
+        raise InvalidDescriptorError(f"property {what} must be at least 1 millisecond, got {text!r}")
+    if duration > MAX_DURATION:
+        if recorded:
+            return MAX_DURATION
+        raise InvalidDescriptorError(f"property {what} must be at most {MAX_DURATION.days} days (about 1,000 "
+                                     f"years), got {text!r}")
     return duration
+
+
+def _longer_than_a_duration(text: str) -> bool:
+    try:
+        quantities.parse_duration(text)
+    except ValueError as e:
+        return "longer than a duration can be" in str(e)
+    return False
 
 
 def _positive_int(props: Mapping[str, str], name: str, default: int, most: int | None = None) -> int:
@@ -62,10 +88,11 @@ class KeyedProperties:
 
     @classmethod
     def parse(cls, props: Mapping[str, str], fields: Mapping[str, FieldType],
-              ordering_field: str | None) -> "KeyedProperties":
+              ordering_field: str | None, recorded: bool = False) -> "KeyedProperties":
         """The properties of a descriptor; :class:`InvalidDescriptorError` naming the property
-        and its value when one is malformed or does not fit the schema."""
-        ttl = parse_duration(props["ttl"], "ttl") if "ttl" in props else None
+        and its value when one is malformed or does not fit the schema (``recorded``: read
+        back from a log, see :func:`parse_duration`)."""
+        ttl = parse_duration(props["ttl"], "ttl", recorded) if "ttl" in props else None
         ttl_field = props.get("ttl.field")
         if ttl_field is not None:
             if ttl_field not in fields:
@@ -81,5 +108,5 @@ class KeyedProperties:
             _positive_int(props, "index.buckets", DEFAULT_BUCKETS, MAX_BUCKETS),
             _positive_int(props, "index.compaction.deltas", DEFAULT_COMPACTION_DELTAS),
             ttl, ttl_field,
-            parse_duration(props["gc.grace"], "gc.grace") if "gc.grace" in props else DEFAULT_GC_GRACE,
+            parse_duration(props["gc.grace"], "gc.grace", recorded) if "gc.grace" in props else DEFAULT_GC_GRACE,
         )

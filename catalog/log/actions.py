@@ -273,7 +273,7 @@ def decode_actions(items: list, descriptor: DatasetDescriptor | None, revision: 
     for item in items:
         (kind, body), = item.items()
         if kind == "metadata":
-            descriptor = DatasetDescriptor.from_json(body["descriptor"])
+            descriptor = DatasetDescriptor.as_recorded(body["descriptor"])
             actions.append(SetMetadata(descriptor))
         elif kind == "protocol":
             actions.append(SetProtocol(int(body["reader"]), int(body["writer"])))

@@ -42,7 +42,8 @@ def plan_compaction(dataset: "Dataset", target_file_size: int = DEFAULT_TARGET_F
     strategy = descriptor.partition_strategy
     partitions: Expression = ALWAYS_TRUE
     if strategy is not None:
-        partitions = strategy.project(bind(as_expression(where), descriptor.fields, dataset.name), descriptor.fields)
+        predicate = bind(as_expression(where, dataset.name), descriptor.fields, dataset.name)
+        partitions = strategy.project(predicate, descriptor.fields)
     elif where is not None:
         raise CdkdsError(f"dataset {dataset.name!r} is not partitioned; compact it whole (where=None)")
     by_partition: dict[tuple, list[AddFile]] = defaultdict(list)

@@ -176,7 +176,7 @@ def _read_transactions(store: ObjectStore) -> tuple[list[_Transaction], list[str
     for key, info in store.walk_files(DATA_FOLDER):
         try:
             meta = file_format(key.rsplit(".", 1)[-1]).metadata(store.fs, store.path(key))
-            descriptor = DatasetDescriptor.from_json(meta["cdkds.descriptor"])
+            descriptor = DatasetDescriptor.as_recorded(meta["cdkds.descriptor"])
             uuid = meta["cdkds.transaction"]
             txn = transactions.setdefault(uuid, _Transaction(
                 uuid, meta.get("cdkds.operation", "append"), int(meta.get("cdkds.base_revision", 0)), descriptor,

@@ -129,6 +129,9 @@ class PartitionFunction(ABC):
                 f"partition function {self.to_text()} needs a source of type {' or '.join(sorted(allowed))}, "
                 f"but field {self.source!r} is {kind}")
 
+    def check_limits(self) -> None:
+        """Raise when an argument is beyond what a new dataset may use (none by default)."""
+
     def bind(self, kind: str) -> "PartitionFunction":
         """This function, recording what it must keep of its source type ``kind``."""
         return self

@@ -14,6 +14,7 @@ from cdkds.catalog.partitioning.functions import STRING_KINDS, PartitionFunction
 from cdkds.formats.schema import INT_RANGES, INTEGER_KINDS
 
 HASHABLE_KINDS = INTEGER_KINDS | STRING_KINDS
+MAX_BUCKETS = 2**31 - 1  # Kite's buckets are a Java int; a bucket is a hash value & Integer.MAX_VALUE anyway
 _PROMOTED = {"int": {"int", "long"}}  # the Avro promotions a hashed source may take
 
 
@@ -69,6 +70,11 @@ class HashFunction(PartitionFunction):
         if self.source_type is not None and self.source_type not in HASHABLE_KINDS:
             raise InvalidPartitionStrategyError(
                 f"hash({self.source}): sourceType must be one of {sorted(HASHABLE_KINDS)}, got {self.source_type!r}")
+
+    def check_limits(self) -> None:
+        if self.buckets > MAX_BUCKETS:
+            raise InvalidPartitionStrategyError(
+                f"hash({self.source}, {self.buckets}): buckets must be at most {MAX_BUCKETS} (a Java int, as in Kite)")
 
     def args_json(self) -> dict:
         out: dict[str, Any] = {"buckets": self.buckets}

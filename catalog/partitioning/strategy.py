@@ -130,6 +130,12 @@ class PartitionStrategy:
             if isinstance(f, ListFunction):
                 _check_list_values(f, fields[f.source].kind)
 
+    def check_limits(self) -> None:
+        """Raise unless every function's arguments are within the limits a new dataset may
+        use (a dataset recorded before a limit existed keeps reading as it was made)."""
+        for f in self.functions:
+            f.check_limits()
+
     def bind(self, fields: Mapping[str, FieldType]) -> "PartitionStrategy":
         """This strategy, checked by :meth:`check`, with what each function must keep of
         its source's type recorded (see :class:`.hashing.HashFunction`)."""

@@ -93,11 +93,7 @@ def plan_scan(dataset: str, snapshot: Snapshot, where: Expression | str | None =
     """The files of ``snapshot`` that may hold visible rows matching ``where`` at ``now_ms``
     (default: now)."""
     descriptor = snapshot.descriptor
-    try:
-        expression = as_expression(where)
-    except ExpressionError as e:  # a predicate that does not parse: say whose
-        raise ExpressionError(f"dataset {dataset!r}: {e}") from None
-    predicate = bind(expression, descriptor.fields, dataset)
+    predicate = bind(as_expression(where, dataset), descriptor.fields, dataset)
     selected = select_columns(dataset, descriptor, columns)
     now = clock() if now_ms is None else now_ms
     matches = FileFilter.of(predicate, descriptor)

@@ -12,6 +12,7 @@ from typing import Any, Iterator, Sequence
 
 from cdkds.catalog.errors import InvalidFieldError, StorageError, TransactionConflictError
 from cdkds.catalog.expressions import BoundPredicate, BoundPredicateVisitor, Expression, visit
+from cdkds.catalog.expressions.visitors import balanced
 from cdkds.catalog.tables.keys import Range, after_prefix
 from cdkds.catalog.tables.spec import TableSpecification
 from cdkds.catalog.tables.table import StructuredTable
@@ -39,11 +40,11 @@ class _Compiler(BoundPredicateVisitor["tuple[str, list]"]):
     def visit_false(self):
         return "1 = 0", []
 
-    def visit_and(self, left, right):
-        return f"({left[0]} AND {right[0]})", left[1] + right[1]
+    def visit_and(self, terms):
+        return balanced(terms, lambda left, right: (f"({left[0]} AND {right[0]})", left[1] + right[1]))
 
-    def visit_or(self, left, right):
-        return f"({left[0]} OR {right[0]})", left[1] + right[1]
+    def visit_or(self, terms):
+        return balanced(terms, lambda left, right: (f"({left[0]} OR {right[0]})", left[1] + right[1]))
 
     def _compare(self, p: BoundPredicate, op: str):
         return f"{quote(p.name)} {op} ?", [p.value]

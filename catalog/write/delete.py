@@ -46,7 +46,7 @@ def plan_delete(dataset: str, snapshot: Snapshot, where: Expression | str) -> De
     if where is None or isinstance(where, str) and not where.strip():
         raise ExpressionError(f"dataset {dataset!r}: delete needs a predicate, got {where!r}; to remove every row, "
                               f"overwrite the dataset with nothing")
-    predicate = bind(as_expression(where), snapshot.descriptor.fields, dataset)
+    predicate = bind(as_expression(where, dataset), snapshot.descriptor.fields, dataset)
     matches = FileFilter.of(predicate, snapshot.descriptor)
     removed, partial = [], []
     for f in snapshot.files.values():

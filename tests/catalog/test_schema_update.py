@@ -151,7 +151,7 @@ BAD = [
     ("a non-finite default", lambda a: a.add("z", "double", default=float("nan")), r"a default must be finite"),
     ("a doc that is no text", lambda a: a.add("z", "int", doc=5), r"doc must be text"),
     ("a record type name used twice", lambda a: a.add("z", {"type": "record", "name": "S", "fields": [
-        {"name": "q", "type": "int"}]}), r"redefined named type: S"),
+        {"name": "q", "type": "int"}]}), r"field 'z': record name 'S' is already the name of another type"),
     ("a key field's type", lambda a: a.widen("id", "double"), r"record key field 'id' cannot change its type"),
 ]
 

@@ -18,11 +18,26 @@ def test_min_partitions_option():
 def test_parse_view_uri():
     base, expr = parse_view_uri("view:file:/data/users?userId=1234&ts=[2026-01-01,2026-02-01)&c=NZ,AU")
     assert base == "file:/data/users"
-    assert str(expr) == "(((userId = '1234' and ts >= '2026-01-01') and ts < '2026-02-01') and c in ('NZ', 'AU'))"
+    assert str(expr) == "(userId = '1234' and ts >= '2026-01-01' and ts < '2026-02-01' and c in ('NZ', 'AU'))"
     with pytest.raises(InvalidOptionError, match="range for 'x' has no bounds"):
         parse_view_uri("view:file:/d/u?x=[,]")
     with pytest.raises(InvalidOptionError, match="constraint 'x' has no value"):
         parse_view_uri("view:file:/d/u?x=")
+
+
+def test_spark_negations_of_any_depth_push_down():
+    from pyspark.sql import datasource as ds
+
+    from cdkds.catalog.expressions import Not, field
+    from cdkds.connector.source import spark_filter_to_expression
+
+    f = ds.EqualTo(("x",), 1)
+    for depth in range(1, 1001):
+        f = ds.Not(f)
+        if depth in (1, 2, 999, 1000):
+            expected = Not(field("x") == 1) if depth % 2 else field("x") == 1
+            assert spark_filter_to_expression(f) == expected
+    assert spark_filter_to_expression(ds.Not(ds.Not(ds.EqualNullSafe(("x",), 1)))) is None
 
 
 def test_location_and_storage_options():

@@ -142,7 +142,7 @@ def _has_unordered_literals(expr) -> bool:
     if isinstance(expr, Not):
         return _has_unordered_literals(expr.child)
     if not isinstance(expr, Predicate):
-        return _has_unordered_literals(expr.left) or _has_unordered_literals(expr.right)
+        return any(_has_unordered_literals(term) for term in expr.terms)
     literals = expr.values if expr.op in ("in", "not_in") else (expr.value,)
     return any(v is None and expr.op in ("in", "not_in") or isinstance(v, float) and math.isnan(v) for v in literals)
 
