@@ -263,8 +263,8 @@ class CdkdsWriter(DataSourceArrowWriter):
             parent, name = split_dataset_url(self.where.url)
             dataset = DatasetRepository(parent, dict(self.where.storage_options)).load(name, version=self.base)
             key = RecordKey.of(dataset.descriptor, name)
-            key.check(table)
-            buckets = frozenset(np.unique(key.buckets(key.hashes(table), dataset.descriptor.keyed.buckets)).tolist())
+            keys = key.conform(table.select([n for n in key.names if n in table.schema.names]))
+            buckets = frozenset(np.unique(key.buckets(key.hashes(keys), dataset.descriptor.keyed.buckets)).tolist())
             change = operations.prepare(dataset, self.operation, table, buckets=buckets, sort_by=self.sort_by)
             return CdkdsCommitMessage(change.adds, change=change)
         from cdkds.catalog.write.writer import STAGING_FOLDER

@@ -30,7 +30,7 @@ from cdkds.catalog.errors import (
 from cdkds.catalog.keyed.deletion import DeletionVector, DeletionVectorRef, load_deletes
 from cdkds.catalog.keyed.index import RecordIndex, by_file
 from cdkds.catalog.keyed.keys import RecordKey
-from cdkds.catalog.keyed.reconcile import compare_orders, greater_rows, reduce_write
+from cdkds.catalog.keyed.reconcile import compare_orders, greater_rows, reduce_delete, reduce_write
 from cdkds.catalog.keyed.rows import delete_keys_table, full_rows, partial_rows
 from cdkds.catalog.log.actions import KEYED_PROTOCOL, Action, AddFile, AddIndex, DeleteRows, SetProtocol
 from cdkds.catalog.log.commit import clock
@@ -107,15 +107,17 @@ def prepare(dataset: "Dataset", operation: str, rows: Any, buckets: frozenset[in
         table = delete_keys_table(dataset, key, rows)
     elif operation == "update":
         table, masks = partial_rows(dataset, rows)
-        key.check(table)
+        table = key.conform(table)
     else:
-        table = full_rows(dataset, rows, operation)
-        key.check(table)
+        table = key.conform(full_rows(dataset, rows, operation))
     change = KeyedChange(operation, snapshot.version)
     if table.num_rows == 0:
         change.keys = key.schema.append(pa.field("_hash", pa.uint64())).empty_table()
         return change
-    if operation == "update" and ordering is not None and ordering not in table.schema.names:
+    bare = np.zeros(table.num_rows, dtype=bool)
+    if operation == "delete":
+        keep, bare = reduce_delete(table, key)
+    elif operation == "update" and ordering is not None and ordering not in table.schema.names:
         keep = reduce_write(table.select(list(key.names)), key, None, "update")  # no order to reconcile by
     else:
         keep = reduce_write(table, key, ordering if ordering in table.schema.names else None, operation)
@@ -133,7 +135,7 @@ def prepare(dataset: "Dataset", operation: str, rows: Any, buckets: frozenset[in
     found = index.lookup(keys, hashes)
     stored = _Stored(index, found, table.num_rows, now)
     if operation == "delete":
-        _plan_delete(change, index, table, hashes, stored, ordering, now)
+        _plan_delete(change, index, table, bare, hashes, stored, ordering, now)
     else:
         _plan_write(dataset, snapshot, change, index, key, table, hashes, stored, masks, now, sort)
     return change
@@ -177,22 +179,32 @@ def _mark(change: KeyedChange, stored: _Stored, rows: np.ndarray) -> None:
         change.deletes[f] = new if previous is None else np.concatenate([previous, new])
 
 
-def _plan_delete(change: KeyedChange, index: RecordIndex, table: pa.Table, hashes: np.ndarray, stored: _Stored,
-                 ordering: str | None, now: int) -> None:
+def _plan_delete(change: KeyedChange, index: RecordIndex, table: pa.Table, bare: np.ndarray, hashes: np.ndarray,
+                 stored: _Stored, ordering: str | None, now: int) -> None:
+    """Delete the live rows of the keys of ``table``. With an ordering field, a key with an
+    ordering value deletes a row whose value is not greater (a tie: the delete wins) and
+    leaves a tombstone keeping the greatest value seen; a ``bare`` key (given without one,
+    too) deletes the stored row whatever its value — as if given the stored value."""
     n = table.num_rows
     rows = np.arange(n)
-    if ordering is not None and ordering in table.schema.names:
-        incoming = table.column(ordering).combine_chunks()
-        stored_order = stored.column("_order", rows).cast(incoming.type)
-        wins = compare_orders(incoming, stored_order) >= 0  # on a tie the delete wins
-        applies = stored.live & wins
-        # a tombstone keeps the greatest ordering value seen for the key
-        tomb_needed = ~(stored.tombstone & (compare_orders(incoming, stored_order) <= 0)) & ~(stored.live & ~wins)
-        orders = incoming
-    else:
+    if ordering is None:
         applies = stored.live.copy()
-        tomb_needed = applies.copy() if ordering is not None else np.zeros(n, dtype=bool)
-        orders = stored.column("_order", rows) if ordering is not None else pa.nulls(n)
+        tomb_needed = np.zeros(n, dtype=bool)
+        orders = pa.nulls(n)
+    else:
+        incoming = table.column(ordering).combine_chunks()
+        held = stored.live | stored.tombstone
+        stored_order = stored.column("_order", rows).cast(incoming.type)
+        known = pc.if_else(pa.array(held), stored_order, pa.nulls(n, incoming.type))
+        greater = compare_orders(known, incoming) > 0
+        orders = pc.if_else(pa.array(bare & greater), known, incoming)  # a bare key: the greater of both
+        against = compare_orders(orders, stored_order)
+        wins = against >= 0  # on a tie the delete wins
+        applies = stored.live & wins
+        # a tombstone keeps the greatest ordering value seen for the key; a bare key of no
+        # stored row leaves none
+        unknown = bare & ~held & ~orders.is_valid().to_numpy(zero_copy_only=False)
+        tomb_needed = ~(stored.tombstone & (against <= 0)) & ~(stored.live & ~wins) & ~unknown
     _mark(change, stored, np.flatnonzero(applies | stored.dead_row))
     change.deleted = int(applies.sum())
     change.unchanged = n - change.deleted
@@ -297,12 +309,13 @@ def _merge_update(dataset: "Dataset", snapshot: "Snapshot", table: pa.Table, mas
         columns.append(base)
     merged = pa.Table.from_arrays(columns, schema=schema)
     conform = batch_conformer(snapshot.descriptor.schema)
-    try:
-        for batch in merged.filter(pa.array(stored.live)).to_batches():
-            conform(batch)  # the merged rows must be valid rows (required fields, value rules)
+    try:  # the merged rows must be valid rows (required fields), their values normalised (UUIDs...)
+        valid = [conform(b) for b in merged.filter(pa.array(stored.live)).to_batches()]
     except SchemaMismatchError as e:
         raise InvalidRecordError(f"dataset {dataset.name!r}: update: {e}") from None
-    return merged
+    rows = np.arange(n)
+    rows[live] = n + np.arange(len(live))
+    return pa.concat_tables([merged, pa.Table.from_batches(valid, schema=schema)]).take(pa.array(rows))
 
 
 # ---------------------------------------------------------------- committing

@@ -137,23 +137,11 @@ def _fits(value: Any, t: pa.DataType) -> bool:
 
 
 def delete_keys_table(dataset: "Dataset", key: RecordKey, keys: Any) -> pa.Table:
-    """Keys to delete (optionally with the ordering field), typed."""
-    ordering = dataset.descriptor.ordering_field
-    if isinstance(keys, (pa.Table, pa.RecordBatch)) and ordering in keys.schema.names:
-        order = keys.column(ordering).cast(dataset.descriptor.arrow_schema.field(ordering).type)
-        table = key.keys(keys.drop_columns([ordering]) if isinstance(keys, pa.Table) else
-                         pa.Table.from_batches([keys]).drop_columns([ordering]))
-        return table.append_column(ordering, order)
+    """Keys to delete, typed and normalised, with the ordering field (when the dataset has
+    one) as a last column: null for a key given without it."""
     if not isinstance(keys, (pa.Table, pa.RecordBatch)):
         if keys is None or isinstance(keys, (str, bytes)) or not isinstance(keys, (Mapping, Iterable)):
             raise InvalidKeyError(f"dataset {dataset.name!r}: delete_keys takes dicts, tuples, values or an Arrow table "
                                   f"of keys; got {type(keys).__name__}: {keys!r:.100}")
         keys = [keys] if isinstance(keys, Mapping) else list(keys)
-        if ordering and keys and all(isinstance(k, Mapping) for k in keys) and any(ordering in k for k in keys):
-            orders = [k.get(ordering) for k in keys]
-            table = key.keys([{n: v for n, v in k.items() if n != ordering} for k in keys])
-            try:
-                return table.append_column(ordering, pa.array(orders, dataset.descriptor.arrow_schema.field(ordering).type))
-            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as e:
-                raise InvalidKeyError(f"dataset {dataset.name!r}: ordering field {ordering!r} of a delete: {e}") from None
-    return key.keys(keys)
+    return key.keys(keys, ordering=True)

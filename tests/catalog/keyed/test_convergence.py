@@ -68,3 +68,35 @@ def test_one_batched_upsert_equals_one_write_at_a_time(tmp_path_factory, writes,
     for w in shuffled:
         apply(many, [w])
     assert state(one) == state(many)
+
+
+deletes = st.lists(st.tuples(st.sampled_from(KEYS), st.one_of(st.none(), st.integers(0, 3))), min_size=1, max_size=8)
+
+
+@settings(max_examples=max(10, settings.default.max_examples // 4))
+@given(ops.filter(lambda w: all(kind == "upsert" for kind, *_ in w)), deletes, st.randoms(use_true_random=False))
+def test_one_delete_equals_its_keys_deleted_one_at_a_time(writes, keys, rnd):
+    """Keys repeated in one delete, bare (None) or with ordering values, reduce to what
+    deleting them one at a time, in any order, does: the same rows and tombstones."""
+    import uuid
+    repo = DatasetRepository(f"memory://deletes-{uuid.uuid4().hex}")
+    one, many = repo.create("one", users_descriptor()), repo.create("many", users_descriptor())
+    for ds in (one, many):
+        apply(ds, writes)
+    given_ = [{"tenant": k[0], "userId": k[1], **({} if t is None else {"updatedAt": user(*k, t)["updatedAt"]})}
+              for k, t in keys]
+    one.delete_keys(given_)
+    shuffled = list(given_)
+    rnd.shuffle(shuffled)
+    for key in shuffled:
+        many.delete_keys([key])
+    assert state(one) == state(many)
+    for t in range(5):  # late writes meet the same tombstones
+        late = [user(k[0], k[1], t - 0.5, "late") for k in KEYS]
+        assert _counts(one.upsert(late)) == _counts(many.upsert(late))
+    for ds in (one, many):
+        assert ds.check(read_data=True).ok
+
+
+def _counts(r) -> tuple:
+    return r.inserted, r.updated, r.deleted, r.unchanged
