@@ -37,7 +37,9 @@ from cdkds.catalog.log.commit import clock
 from cdkds.catalog.log.conflicts import BlindAppend, ConflictRule, Exclusive
 from cdkds.catalog.read.scan import read_rows
 from cdkds.catalog.write.sorting import write_sort
-from cdkds.catalog.write.writer import PartitionedWriter, delete_files
+from cdkds.catalog.write.writer import (
+    DEFAULT_MAX_OPEN_FILES, DEFAULT_TARGET_FILE_SIZE, PartitionedWriter, check_file_options, delete_files,
+)
 from cdkds.formats.errors import SchemaMismatchError
 from cdkds.formats.records import batch_conformer
 
@@ -88,18 +90,21 @@ class KeyedChange:
 
 def prepare(dataset: "Dataset", operation: str, rows: Any, buckets: frozenset[int] | None = None,
             now_ms: int | None = None, snapshot: "Snapshot | None" = None,
-            sort_by: "str | Sequence[str] | None" = None) -> KeyedChange:
+            sort_by: "str | Sequence[str] | None" = None, target_file_size: int = DEFAULT_TARGET_FILE_SIZE,
+            max_open_files: int = DEFAULT_MAX_OPEN_FILES) -> KeyedChange:
     """Plan a keyed write of ``rows`` against ``snapshot`` (default: the dataset's) and
     write its data files. ``buckets``: the rows must all hash to those index buckets.
     ``sort_by``: the fields the data files are sorted by, instead of the descriptor's
     (property ``sort.by``, by default the record key); the index records each row's
-    position in its file after sorting."""
+    position in its file after sorting. ``target_file_size`` and ``max_open_files`` as
+    for :class:`DatasetWriter`."""
     if operation not in OPERATIONS:
         raise CdkdsError(f"dataset {dataset.name!r}: unknown keyed operation {operation!r}; use one of {list(OPERATIONS)}")
     snapshot = snapshot or dataset.snapshot
     descriptor = snapshot.descriptor
     key = RecordKey.of(descriptor, dataset.name)
     sort = write_sort(dataset.name, descriptor, sort_by)  # checked before anything is written
+    check_file_options(dataset.name, target_file_size, max_open_files)
     now = clock() if now_ms is None else now_ms
     ordering = descriptor.ordering_field
     masks: dict[str, np.ndarray] = {}
@@ -137,8 +142,18 @@ def prepare(dataset: "Dataset", operation: str, rows: Any, buckets: frozenset[in
     if operation == "delete":
         _plan_delete(change, index, table, bare, hashes, stored, ordering, now)
     else:
-        _plan_write(dataset, snapshot, change, index, key, table, hashes, stored, masks, now, sort)
+        files = _DataFiles(list(sort), target_file_size, max_open_files)
+        _plan_write(dataset, snapshot, change, index, key, table, hashes, stored, masks, now, files)
     return change
+
+
+@dataclass(frozen=True)
+class _DataFiles:
+    """How a keyed write lays out its data files."""
+
+    sort_by: list[str]
+    target_file_size: int
+    max_open_files: int
 
 
 class _Stored:
@@ -216,7 +231,7 @@ def _plan_delete(change: KeyedChange, index: RecordIndex, table: pa.Table, bare:
 
 def _plan_write(dataset: "Dataset", snapshot: "Snapshot", change: KeyedChange, index: RecordIndex, key: RecordKey,
                 table: pa.Table, hashes: np.ndarray, stored: _Stored, masks: dict[str, np.ndarray], now: int,
-                sort: Sequence[str]) -> None:
+                files: "_DataFiles") -> None:
     descriptor = snapshot.descriptor
     ordering = descriptor.ordering_field
     n = table.num_rows
@@ -249,7 +264,8 @@ def _plan_write(dataset: "Dataset", snapshot: "Snapshot", change: KeyedChange, i
         return
     written = table.take(pa.array(winners))
     writer = PartitionedWriter(dataset.store, dataset.name, descriptor, snapshot.descriptor_version, snapshot.version,
-                               uuid.uuid4().hex, change.operation, sort_by=list(sort))
+                               uuid.uuid4().hex, change.operation, target_file_size=files.target_file_size,
+                               max_open_files=files.max_open_files, sort_by=files.sort_by)
     try:
         writer.write_batch(written)
         change.adds = writer.close()
@@ -426,14 +442,16 @@ def result_info(result: UpsertResult) -> dict:
 
 # ---------------------------------------------------------------- the Python entry points
 
-def run(dataset: "Dataset", operation: str, rows: Any, sort_by: "str | Sequence[str] | None" = None) -> UpsertResult:
+def run(dataset: "Dataset", operation: str, rows: Any, sort_by: "str | Sequence[str] | None" = None,
+        target_file_size: int = DEFAULT_TARGET_FILE_SIZE, max_open_files: int = DEFAULT_MAX_OPEN_FILES) -> UpsertResult:
     """Prepare and commit a keyed write, re-planning on the new snapshot when a concurrent
-    commit wrote the same keys (bounded, with exponential backoff and jitter); ``sort_by``
-    as for :func:`prepare`."""
+    commit wrote the same keys (bounded, with exponential backoff and jitter); ``sort_by``,
+    ``target_file_size`` and ``max_open_files`` as for :func:`prepare`."""
     if isinstance(rows, Iterable) and not isinstance(rows, (pa.Table, pa.RecordBatch, Mapping, list, tuple, str, bytes)):
         rows = list(rows)  # an iterator is read once; a retry needs the rows again
     for attempt in range(MAX_ATTEMPTS):
-        change = prepare(dataset, operation, rows, sort_by=sort_by)
+        change = prepare(dataset, operation, rows, sort_by=sort_by, target_file_size=target_file_size,
+                         max_open_files=max_open_files)
         try:
             return commit(dataset, [change])
         except CommitConflictError:
