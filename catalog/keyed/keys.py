@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from collections import abc
 from functools import cached_property
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
@@ -20,7 +21,7 @@ import pyarrow as pa
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import CdkdsError, InvalidKeyError
 from cdkds.formats.errors import SchemaMismatchError
-from cdkds.formats.records import batch_conformer, record_validator
+from cdkds.formats.records import batch_conformer, field_validator
 from cdkds.formats.schema import unwrap
 
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
@@ -88,8 +89,8 @@ class KeyField:
     nullable: bool  # a null is a value (a delete's ordering field: the key alone)
 
     @cached_property
-    def _validate(self) -> Callable[[Mapping[str, Any]], dict]:
-        return record_validator(self._schema)
+    def _validate(self) -> Callable[[Any, str], Any]:
+        return field_validator(self._schema["fields"][0]["type"])
 
     @cached_property
     def _conform(self) -> Callable[[pa.RecordBatch], pa.RecordBatch]:
@@ -108,7 +109,7 @@ class KeyField:
         if value is None and not self.nullable:
             raise InvalidKeyError(f"dataset {dataset!r}: {self.role} {self.name!r} is null in key {i}")
         try:
-            return self._validate({self.name: value})[self.name]
+            return self._validate(value, self.name)
         except SchemaMismatchError as e:
             raise InvalidKeyError(f"dataset {dataset!r}: key {i}: {self.role} {str(e).removeprefix('field ')}") from None
 
@@ -124,8 +125,9 @@ class KeyField:
                 try:
                     self._conformed(column.slice(i, 1))
                 except (SchemaMismatchError, pa.ArrowException):
-                    raise InvalidKeyError(f"dataset {dataset!r}: key {i}: {self.role} {self.name!r} is a {self.field.type}; "
-                                          f"got {column[i].as_py()!r:.200} ({column.type})") from None
+                    raise InvalidKeyError(f"dataset {dataset!r}: key {i}: {self.role} {self.name!r} is a "
+                                          f"{unwrap(self.avro['type']).kind}; got {column[i].as_py()!r:.200} "
+                                          f"({column.type})") from None
             raise InvalidKeyError(f"dataset {dataset!r}: {self.role} {self.name!r}: {e}") from None
 
     def _conformed(self, column: pa.Array) -> pa.Array:
@@ -203,28 +205,30 @@ class RecordKey:
                 given = f.name in table.schema.names
                 columns.append(f.column(table.column(f.name), self.dataset) if given else pa.nulls(len(table), f.field.type))
             return pa.Table.from_arrays(columns, schema=pa.schema([*self.schema, *(f.field for f in extra)]))
-        if isinstance(keys, Mapping):
+        if isinstance(keys, abc.Mapping):
             keys = [keys]
-        rows = [self._as_dict(k, i, extra) for i, k in enumerate(keys)]
         fields = (*self.fields, *extra)
-        columns = [pa.array([f.value(r.get(f.name), self.dataset, i) for i, r in enumerate(rows)], f.field.type)
-                   for f in fields]
+        allowed = frozenset(f.name for f in fields)
+        rows = [self._values(k, i, fields, allowed) for i, k in enumerate(keys)]
+        columns = [pa.array([f.value(v, self.dataset, i) for i, v in enumerate(values)], f.field.type)
+                   for f, values in zip(fields, zip(*rows) if rows else [()] * len(fields))]
         return pa.Table.from_arrays(columns, schema=pa.schema([f.field for f in fields]))
 
-    def _as_dict(self, key: Any, i: int, extra: tuple[KeyField, ...]) -> dict:
-        if isinstance(key, Mapping):
-            unknown = [n for n in key if n not in self.names and n not in [f.name for f in extra]]
+    def _values(self, key: Any, i: int, fields: tuple[KeyField, ...], allowed: frozenset[str]) -> tuple:
+        """The values of ``fields`` in key ``i`` (a field beyond the key's may be left out)."""
+        if isinstance(key, abc.Mapping):
+            unknown = [n for n in key if n not in allowed] if not key.keys() <= allowed else ()
             missing = [n for n in self.names if n not in key]
             if unknown or missing:
                 problem = f"has no field {missing[0]!r}" if missing else f"has {unknown[0]!r}, not a key field"
                 raise InvalidKeyError(f"dataset {self.dataset!r}: key {i} ({dict(key)!r:.200}) {problem}; "
                                       f"the key is {list(self.names)}")
-            return dict(key)
+            return tuple(map(key.get, [f.name for f in fields]))
         values = tuple(key) if isinstance(key, (tuple, list)) else (key,)
         if len(values) != len(self.names):
             raise InvalidKeyError(f"dataset {self.dataset!r}: key {i} ({key!r:.200}) has {len(values)} value(s); "
                                   f"the key is {list(self.names)}")
-        return dict(zip(self.names, values))
+        return values + (None,) * (len(fields) - len(values))
 
     def hashes(self, table: pa.Table | pa.RecordBatch) -> np.ndarray:
         """The 64-bit hash of each row's key (uint64)."""
