@@ -14,7 +14,7 @@ import pyarrow as pa
 from cdkds.catalog.errors import InvalidKeyError, InvalidRecordError
 from cdkds.catalog.keyed.keys import RecordKey
 from cdkds.formats.errors import SchemaMismatchError
-from cdkds.formats.records import batch_conformer, record_validator
+from cdkds.formats.records import batch_conformer, field_validator, record_validator
 
 if TYPE_CHECKING:
     from cdkds.catalog.dataset import Dataset
@@ -96,19 +96,19 @@ def partial_rows(dataset: "Dataset", rows: Any) -> tuple[pa.Table, dict[str, np.
         raise InvalidRecordError(f"dataset {dataset.name!r}: update gives unknown column {unknown[0]!r}; "
                                  f"the schema has {schema.names}")
     columns = [n for n in schema.names if n in names]
+    checks = {f["name"]: field_validator(f["type"]) for f in descriptor.schema["fields"] if f["name"] in names}
     tables = []
     for part in parts:
         if isinstance(part, list):
             arrays = []
             for n in columns:
-                values = [r.get(n) for r in part]
-                try:
-                    arrays.append(pa.array(values, type=schema.field(n).type))
-                except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
-                    bad = next((v for v in values if not _fits(v, schema.field(n).type)), None)
-                    raise InvalidRecordError(f"dataset {dataset.name!r}: update field {n!r} is a "
-                                             f"{schema.field(n).type}; got {bad!r:.100}") from None
-                masks[n].append(np.array([n in r for r in part], dtype=bool))
+                given = [n in r for r in part]
+                try:  # the values a record of an upsert would take, normalised as there (UUIDs...)
+                    values = [checks[n](r[n], n) if g else None for r, g in zip(part, given)]
+                except SchemaMismatchError as e:
+                    raise InvalidRecordError(f"dataset {dataset.name!r}: update {e}") from None
+                arrays.append(pa.array(values, type=schema.field(n).type))
+                masks[n].append(np.array(given, dtype=bool))
             tables.append(pa.table(arrays, names=columns))
         else:
             arrays = []
@@ -126,14 +126,6 @@ def partial_rows(dataset: "Dataset", rows: Any) -> tuple[pa.Table, dict[str, np.
             tables.append(pa.table(arrays, names=columns))
     table = pa.concat_tables(tables) if tables else pa.table([pa.array([], schema.field(n).type) for n in columns], names=columns)
     return table.combine_chunks(), {n: np.concatenate(m) for n, m in masks.items()}
-
-
-def _fits(value: Any, t: pa.DataType) -> bool:
-    try:
-        pa.array([value], type=t)
-        return True
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
-        return False
 
 
 def delete_keys_table(dataset: "Dataset", key: RecordKey, keys: Any) -> pa.Table:

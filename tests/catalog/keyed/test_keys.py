@@ -139,6 +139,7 @@ def test_a_uuid_key_in_any_spelling_finds_the_stored_row(docs):
     assert r.updated == 1 and docs.get(LOWER)["ref"] == LOWER  # a uuid field an update sets is canonical too
     r = docs.update(pa.table({"id": [UPPER], "v": ["c"]}))
     assert r.updated == 1 and docs.get(LOWER)["v"] == "c"
+    assert docs.update([{"id": uuid.UUID(UPPER), "t": 2}]).updated == 1  # a key as get takes it, update takes it
     feed = docs.changes(docs.version).read_all()  # the update pairs with the stored row by its key
     assert sorted(feed.column("_change_type").to_pylist()) == ["update_postimage", "update_preimage"]
     assert docs.delete_keys([UPPER]).deleted == 1
