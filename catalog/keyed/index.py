@@ -118,7 +118,7 @@ class RecordIndex:
         for bucket in np.unique(buckets):
             wanted = np.unique(hashes[buckets == bucket])
             for seq, entry in enumerate(self.snapshot.index_files(int(bucket))):
-                pieces.extend(self._read_matching(entry, (int(bucket) << 16) + seq, wanted))
+                pieces.extend(self._read_matching(entry, _file_rank(int(bucket), seq), wanted))
         if not pieces:
             return self._with_row(self.schema.empty_table(), np.zeros(0, np.int64))
         found = pa.concat_tables(pieces)
@@ -339,7 +339,6 @@ class RecordIndex:
             actions.append(self._write_file(int(bucket), entries.filter(pa.array(buckets == bucket)), base=True))
         return actions
 
-
     def held_tombstones(self, now_ms: int) -> pa.Table:
         """The tombstones a lookup of this index finds at ``now_ms``: the latest entry of
         their key, still within gc.grace — entries as written (ordering value, expiry).
@@ -352,12 +351,18 @@ class RecordIndex:
                     table = self.read_file(entry)
                 except CorruptIndexError:
                     continue
-                pieces.append(table.append_column(_RANK, pa.array((((bucket << 16) + seq) << 32)
-                                                                  + np.arange(table.num_rows), pa.int64())))
+                ranks = (_file_rank(bucket, seq) << 32) + np.arange(table.num_rows)
+                pieces.append(table.append_column(_RANK, pa.array(ranks, pa.int64())))
         if not pieces:
             return self.schema.empty_table()
         latest = self._latest(pa.concat_tables(pieces), ["_hash", *self.key.names]).drop_columns([_RANK])
         return latest.filter(pa.array(self.tombstone_alive(latest, now_ms)))
+
+
+def _file_rank(bucket: int, seq: int) -> int:
+    """The rank of the ``seq``-th index file of ``bucket`` (in the order its entries
+    apply), unique across buckets; an entry ranks ``file rank << 32 | its row``."""
+    return (bucket << 16) + seq
 
 
 def _entries(table: pa.Table, schema: pa.Schema) -> pa.Table:
