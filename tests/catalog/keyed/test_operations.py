@@ -116,6 +116,9 @@ def test_messages_about_repeated_keys_are_true_of_the_dataset(repo, users):
     assert plain.delete_keys([("nz", 1), ("nz", 1)]).deleted == 1  # one delete here too
     with pytest.raises(InvalidKeyError, match="without an ordering field one write may hold each key once"):
         plain.upsert([user("nz", 2, 1), user("nz", 2, 2)])
+    for ds in (users, plain):
+        report = ds.check(read_data=True)
+        assert report.ok, report.to_json()
 
 
 def test_get_and_get_many(users):
