@@ -142,7 +142,7 @@ def prepare(dataset: "Dataset", operation: str, rows: Any, buckets: frozenset[in
     if operation == "delete":
         _plan_delete(change, index, table, bare, hashes, stored, ordering, now)
     else:
-        files = _DataFiles(list(sort), target_file_size, max_open_files)
+        files = _DataFiles(tuple(sort), target_file_size, max_open_files)
         _plan_write(dataset, snapshot, change, index, key, table, hashes, stored, masks, now, files)
     return change
 
@@ -151,7 +151,7 @@ def prepare(dataset: "Dataset", operation: str, rows: Any, buckets: frozenset[in
 class _DataFiles:
     """How a keyed write lays out its data files."""
 
-    sort_by: list[str]
+    sort_by: tuple[str, ...]
     target_file_size: int
     max_open_files: int
 
@@ -265,7 +265,7 @@ def _plan_write(dataset: "Dataset", snapshot: "Snapshot", change: KeyedChange, i
     written = table.take(pa.array(winners))
     writer = PartitionedWriter(dataset.store, dataset.name, descriptor, snapshot.descriptor_version, snapshot.version,
                                uuid.uuid4().hex, change.operation, target_file_size=files.target_file_size,
-                               max_open_files=files.max_open_files, sort_by=files.sort_by)
+                               max_open_files=files.max_open_files, sort_by=list(files.sort_by))
     try:
         writer.write_batch(written)
         change.adds = writer.close()

@@ -41,8 +41,8 @@ class KeyedWriter:
         self.mode = mode
         self.sort_by = write_sort(dataset.name, dataset.descriptor, sort_by)  # checked before anything is written
         check_file_options(dataset.name, target_file_size, max_open_files)
-        self._files = {"sort_by": list(self.sort_by), "target_file_size": target_file_size,
-                       "max_open_files": max_open_files}
+        self._layout = MappingProxyType({"sort_by": list(self.sort_by), "target_file_size": target_file_size,
+                                         "max_open_files": max_open_files})  # of the data files, for prepare
         self.commit_uuid = commit_uuid  # of the first commit (Spark's job)
         self.extra_actions = tuple(extra_actions)  # into the first commit too (a streaming batch's SetTransaction)
         self._pending: list = []
@@ -91,15 +91,15 @@ class KeyedWriter:
         if self.mode == "overwrite" and self._first:
             snapshot = ds.snapshot
             empty = dataclasses.replace(snapshot, files=MappingProxyType({}), index=MappingProxyType({}))
-            change = prepare(ds, "insert", rows, snapshot=empty, **self._files)
+            change = prepare(ds, "insert", rows, snapshot=empty, **self._layout)
             removes = [*(RemoveFile(p) for p in snapshot.files), *(RemoveIndex(p) for p in snapshot.index)]
             self.results.append(commit(ds, [change], removes=removes, rule=ReadPartitions(), operation="overwrite",
                                        commit_uuid=self.commit_uuid, extra_actions=self.extra_actions))
         elif self._first and self.extra_actions:
-            self.results.append(commit(ds, [prepare(ds, "insert", rows, **self._files)], operation="insert",
+            self.results.append(commit(ds, [prepare(ds, "insert", rows, **self._layout)], operation="insert",
                                        commit_uuid=self.commit_uuid, extra_actions=self.extra_actions))
         else:
-            self.results.append(run(ds, "insert", rows, **self._files))
+            self.results.append(run(ds, "insert", rows, **self._layout))
         self._first = False
         return self.results[-1].revision
 
