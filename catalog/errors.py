@@ -72,8 +72,9 @@ class InvalidRecordError(SchemaMismatchError):
 
 
 class InvalidKeyError(InvalidRecordError):
-    """A record key that is missing, null, of the wrong type or arity, or repeated in one write
-    of a dataset without an ordering field."""
+    """A record key (or a delete's ordering value) that is missing, null, of the wrong type
+    or arity, out of its type's range, or repeated in one write that has no ordering values
+    to reconcile it by."""
 
 
 class NoSuchFieldError(CdkdsError, LookupError):

@@ -263,9 +263,10 @@ class CdkdsWriter(DataSourceArrowWriter):
             parent, name = split_dataset_url(self.where.url)
             dataset = DatasetRepository(parent, dict(self.where.storage_options)).load(name, version=self.base)
             key = RecordKey.of(dataset.descriptor, name)
-            key.check(table)
-            buckets = frozenset(np.unique(key.buckets(key.hashes(table), dataset.descriptor.keyed.buckets)).tolist())
-            change = operations.prepare(dataset, self.operation, table, buckets=buckets, sort_by=self.sort_by)
+            keys = key.conform(table.select([n for n in key.names if n in table.schema.names]))
+            buckets = frozenset(np.unique(key.buckets(key.hashes(keys), dataset.descriptor.keyed.buckets)).tolist())
+            change = operations.prepare(dataset, self.operation, table, buckets=buckets, sort_by=self.sort_by,
+                                        target_file_size=self.target_file_size)
             return CdkdsCommitMessage(change.adds, change=change)
         from cdkds.catalog.write.writer import STAGING_FOLDER
 
@@ -351,7 +352,7 @@ class CdkdsWriter(DataSourceArrowWriter):
             from cdkds.catalog.keyed.writer import KeyedWriter
 
             writer = KeyedWriter(dataset, mode="overwrite", commit_uuid=self.transaction, extra_actions=extra,
-                                 sort_by=self.sort_by)
+                                 sort_by=self.sort_by, target_file_size=self.target_file_size)
             if table is not None:
                 writer.write_batch(table)
             writer.close()
@@ -365,7 +366,8 @@ class CdkdsWriter(DataSourceArrowWriter):
             names = [*dataset.descriptor.record_key, *(
                 [dataset.descriptor.ordering_field] if dataset.descriptor.ordering_field in table.schema.names else [])]
             table = table.select(names)  # other columns of the DataFrame are ignored
-        change = operations.prepare(dataset, self.operation, table, sort_by=self.sort_by)
+        change = operations.prepare(dataset, self.operation, table, sort_by=self.sort_by,
+                                    target_file_size=self.target_file_size)
         operations.commit(dataset, [change], info, commit_uuid=self.transaction, extra_actions=extra)
 
     def discard(self, dataset: "Dataset", messages: list) -> None:

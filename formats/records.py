@@ -79,6 +79,13 @@ def record_validator(schema: dict) -> Callable[[Mapping[str, Any]], dict]:
     return validate
 
 
+def field_validator(avro: AvroType) -> Validator:
+    """A function ``check(value, path)`` that checks one value of a field of Avro type
+    ``avro`` (a union with null for a nullable field) and returns it normalised, as
+    :func:`record_validator` does for each field; ``path`` names the field in errors."""
+    return _validator(avro)
+
+
 def _validator(avro: AvroType) -> Validator:
     ft = unwrap(avro)
     inner = _value_validator(ft.avro)

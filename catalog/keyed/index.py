@@ -118,7 +118,7 @@ class RecordIndex:
         for bucket in np.unique(buckets):
             wanted = np.unique(hashes[buckets == bucket])
             for seq, entry in enumerate(self.snapshot.index_files(int(bucket))):
-                pieces.extend(self._read_matching(entry, (int(bucket) << 16) + seq, wanted))
+                pieces.extend(self._read_matching(entry, _file_rank(int(bucket), seq), wanted))
         if not pieces:
             return self._with_row(self.schema.empty_table(), np.zeros(0, np.int64))
         found = pa.concat_tables(pieces)
@@ -308,8 +308,9 @@ class RecordIndex:
 
     def rebuild(self, now_ms: int) -> list[Action]:
         """Actions replacing every index file by bases built from the rows of the data files
-        (deletion vectors and tombstones applied); :class:`InvalidKeyError` naming up to
-        five keys when a key is live twice."""
+        (deletion vectors and tombstones applied), keeping the key tombstones the index
+        holds within gc.grace (:meth:`held_tombstones`) for keys no data row holds;
+        :class:`InvalidKeyError` naming up to five keys when a key is live twice."""
         columns = list(dict.fromkeys([*self.key.names, *(c for c in (self.descriptor.ordering_field,
                                                                       self.ttl.ttl_field if self.ttl else None) if c)]))
         parts = []
@@ -326,12 +327,42 @@ class RecordIndex:
             names = [self.key.describe(twice, i) for i in range(min(5, twice.num_rows))]
             raise InvalidKeyError(f"dataset {self.dataset!r}: {twice.num_rows} record key(s) appear more than once in "
                                   f"the data, e.g. {', '.join(names)}; remove the duplicates before keying the dataset")
+        held = self.held_tombstones(now_ms)
+        if held.num_rows:
+            unkeyed = held.join(entries.select(["_hash", *self.key.names]), keys=["_hash", *self.key.names],
+                                join_type="left anti")
+            entries = pa.concat_tables([entries, unkeyed.select(self.schema.names).cast(self.schema)])
         actions: list[Action] = [RemoveIndex(p) for p in self.snapshot.index]
         hashes = entries.column("_hash").to_numpy(zero_copy_only=False)
         buckets = self.key.buckets(hashes, self.buckets)
         for bucket in np.unique(buckets):
             actions.append(self._write_file(int(bucket), entries.filter(pa.array(buckets == bucket)), base=True))
         return actions
+
+    def held_tombstones(self, now_ms: int) -> pa.Table:
+        """The tombstones a lookup of this index finds at ``now_ms``: the latest entry of
+        their key, still within gc.grace — entries as written (ordering value, expiry).
+        The data files cannot tell them: a deleted row is gone from them. An index file
+        that cannot be read (the reason to rebuild) gives none."""
+        pieces = []
+        for bucket in sorted({e.bucket for e in self.snapshot.index.values()}):
+            for seq, entry in enumerate(self.snapshot.index_files(bucket)):
+                try:
+                    table = self.read_file(entry)
+                except CorruptIndexError:
+                    continue
+                ranks = (_file_rank(bucket, seq) << 32) + np.arange(table.num_rows)
+                pieces.append(table.append_column(_RANK, pa.array(ranks, pa.int64())))
+        if not pieces:
+            return self.schema.empty_table()
+        latest = self._latest(pa.concat_tables(pieces), ["_hash", *self.key.names]).drop_columns([_RANK])
+        return latest.filter(pa.array(self.tombstone_alive(latest, now_ms)))
+
+
+def _file_rank(bucket: int, seq: int) -> int:
+    """The rank of the ``seq``-th index file of ``bucket`` (in the order its entries
+    apply), unique across buckets; an entry ranks ``file rank << 32 | its row``."""
+    return (bucket << 16) + seq
 
 
 def _entries(table: pa.Table, schema: pa.Schema) -> pa.Table:

@@ -9,14 +9,20 @@ entries by hash, so a lookup reads only the row groups whose hash range may hold
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import Any, Mapping
+from collections import abc
+from functools import cached_property
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
 
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import CdkdsError, InvalidKeyError
+from cdkds.formats.errors import SchemaMismatchError
+from cdkds.formats.records import batch_conformer, field_validator
+from cdkds.formats.schema import unwrap
 
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
@@ -71,19 +77,86 @@ def _column_hash(array: pa.Array) -> np.ndarray:
 
 
 @dataclass(frozen=True)
+class KeyField:
+    """A field a keyed operation takes values of to find rows — a record key field, or the
+    ordering field of a delete — with the schema's rules for its values (formats.records:
+    type and range, canonical UUIDs, enum symbols, whole milliseconds, valid Unicode)."""
+
+    name: str
+    role: str  # "record key field" or "ordering field", for messages
+    field: pa.Field
+    avro: dict  # the Avro field
+    nullable: bool  # a null is a value (a delete's ordering field: the key alone)
+
+    @cached_property
+    def _validate(self) -> Callable[[Any, str], Any]:
+        return field_validator(self._schema["fields"][0]["type"])
+
+    @cached_property
+    def _conform(self) -> Callable[[pa.RecordBatch], pa.RecordBatch]:
+        return batch_conformer(self._schema)
+
+    @property
+    def _schema(self) -> dict:
+        avro = self.avro["type"]
+        if self.nullable and not unwrap(avro).nullable:
+            avro = ["null", avro]
+        return {"type": "record", "name": "key", "fields": [{**self.avro, "type": avro}]}
+
+    def value(self, value: Any, dataset: str, i: int) -> Any:
+        """``value`` checked and normalised; :class:`InvalidKeyError` naming the dataset,
+        the field, the key and the value."""
+        if value is None and not self.nullable:
+            raise InvalidKeyError(f"dataset {dataset!r}: {self.role} {self.name!r} is null in key {i}")
+        try:
+            return self._validate(value, self.name)
+        except SchemaMismatchError as e:
+            raise InvalidKeyError(f"dataset {dataset!r}: key {i}: {self.role} {str(e).removeprefix('field ')}") from None
+
+    def column(self, column: pa.Array | pa.ChunkedArray, dataset: str) -> pa.Array:
+        """A column of values checked and normalised; :class:`InvalidKeyError` naming the
+        dataset, the field and the first value at fault."""
+        if isinstance(column, pa.ChunkedArray):
+            column = column.combine_chunks()
+        try:
+            return self._conformed(column)
+        except (SchemaMismatchError, pa.ArrowException) as e:
+            for i in range(len(column)):
+                try:
+                    self._conformed(column.slice(i, 1))
+                except (SchemaMismatchError, pa.ArrowException):
+                    raise InvalidKeyError(f"dataset {dataset!r}: key {i}: {self.role} {self.name!r} is a "
+                                          f"{unwrap(self.avro['type']).kind}; got {column[i].as_py()!r:.200} "
+                                          f"({column.type})") from None
+            raise InvalidKeyError(f"dataset {dataset!r}: {self.role} {self.name!r}: {e}") from None
+
+    def _conformed(self, column: pa.Array) -> pa.Array:
+        return self._conform(pa.RecordBatch.from_arrays([column], names=[self.name])).column(0)
+
+
+@dataclass(frozen=True)
 class RecordKey:
-    """The record key of a dataset: its field names and Arrow types."""
+    """The record key of a dataset: its field names and Arrow types, and the one path by
+    which every keyed entry point turns the keys it is given into the stored key values
+    (:meth:`keys`, :meth:`conform`)."""
 
     dataset: str
     names: tuple[str, ...]
     schema: pa.Schema  # the key fields, in key order
+    fields: tuple[KeyField, ...] = dataclasses.field(repr=False, compare=False, default=())
+    ordering: KeyField | None = dataclasses.field(repr=False, compare=False, default=None)
 
     @classmethod
     def of(cls, descriptor: DatasetDescriptor, dataset: str) -> "RecordKey":
         if not descriptor.record_key:
             raise CdkdsError(f"dataset {dataset!r} has no record key; set one with DatasetDescriptor(record_key=...)")
         full = descriptor.arrow_schema
-        return cls(dataset, tuple(descriptor.record_key), pa.schema([full.field(n) for n in descriptor.record_key]))
+        avro = {f["name"]: f for f in descriptor.schema["fields"]}
+        fields = tuple(KeyField(n, "record key field", full.field(n).with_nullable(False), avro[n], False)
+                       for n in descriptor.record_key)
+        o = descriptor.ordering_field
+        ordering = KeyField(o, "ordering field", full.field(o).with_nullable(True), avro[o], True) if o else None
+        return cls(dataset, tuple(descriptor.record_key), pa.schema([f.field for f in fields]), fields, ordering)
 
     def describe(self, table: pa.Table | pa.RecordBatch, row: int) -> str:
         """The key of ``row`` for error messages, as ``{'tenant': 'nz', 'userId': 1234}``."""
@@ -102,55 +175,60 @@ class RecordKey:
                 raise InvalidKeyError(f"dataset {self.dataset!r}: record key field {name!r} is null in {what} {row} "
                                       f"({ {n: table.column(n)[row].as_py() for n in table.schema.names} !r:.300})")
 
-    def keys(self, keys: Any) -> pa.Table:
+    def conform(self, table: pa.Table | pa.RecordBatch, what: str = "row") -> pa.Table:
+        """``table`` (rows or keys) with its key columns checked (present, not null) and
+        normalised by the schema's rules, in the key's types: the key values an index
+        entry holds. :class:`InvalidKeyError` naming the dataset, the field and the value."""
+        table = pa.Table.from_batches([table]) if isinstance(table, pa.RecordBatch) else table
+        self.check(table, what)
+        for f in self.fields:
+            i = table.schema.get_field_index(f.name)
+            table = table.set_column(i, f.field, f.column(table.column(i), self.dataset))
+        return table
+
+    def keys(self, keys: Any, ordering: bool = False) -> pa.Table:
         """Keys given as dicts, tuples (in key order), single values (one-field keys), or an
         Arrow table/batch of the key columns, as a table of the key columns with the key's
-        types; :class:`InvalidKeyError` for a wrong arity, unknown field, wrong type or null."""
+        types, normalised as :meth:`conform` does; :class:`InvalidKeyError` for a wrong
+        arity, unknown field, wrong type, value out of range or null. ``ordering``: a key
+        may give the ordering field too (a delete's), a last column, null where not given."""
+        extra = (self.ordering,) if ordering and self.ordering is not None else ()
         if isinstance(keys, (pa.Table, pa.RecordBatch)):
-            extra = [n for n in keys.schema.names if n not in self.names]
-            if extra:
-                raise InvalidKeyError(f"dataset {self.dataset!r}: {extra[0]!r} is not a record key field "
+            allowed = [*self.names, *(f.name for f in extra)]
+            unknown = [n for n in keys.schema.names if n not in allowed]
+            if unknown:
+                raise InvalidKeyError(f"dataset {self.dataset!r}: {unknown[0]!r} is not a record key field "
                                       f"(the key is {list(self.names)})")
-            self.check(keys, "key")
-            table = pa.Table.from_batches([keys]) if isinstance(keys, pa.RecordBatch) else keys
-            return self._cast(table.select(list(self.names)))
-        if isinstance(keys, Mapping):
+            table = self.conform(keys, "key")
+            columns = [table.column(n) for n in self.names]
+            for f in extra:
+                given = f.name in table.schema.names
+                columns.append(f.column(table.column(f.name), self.dataset) if given else pa.nulls(len(table), f.field.type))
+            return pa.Table.from_arrays(columns, schema=pa.schema([*self.schema, *(f.field for f in extra)]))
+        if isinstance(keys, abc.Mapping):
             keys = [keys]
-        rows = [self._as_dict(k, i) for i, k in enumerate(keys)]
-        columns = {n: [r[n] for r in rows] for n in self.names}
-        try:
-            table = pa.table(columns)
-        except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
-            raise InvalidKeyError(f"dataset {self.dataset!r}: keys of mixed types: {e}") from None
-        self.check(table, "key")
-        return self._cast(table)
+        fields = (*self.fields, *extra)
+        allowed = frozenset(f.name for f in fields)
+        rows = [self._values(k, i, fields, allowed) for i, k in enumerate(keys)]
+        columns = [pa.array([f.value(v, self.dataset, i) for i, v in enumerate(values)], f.field.type)
+                   for f, values in zip(fields, zip(*rows) if rows else [()] * len(fields))]
+        return pa.Table.from_arrays(columns, schema=pa.schema([f.field for f in fields]))
 
-    def _as_dict(self, key: Any, i: int) -> dict:
-        if isinstance(key, Mapping):
-            unknown = [n for n in key if n not in self.names]
+    def _values(self, key: Any, i: int, fields: tuple[KeyField, ...], allowed: frozenset[str]) -> tuple:
+        """The values of ``fields`` in key ``i`` (a field beyond the key's may be left out)."""
+        if isinstance(key, abc.Mapping):
+            unknown = [n for n in key if n not in allowed] if not key.keys() <= allowed else ()
             missing = [n for n in self.names if n not in key]
             if unknown or missing:
                 problem = f"has no field {missing[0]!r}" if missing else f"has {unknown[0]!r}, not a key field"
                 raise InvalidKeyError(f"dataset {self.dataset!r}: key {i} ({dict(key)!r:.200}) {problem}; "
                                       f"the key is {list(self.names)}")
-            return dict(key)
+            return tuple(map(key.get, [f.name for f in fields]))
         values = tuple(key) if isinstance(key, (tuple, list)) else (key,)
         if len(values) != len(self.names):
             raise InvalidKeyError(f"dataset {self.dataset!r}: key {i} ({key!r:.200}) has {len(values)} value(s); "
                                   f"the key is {list(self.names)}")
-        return dict(zip(self.names, values))
-
-    def _cast(self, table: pa.Table) -> pa.Table:
-        columns = []
-        for field in self.schema:
-            column = table.column(field.name)
-            try:
-                columns.append(column.cast(field.type, safe=True))
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-                bad = _first_uncastable(column, field.type)
-                raise InvalidKeyError(f"dataset {self.dataset!r}: record key field {field.name!r} is a {field.type}; "
-                                      f"got {bad!r:.200}") from None
-        return pa.Table.from_arrays(columns, schema=pa.schema([f.with_nullable(False) for f in self.schema]))
+        return values + (None,) * (len(fields) - len(values))
 
     def hashes(self, table: pa.Table | pa.RecordBatch) -> np.ndarray:
         """The 64-bit hash of each row's key (uint64)."""
@@ -163,13 +241,3 @@ class RecordKey:
     def buckets(self, hashes: np.ndarray, buckets: int) -> np.ndarray:
         """The index bucket of each hash."""
         return (hashes % np.uint64(buckets)).astype(np.int64)
-
-
-def _first_uncastable(column: pa.ChunkedArray | pa.Array, target: pa.DataType) -> Any:
-    for value in column.to_pylist():
-        try:
-            pa.array([value]).cast(target, safe=True)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-            return value
-    return None
-

@@ -30,7 +30,7 @@ from cdkds.catalog.errors import (
 from cdkds.catalog.keyed.deletion import DeletionVector, DeletionVectorRef, load_deletes
 from cdkds.catalog.keyed.index import RecordIndex, by_file
 from cdkds.catalog.keyed.keys import RecordKey
-from cdkds.catalog.keyed.reconcile import compare_orders, greater_rows, reduce_write
+from cdkds.catalog.keyed.reconcile import compare_orders, greater_rows, reduce_delete, reduce_write
 from cdkds.catalog.keyed.rows import delete_keys_table, full_rows, partial_rows
 from cdkds.catalog.log.actions import KEYED_PROTOCOL, Action, AddFile, AddIndex, DeleteRows, SetProtocol
 from cdkds.catalog.log.commit import clock
@@ -38,7 +38,9 @@ from cdkds.catalog.log.conflicts import BlindAppend, ConflictRule, Exclusive
 from cdkds.catalog.read.columns import select_columns
 from cdkds.catalog.read.scan import read_rows
 from cdkds.catalog.write.sorting import write_sort
-from cdkds.catalog.write.writer import PartitionedWriter, delete_files
+from cdkds.catalog.write.writer import (
+    DEFAULT_MAX_OPEN_FILES, DEFAULT_TARGET_FILE_SIZE, PartitionedWriter, check_file_options, delete_files,
+)
 from cdkds.formats.errors import SchemaMismatchError
 from cdkds.formats.records import batch_conformer
 
@@ -89,18 +91,21 @@ class KeyedChange:
 
 def prepare(dataset: "Dataset", operation: str, rows: Any, buckets: frozenset[int] | None = None,
             now_ms: int | None = None, snapshot: "Snapshot | None" = None,
-            sort_by: "str | Sequence[str] | None" = None) -> KeyedChange:
+            sort_by: "str | Sequence[str] | None" = None, target_file_size: int = DEFAULT_TARGET_FILE_SIZE,
+            max_open_files: int = DEFAULT_MAX_OPEN_FILES) -> KeyedChange:
     """Plan a keyed write of ``rows`` against ``snapshot`` (default: the dataset's) and
     write its data files. ``buckets``: the rows must all hash to those index buckets.
     ``sort_by``: the fields the data files are sorted by, instead of the descriptor's
     (property ``sort.by``, by default the record key); the index records each row's
-    position in its file after sorting."""
+    position in its file after sorting. ``target_file_size`` and ``max_open_files`` as
+    for :class:`DatasetWriter`."""
     if operation not in OPERATIONS:
         raise CdkdsError(f"dataset {dataset.name!r}: unknown keyed operation {operation!r}; use one of {list(OPERATIONS)}")
     snapshot = snapshot or dataset.snapshot
     descriptor = snapshot.descriptor
     key = RecordKey.of(descriptor, dataset.name)
     sort = write_sort(dataset.name, descriptor, sort_by)  # checked before anything is written
+    check_file_options(dataset.name, target_file_size, max_open_files)
     now = clock() if now_ms is None else now_ms
     ordering = descriptor.ordering_field
     masks: dict[str, np.ndarray] = {}
@@ -108,15 +113,17 @@ def prepare(dataset: "Dataset", operation: str, rows: Any, buckets: frozenset[in
         table = delete_keys_table(dataset, key, rows)
     elif operation == "update":
         table, masks = partial_rows(dataset, rows)
-        key.check(table)
+        table = key.conform(table)
     else:
-        table = full_rows(dataset, rows, operation)
-        key.check(table)
+        table = key.conform(full_rows(dataset, rows, operation))
     change = KeyedChange(operation, snapshot.version)
     if table.num_rows == 0:
         change.keys = key.schema.append(pa.field("_hash", pa.uint64())).empty_table()
         return change
-    if operation == "update" and ordering is not None and ordering not in table.schema.names:
+    bare = np.zeros(table.num_rows, dtype=bool)
+    if operation == "delete":
+        keep, bare = reduce_delete(table, key)
+    elif operation == "update" and ordering is not None and ordering not in table.schema.names:
         keep = reduce_write(table.select(list(key.names)), key, None, "update")  # no order to reconcile by
     else:
         keep = reduce_write(table, key, ordering if ordering in table.schema.names else None, operation)
@@ -134,10 +141,20 @@ def prepare(dataset: "Dataset", operation: str, rows: Any, buckets: frozenset[in
     found = index.lookup(keys, hashes)
     stored = _Stored(index, found, table.num_rows, now)
     if operation == "delete":
-        _plan_delete(change, index, table, hashes, stored, ordering, now)
+        _plan_delete(change, index, table, bare, hashes, stored, ordering, now)
     else:
-        _plan_write(dataset, snapshot, change, index, key, table, hashes, stored, masks, now, sort)
+        files = _DataFiles(tuple(sort), target_file_size, max_open_files)
+        _plan_write(dataset, snapshot, change, index, key, table, hashes, stored, masks, now, files)
     return change
+
+
+@dataclass(frozen=True)
+class _DataFiles:
+    """How a keyed write lays out its data files."""
+
+    sort_by: tuple[str, ...]
+    target_file_size: int
+    max_open_files: int
 
 
 class _Stored:
@@ -178,22 +195,32 @@ def _mark(change: KeyedChange, stored: _Stored, rows: np.ndarray) -> None:
         change.deletes[f] = new if previous is None else np.concatenate([previous, new])
 
 
-def _plan_delete(change: KeyedChange, index: RecordIndex, table: pa.Table, hashes: np.ndarray, stored: _Stored,
-                 ordering: str | None, now: int) -> None:
+def _plan_delete(change: KeyedChange, index: RecordIndex, table: pa.Table, bare: np.ndarray, hashes: np.ndarray,
+                 stored: _Stored, ordering: str | None, now: int) -> None:
+    """Delete the live rows of the keys of ``table``. With an ordering field, a key with an
+    ordering value deletes a row whose value is not greater (a tie: the delete wins) and
+    leaves a tombstone keeping the greatest value seen; a ``bare`` key (given without one,
+    too) deletes the stored row whatever its value — as if given the stored value."""
     n = table.num_rows
     rows = np.arange(n)
-    if ordering is not None and ordering in table.schema.names:
-        incoming = table.column(ordering).combine_chunks()
-        stored_order = stored.column("_order", rows).cast(incoming.type)
-        wins = compare_orders(incoming, stored_order) >= 0  # on a tie the delete wins
-        applies = stored.live & wins
-        # a tombstone keeps the greatest ordering value seen for the key
-        tomb_needed = ~(stored.tombstone & (compare_orders(incoming, stored_order) <= 0)) & ~(stored.live & ~wins)
-        orders = incoming
-    else:
+    if ordering is None:
         applies = stored.live.copy()
-        tomb_needed = applies.copy() if ordering is not None else np.zeros(n, dtype=bool)
-        orders = stored.column("_order", rows) if ordering is not None else pa.nulls(n)
+        tomb_needed = np.zeros(n, dtype=bool)
+        orders = pa.nulls(n)
+    else:
+        incoming = table.column(ordering).combine_chunks()
+        held = stored.live | stored.tombstone
+        stored_order = stored.column("_order", rows).cast(incoming.type)
+        known = pc.if_else(pa.array(held), stored_order, pa.nulls(n, incoming.type))
+        greater = compare_orders(known, incoming) > 0
+        orders = pc.if_else(pa.array(bare & greater), known, incoming)  # a bare key: the greater of both
+        against = compare_orders(orders, stored_order)
+        wins = against >= 0  # on a tie the delete wins
+        applies = stored.live & wins
+        # a tombstone keeps the greatest ordering value seen for the key; a bare key of no
+        # stored row leaves none
+        unknown = bare & ~held & ~orders.is_valid().to_numpy(zero_copy_only=False)
+        tomb_needed = ~(stored.tombstone & (against <= 0)) & ~(stored.live & ~wins) & ~unknown
     _mark(change, stored, np.flatnonzero(applies | stored.dead_row))
     change.deleted = int(applies.sum())
     change.unchanged = n - change.deleted
@@ -205,7 +232,7 @@ def _plan_delete(change: KeyedChange, index: RecordIndex, table: pa.Table, hashe
 
 def _plan_write(dataset: "Dataset", snapshot: "Snapshot", change: KeyedChange, index: RecordIndex, key: RecordKey,
                 table: pa.Table, hashes: np.ndarray, stored: _Stored, masks: dict[str, np.ndarray], now: int,
-                sort: Sequence[str]) -> None:
+                files: "_DataFiles") -> None:
     descriptor = snapshot.descriptor
     ordering = descriptor.ordering_field
     n = table.num_rows
@@ -238,7 +265,8 @@ def _plan_write(dataset: "Dataset", snapshot: "Snapshot", change: KeyedChange, i
         return
     written = table.take(pa.array(winners))
     writer = PartitionedWriter(dataset.store, dataset.name, descriptor, snapshot.descriptor_version, snapshot.version,
-                               uuid.uuid4().hex, change.operation, sort_by=list(sort))
+                               uuid.uuid4().hex, change.operation, target_file_size=files.target_file_size,
+                               max_open_files=files.max_open_files, sort_by=list(files.sort_by))
     try:
         writer.write_batch(written)
         change.adds = writer.close()
@@ -298,12 +326,13 @@ def _merge_update(dataset: "Dataset", snapshot: "Snapshot", table: pa.Table, mas
         columns.append(base)
     merged = pa.Table.from_arrays(columns, schema=schema)
     conform = batch_conformer(snapshot.descriptor.schema)
-    try:
-        for batch in merged.filter(pa.array(stored.live)).to_batches():
-            conform(batch)  # the merged rows must be valid rows (required fields, value rules)
+    try:  # the merged rows must be valid rows (required fields), their values normalised (UUIDs...)
+        valid = [conform(b) for b in merged.filter(pa.array(stored.live)).to_batches()]
     except SchemaMismatchError as e:
         raise InvalidRecordError(f"dataset {dataset.name!r}: update: {e}") from None
-    return merged
+    rows = np.arange(n)
+    rows[live] = n + np.arange(len(live))
+    return pa.concat_tables([merged, pa.Table.from_batches(valid, schema=schema)]).take(pa.array(rows))
 
 
 # ---------------------------------------------------------------- committing
@@ -414,14 +443,16 @@ def result_info(result: UpsertResult) -> dict:
 
 # ---------------------------------------------------------------- the Python entry points
 
-def run(dataset: "Dataset", operation: str, rows: Any, sort_by: "str | Sequence[str] | None" = None) -> UpsertResult:
+def run(dataset: "Dataset", operation: str, rows: Any, sort_by: "str | Sequence[str] | None" = None,
+        target_file_size: int = DEFAULT_TARGET_FILE_SIZE, max_open_files: int = DEFAULT_MAX_OPEN_FILES) -> UpsertResult:
     """Prepare and commit a keyed write, re-planning on the new snapshot when a concurrent
-    commit wrote the same keys (bounded, with exponential backoff and jitter); ``sort_by``
-    as for :func:`prepare`."""
+    commit wrote the same keys (bounded, with exponential backoff and jitter); ``sort_by``,
+    ``target_file_size`` and ``max_open_files`` as for :func:`prepare`."""
     if isinstance(rows, Iterable) and not isinstance(rows, (pa.Table, pa.RecordBatch, Mapping, list, tuple, str, bytes)):
         rows = list(rows)  # an iterator is read once; a retry needs the rows again
     for attempt in range(MAX_ATTEMPTS):
-        change = prepare(dataset, operation, rows, sort_by=sort_by)
+        change = prepare(dataset, operation, rows, sort_by=sort_by, target_file_size=target_file_size,
+                         max_open_files=max_open_files)
         try:
             return commit(dataset, [change])
         except CommitConflictError:

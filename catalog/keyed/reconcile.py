@@ -47,11 +47,35 @@ def reduce_write(table: pa.Table, key: RecordKey, ordering: str | None, what: st
         counts = table.select(list(key.names)).group_by(list(key.names), use_threads=False).aggregate([([], "count_all")])
         repeated = counts.filter(pc.greater(counts.column("count_all"), 1))
         if repeated.num_rows:
+            rule = ("without an ordering field one write may hold each key once" if key.ordering is None else
+                    f"without ordering values ({key.ordering.name!r}) to reconcile them, one {what} may hold each "
+                    f"key once")
             raise InvalidKeyError(f"dataset {key.dataset!r}: the {what} gives the key {key.describe(repeated, 0)} "
-                                  f"more than once; without an ordering field one write may hold each key once")
+                                  f"more than once; {rule}")
         return np.arange(table.num_rows)
     sort_keys = [ordering, *[n for n in row_order(table.schema) if n != ordering and n not in key.names]]
     return last_per_key(table, key, sort_keys)
+
+
+def reduce_delete(table: pa.Table, key: RecordKey) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of one delete that stand for its keys (row numbers) — per key the one of
+    greatest ordering value, as :func:`reduce_write` — and for each whether the key was
+    also given bare (without an ordering value; every key is, without an ordering field):
+    a key given several times is one delete."""
+    ordering = key.ordering.name if key.ordering is not None else None
+    if ordering is None:
+        table = table.append_column("_bare", pa.array(np.ones(table.num_rows, dtype=np.int8)))
+    else:
+        table = table.append_column("_bare", table.column(ordering).is_null().cast(pa.int8()))
+    numbered = table.append_column(_INDEX, pa.array(np.arange(table.num_rows, dtype=np.int64)))
+    sort_keys = [*key.names, *([ordering] if ordering else []), _INDEX]
+    order = pc.sort_indices(numbered, sort_keys=[(k, "ascending", "at_start") for k in sort_keys])
+    ranked = numbered.take(order).append_column("_rank", pa.array(np.arange(table.num_rows, dtype=np.int64)))
+    best = ranked.group_by(list(key.names), use_threads=False).aggregate([("_rank", "max"), ("_bare", "max")])
+    chosen = ranked.take(best.column("_rank_max")).column(_INDEX).to_numpy(zero_copy_only=False)
+    bare = best.column("_bare_max").to_numpy(zero_copy_only=False).astype(bool)
+    by_row = np.argsort(chosen, kind="stable")
+    return chosen[by_row], bare[by_row]
 
 
 def compare_orders(incoming: pa.Array, stored: pa.Array) -> np.ndarray:

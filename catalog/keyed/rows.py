@@ -14,7 +14,7 @@ import pyarrow as pa
 from cdkds.catalog.errors import InvalidKeyError, InvalidRecordError
 from cdkds.catalog.keyed.keys import RecordKey
 from cdkds.formats.errors import SchemaMismatchError
-from cdkds.formats.records import batch_conformer, record_validator
+from cdkds.formats.records import batch_conformer, field_validator, record_validator
 
 if TYPE_CHECKING:
     from cdkds.catalog.dataset import Dataset
@@ -96,19 +96,19 @@ def partial_rows(dataset: "Dataset", rows: Any) -> tuple[pa.Table, dict[str, np.
         raise InvalidRecordError(f"dataset {dataset.name!r}: update gives unknown column {unknown[0]!r}; "
                                  f"the schema has {schema.names}")
     columns = [n for n in schema.names if n in names]
+    checks = {f["name"]: field_validator(f["type"]) for f in descriptor.schema["fields"] if f["name"] in names}
     tables = []
     for part in parts:
         if isinstance(part, list):
             arrays = []
             for n in columns:
-                values = [r.get(n) for r in part]
-                try:
-                    arrays.append(pa.array(values, type=schema.field(n).type))
-                except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
-                    bad = next((v for v in values if not _fits(v, schema.field(n).type)), None)
-                    raise InvalidRecordError(f"dataset {dataset.name!r}: update field {n!r} is a "
-                                             f"{schema.field(n).type}; got {bad!r:.100}") from None
-                masks[n].append(np.array([n in r for r in part], dtype=bool))
+                given = [n in r for r in part]
+                try:  # the values a record of an upsert would take, normalised as there (UUIDs...)
+                    values = [checks[n](r[n], n) if g else None for r, g in zip(part, given)]
+                except SchemaMismatchError as e:
+                    raise InvalidRecordError(f"dataset {dataset.name!r}: update {e}") from None
+                arrays.append(pa.array(values, type=schema.field(n).type))
+                masks[n].append(np.array(given, dtype=bool))
             tables.append(pa.table(arrays, names=columns))
         else:
             arrays = []
@@ -128,32 +128,12 @@ def partial_rows(dataset: "Dataset", rows: Any) -> tuple[pa.Table, dict[str, np.
     return table.combine_chunks(), {n: np.concatenate(m) for n, m in masks.items()}
 
 
-def _fits(value: Any, t: pa.DataType) -> bool:
-    try:
-        pa.array([value], type=t)
-        return True
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
-        return False
-
-
 def delete_keys_table(dataset: "Dataset", key: RecordKey, keys: Any) -> pa.Table:
-    """Keys to delete (optionally with the ordering field), typed."""
-    ordering = dataset.descriptor.ordering_field
-    if isinstance(keys, (pa.Table, pa.RecordBatch)) and ordering in keys.schema.names:
-        order = keys.column(ordering).cast(dataset.descriptor.arrow_schema.field(ordering).type)
-        table = key.keys(keys.drop_columns([ordering]) if isinstance(keys, pa.Table) else
-                         pa.Table.from_batches([keys]).drop_columns([ordering]))
-        return table.append_column(ordering, order)
+    """Keys to delete, typed and normalised, with the ordering field (when the dataset has
+    one) as a last column: null for a key given without it."""
     if not isinstance(keys, (pa.Table, pa.RecordBatch)):
         if keys is None or isinstance(keys, (str, bytes)) or not isinstance(keys, (Mapping, Iterable)):
             raise InvalidKeyError(f"dataset {dataset.name!r}: delete_keys takes dicts, tuples, values or an Arrow table "
                                   f"of keys; got {type(keys).__name__}: {keys!r:.100}")
         keys = [keys] if isinstance(keys, Mapping) else list(keys)
-        if ordering and keys and all(isinstance(k, Mapping) for k in keys) and any(ordering in k for k in keys):
-            orders = [k.get(ordering) for k in keys]
-            table = key.keys([{n: v for n, v in k.items() if n != ordering} for k in keys])
-            try:
-                return table.append_column(ordering, pa.array(orders, dataset.descriptor.arrow_schema.field(ordering).type))
-            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as e:
-                raise InvalidKeyError(f"dataset {dataset.name!r}: ordering field {ordering!r} of a delete: {e}") from None
-    return key.keys(keys)
+    return key.keys(keys, ordering=True)

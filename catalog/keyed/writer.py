@@ -4,7 +4,8 @@
 ``Dataset.upsert`` to replace rows); ``overwrite`` replaces every row and the whole index.
 Rows are buffered until ``flush()``/``close()``, each a commit. Option ``sort_by``
 overrides the fields the data files are sorted by (by default property ``sort.by``, else
-the record key; see :mod:`cdkds.catalog.write.sorting`).
+the record key; see :mod:`cdkds.catalog.write.sorting`); ``target_file_size`` and
+``max_open_files`` are those of :class:`~cdkds.catalog.write.writer.DatasetWriter`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from cdkds.catalog.keyed.rows import full_rows
 from cdkds.catalog.log.actions import Action, RemoveFile, RemoveIndex
 from cdkds.catalog.log.conflicts import ReadPartitions
 from cdkds.catalog.write.sorting import write_sort
+from cdkds.catalog.write.writer import DEFAULT_MAX_OPEN_FILES, DEFAULT_TARGET_FILE_SIZE, check_file_options
 
 if TYPE_CHECKING:
     from cdkds.catalog.dataset import Dataset
@@ -30,13 +32,17 @@ class KeyedWriter:
     """Buffers rows and inserts them at each ``flush()``/``close()``."""
 
     def __init__(self, dataset: "Dataset", mode: Any = "append", commit_uuid: str | None = None,
-                 extra_actions: Sequence[Action] = (), sort_by: "str | Sequence[str] | None" = None, **options: Any):
+                 extra_actions: Sequence[Action] = (), sort_by: "str | Sequence[str] | None" = None,
+                 target_file_size: int = DEFAULT_TARGET_FILE_SIZE, max_open_files: int = DEFAULT_MAX_OPEN_FILES):
         if mode not in ("append", "overwrite"):
             raise CdkdsError(f"dataset {dataset.name!r} has a record key: its writer appends (inserts) or overwrites; "
                              f"mode {mode!r} is not possible (a key may live in any partition)")
         self.dataset = dataset
         self.mode = mode
         self.sort_by = write_sort(dataset.name, dataset.descriptor, sort_by)  # checked before anything is written
+        check_file_options(dataset.name, target_file_size, max_open_files)
+        self._layout = MappingProxyType({"sort_by": list(self.sort_by), "target_file_size": target_file_size,
+                                         "max_open_files": max_open_files})  # of the data files, for prepare
         self.commit_uuid = commit_uuid  # of the first commit (Spark's job)
         self.extra_actions = tuple(extra_actions)  # into the first commit too (a streaming batch's SetTransaction)
         self._pending: list = []
@@ -85,15 +91,15 @@ class KeyedWriter:
         if self.mode == "overwrite" and self._first:
             snapshot = ds.snapshot
             empty = dataclasses.replace(snapshot, files=MappingProxyType({}), index=MappingProxyType({}))
-            change = prepare(ds, "insert", rows, snapshot=empty, sort_by=list(self.sort_by))
+            change = prepare(ds, "insert", rows, snapshot=empty, **self._layout)
             removes = [*(RemoveFile(p) for p in snapshot.files), *(RemoveIndex(p) for p in snapshot.index)]
             self.results.append(commit(ds, [change], removes=removes, rule=ReadPartitions(), operation="overwrite",
                                        commit_uuid=self.commit_uuid, extra_actions=self.extra_actions))
         elif self._first and self.extra_actions:
-            self.results.append(commit(ds, [prepare(ds, "insert", rows, sort_by=list(self.sort_by))], operation="insert",
+            self.results.append(commit(ds, [prepare(ds, "insert", rows, **self._layout)], operation="insert",
                                        commit_uuid=self.commit_uuid, extra_actions=self.extra_actions))
         else:
-            self.results.append(run(ds, "insert", rows, sort_by=list(self.sort_by)))
+            self.results.append(run(ds, "insert", rows, **self._layout))
         self._first = False
         return self.results[-1].revision
 

@@ -30,6 +30,7 @@ from cdkds.catalog.errors import InvalidTimeTravelError
 from cdkds.catalog.expressions import ALWAYS_TRUE, Expression, bind
 from cdkds.catalog.expressions.pruning import FileFilter
 from cdkds.catalog.keyed.deletion import DeletionVectorRef, load_deletes
+from cdkds.catalog.keyed.keys import RecordKey
 from cdkds.catalog.log.actions import AddFile, DeleteRows, RemoveFile, Tombstone
 from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.read.columns import select_columns
@@ -207,12 +208,14 @@ def read_commit(store: ObjectStore, changes: CommitChanges, output: Projection) 
         return
     removed = [(s, b) for s in changes.removed for b in _rows(store, s)]
     added = [(s, b) for s in changes.added for b in _rows(store, s)]
-    removed_keys = {k for s, b in removed for k in _keys(b, s.descriptor)}
-    added_keys = {k for s, b in added for k in _keys(b, s.descriptor)}
+    dataset = store.url.rsplit("/", 1)[-1]
+    removed_keys = {k for s, b in removed for k in _keys(b, s.descriptor, dataset)}
+    added_keys = {k for s, b in added for k in _keys(b, s.descriptor, dataset)}
     for side, other, (paired, alone) in ((removed, added_keys, (UPDATE_PREIMAGE, DELETE)),
                                          (added, removed_keys, (UPDATE_POSTIMAGE, INSERT))):
         for source, batch in side:
-            kinds = np.array([paired if k in other else alone for k in _keys(batch, source.descriptor)], object)
+            keys = _keys(batch, source.descriptor, dataset)
+            kinds = np.array([paired if k in other else alone for k in keys], object)
             yield _labelled(batch, source.descriptor, output, kinds, *stamp)
 
 
@@ -231,8 +234,12 @@ def _rows(store: ObjectStore, source: RowSource) -> Iterator[pa.RecordBatch]:
             ["_pos"]).to_batches()
 
 
-def _keys(batch: pa.RecordBatch, descriptor: DatasetDescriptor) -> list[tuple]:
-    return list(zip(*(batch.column(k).to_pylist() for k in descriptor.record_key)))
+def _keys(batch: pa.RecordBatch, descriptor: DatasetDescriptor, dataset: str) -> list[tuple]:
+    """The record key of each row, as the index holds it (normalised as every keyed entry
+    point normalises keys)."""
+    key = RecordKey.of(descriptor, dataset)
+    keys = key.conform(batch.select(list(key.names)), "stored row")
+    return list(zip(*(keys.column(k).to_pylist() for k in key.names)))
 
 
 def _labelled(batch: pa.RecordBatch, descriptor: DatasetDescriptor, output: Projection, kinds: np.ndarray,

@@ -172,9 +172,7 @@ class PartitionedWriter:
                  replaces: Sequence[str] = (), target_file_size: int = DEFAULT_TARGET_FILE_SIZE,
                  max_open_files: int = DEFAULT_MAX_OPEN_FILES, writer: str | None = None, flush: int = 0,
                  sort_by: "str | Sequence[str] | None" = None):
-        check_target_file_size(dataset, target_file_size)
-        if isinstance(max_open_files, bool) or not isinstance(max_open_files, int) or max_open_files < 1:
-            raise CdkdsError(f"dataset {dataset!r}: max_open_files must be a positive integer, got {max_open_files!r}")
+        check_file_options(dataset, target_file_size, max_open_files)
         self.store = store
         self.dataset = dataset
         self.descriptor = descriptor
@@ -388,6 +386,14 @@ class PartitionedWriter:
         self._paths[entry.token] = path
         self._written.append(AddFile(path, entry.partition, written.size, written.row_count,
                                      dict(written.statistics), self.descriptor_version))
+
+
+def check_file_options(dataset: str, target_file_size: object, max_open_files: object) -> None:
+    """:class:`CdkdsError` unless ``target_file_size`` is a positive number of bytes and
+    ``max_open_files`` a positive integer."""
+    check_target_file_size(dataset, target_file_size)
+    if isinstance(max_open_files, bool) or not isinstance(max_open_files, int) or max_open_files < 1:
+        raise CdkdsError(f"dataset {dataset!r}: max_open_files must be a positive integer, got {max_open_files!r}")
 
 
 def check_target_file_size(dataset: str, target_file_size: object) -> None:

@@ -73,3 +73,29 @@ def test_bad_options_fail_before_any_task(spark, tmp_path):
             .option("operation", "delete").save(keyed)
     with pytest.raises(CdkdsError, match="operation must be one of"):
         upsert(users(spark, 0, 1), keyed, operation="merge")
+
+
+def test_uuid_keys_in_any_spelling_through_both_paths(spark, tmp_path):
+    from cdkds.catalog import DatasetDescriptor
+
+    repo = DatasetRepository(f"file://{tmp_path}/lake")
+    ds = repo.create("docs", DatasetDescriptor({"type": "record", "name": "doc", "fields": [
+        {"name": "id", "type": {"type": "string", "logicalType": "uuid"}}, {"name": "t", "type": "long"},
+        {"name": "v", "type": ["null", "string"], "default": None}]}, record_key="id", ordering_field="t",
+        properties={"index.buckets": "4"}))
+    ids = [f"abcdef{i:02d}-1234-5678-9abc-def012345678" for i in range(20)]
+    ds.upsert([{"id": i, "t": 1, "v": "python"} for i in ids])
+    url, rows, keys = ds.url, "id string not null, t long not null, v string", "id string not null"
+    clustered = upsert(spark.createDataFrame([(i.upper(), 2, "clustered") for i in ids[:10]], rows), url)
+    assert (clustered.inserted, clustered.updated) == (0, 10)
+    spark.createDataFrame([(i.upper(), 3, "plain") for i in ids[10:]], rows).write \
+        .format("cdkds").mode("append").option("operation", "upsert").save(url)
+    spark.createDataFrame([(i.upper(),) for i in ids[:5]], keys).write.format("cdkds").mode("append") \
+        .option("operation", "delete").save(url)
+    gone = upsert(spark.createDataFrame([(i.upper(),) for i in ids[5:8]], keys), url, operation="delete")
+    assert gone.deleted == 3
+    ds.refresh()
+    assert sorted(ds.to_table().column("id").to_pylist()) == ids[8:]
+    assert {r["v"] for r in ds.to_table().to_pylist()} == {"clustered", "plain"}
+    report = ds.check(read_data=True)
+    assert report.ok, report.to_json()

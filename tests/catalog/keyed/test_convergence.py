@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pyarrow as pa
 from hypothesis import given, settings, strategies as st
 
 from cdkds.catalog import DatasetRepository
-from tests.catalog.keyed.conftest import state, user, users_descriptor
+from tests.catalog.keyed.conftest import at, state, user, users_descriptor
 
 KEYS = [("nz", 1), ("nz", 2), ("au", 1)]
 ops = st.lists(st.tuples(
@@ -68,3 +69,59 @@ def test_one_batched_upsert_equals_one_write_at_a_time(tmp_path_factory, writes,
     for w in shuffled:
         apply(many, [w])
     assert state(one) == state(many)
+
+
+deletes = st.lists(st.tuples(st.sampled_from(KEYS), st.one_of(st.none(), st.integers(0, 3))), min_size=1, max_size=8)
+
+
+@settings(max_examples=max(10, settings.default.max_examples // 4))
+@given(ops.filter(lambda w: all(kind == "upsert" for kind, *_ in w)), deletes, st.randoms(use_true_random=False))
+def test_one_delete_equals_its_keys_deleted_one_at_a_time(writes, keys, rnd):
+    """Keys repeated in one delete, bare (None) or with ordering values, reduce to what
+    deleting them one at a time, in any order, does: the same rows and tombstones."""
+    import uuid
+    repo = DatasetRepository(f"memory://deletes-{uuid.uuid4().hex}")
+    one, many = repo.create("one", users_descriptor()), repo.create("many", users_descriptor())
+    for ds in (one, many):
+        apply(ds, writes)
+    given_ = [{"tenant": k[0], "userId": k[1], **({} if t is None else {"updatedAt": user(*k, t)["updatedAt"]})}
+              for k, t in keys]
+    one.delete_keys(given_)
+    shuffled = list(given_)
+    rnd.shuffle(shuffled)
+    for key in shuffled:
+        many.delete_keys([key])
+    live, tombs = delete_model({k: t for k, (_, _, t) in model(writes).items()}, keys)
+    assert set(state(one)) == set(state(many)) == live
+    assert tombstones(one) == tombstones(many) == {k: at(t) for k, t in tombs.items()}  # late writes meet these
+    for ds in (one, many):
+        assert ds.check(read_data=True).ok
+
+
+def delete_model(live: dict, keys: list) -> tuple[set, dict]:
+    """The keys left live and the tombstones (key -> ordering value) after deleting ``keys``
+    one at a time from live rows of ordering values ``live``: a key with an ordering value
+    deletes a row whose value is not greater and leaves a tombstone of the greatest value
+    seen; a bare key deletes the row whatever its value, its tombstone keeping that value."""
+    live, tombs = dict(live), {}
+    for key, t in keys:
+        if t is None:
+            if key in live:
+                tombs[key] = live.pop(key)
+        elif key in live and live[key] > t:
+            continue
+        else:
+            live.pop(key, None)
+            tombs[key] = max(t, tombs.get(key, t))
+    return set(live), tombs
+
+
+def tombstones(ds) -> dict:
+    """Key -> ordering value of each tombstone the index holds."""
+    from cdkds.catalog.keyed.index import RecordIndex
+    from cdkds.catalog.log.commit import clock
+    index = RecordIndex(ds.store, ds.snapshot, ds.name)
+    keys = index.key.keys(KEYS)
+    found = index.lookup(keys, index.key.hashes(keys))
+    held = found.filter(pa.array(index.tombstone_alive(found, clock())))
+    return {KEYS[r]: o for r, o in zip(held.column("_row").to_pylist(), held.column("_order").to_pylist())}

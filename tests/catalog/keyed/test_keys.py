@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, strategies as st
 
-from cdkds.catalog import DatasetDescriptor, InvalidKeyError
+from cdkds.catalog import DatasetDescriptor, InvalidKeyError, KeyExistsError
 from cdkds.catalog.keyed.keys import RecordKey, _bytes_hash
 
 SCHEMA = {"type": "record", "name": "u", "fields": [
@@ -33,7 +33,7 @@ def test_keys_from_dicts_tuples_and_arrow_are_the_same_table():
     ([{"tenant": "nz", "userId": 1, "email": "x"}], "has 'email', not a key field"),
     ([("nz",)], "has 1 value(s); the key is ['tenant', 'userId']"),
     ([("nz", 1, 2)], "has 3 value(s)"),
-    ([("nz", "one")], "record key field 'userId' is a int64; got 'one'"),
+    ([("nz", "one")], "record key field 'userId': value 'one' (str) is not an integer"),
     ([("nz", None)], "record key field 'userId' is null in key 0"),
     (pa.table({"tenant": ["nz"]}), "have no record key field 'userId'"),
     (pa.table({"tenant": ["nz"], "userId": [1], "email": ["x"]}), "'email' is not a record key field"),
@@ -101,3 +101,85 @@ def test_other_key_kinds_hash():
     table = key.keys([(dt.date(2026, 1, 1), dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc), Decimal("1.50"), True, b"\x00")])
     assert key.hashes(table).dtype == np.uint64
 
+
+
+# ---------------------------------------------------------------- one path for every keyed entry point
+
+UUIDS = {"type": "record", "name": "doc", "fields": [
+    {"name": "id", "type": {"type": "string", "logicalType": "uuid"}}, {"name": "t", "type": "long"},
+    {"name": "ref", "type": ["null", {"type": "string", "logicalType": "uuid"}], "default": None},
+    {"name": "v", "type": ["null", "string"], "default": None}]}
+UPPER = "ABCDEF00-1234-5678-9ABC-DEF012345678"
+LOWER = UPPER.lower()
+
+
+def clean(ds) -> None:
+    report = ds.check(read_data=True)
+    assert report.ok, report.to_json()
+
+
+@pytest.fixture
+def docs(repo):
+    return repo.create("docs", DatasetDescriptor(UUIDS, record_key="id", ordering_field="t",
+                                                 properties={"index.buckets": "4"}))
+
+
+def test_a_uuid_key_in_any_spelling_finds_the_stored_row(docs):
+    import uuid
+    docs.upsert([{"id": UPPER, "t": 1, "v": "a"}])
+    assert docs.to_table().column("id").to_pylist() == [LOWER]
+    for spelling in (UPPER, LOWER, uuid.UUID(UPPER), f"{{{UPPER}}}", UPPER.replace("-", "")):
+        assert docs.get(spelling)["v"] == "a", spelling
+        assert docs.get({"id": spelling}, columns=["id"]) == {"id": LOWER}
+    assert docs.get_many([UPPER, LOWER, uuid.UUID(UPPER)]).column("id").to_pylist() == [LOWER] * 3
+    assert docs.get_many(pa.table({"id": [UPPER]})).num_rows == 1
+    with pytest.raises(KeyExistsError):
+        docs.insert([{"id": UPPER, "t": 2}])
+    r = docs.update([{"id": UPPER, "v": "b", "ref": UPPER}])
+    assert r.updated == 1 and docs.get(LOWER)["ref"] == LOWER  # a uuid field an update sets is canonical too
+    r = docs.update(pa.table({"id": [UPPER], "v": ["c"]}))
+    assert r.updated == 1 and docs.get(LOWER)["v"] == "c"
+    assert docs.update([{"id": uuid.UUID(UPPER), "t": 2}]).updated == 1  # a key as get takes it, update takes it
+    feed = docs.changes(docs.version).read_all()  # the update pairs with the stored row by its key
+    assert sorted(feed.column("_change_type").to_pylist()) == ["update_postimage", "update_preimage"]
+    assert docs.delete_keys([UPPER]).deleted == 1
+    assert docs.get(LOWER) is None and docs.to_table().num_rows == 0
+    assert docs.upsert([{"id": UPPER.replace("-", ""), "t": 0}]).unchanged == 1  # the tombstone holds the key
+    clean(docs)
+
+
+BIG = 2 ** 70
+
+
+@pytest.mark.parametrize("call, field, value", [
+    (lambda d: d.get({"k": BIG}), "record key field 'k'", repr(BIG)),
+    (lambda d: d.get(-2 ** 63 - 1), "record key field 'k'", repr(-2 ** 63 - 1)),
+    (lambda d: d.get_many(pa.table({"k": [str(BIG)]})), "record key field 'k'", repr(str(BIG))),
+    (lambda d: d.delete_keys([{"k": 2 ** 63}]), "record key field 'k'", repr(2 ** 63)),
+    (lambda d: d.delete_keys([{"k": 1, "t": 2 ** 64}]), "ordering field 't'", repr(2 ** 64)),
+    (lambda d: d.delete_keys([{"k": 1, "t": "late"}]), "ordering field 't'", "'late'"),
+    (lambda d: d.delete_keys(pa.table({"k": [1], "t": [2.5]})), "ordering field 't'", "2.5"),
+    (lambda d: d.get_many([("nz", 1)]), "has 2 value(s)", "('nz', 1)"),
+])
+def test_bad_keys_on_reads_and_deletes_name_dataset_field_and_value(repo, call, field, value):
+    ds = repo.create("nums", DatasetDescriptor({"type": "record", "name": "n", "fields": [
+        {"name": "k", "type": "long"}, {"name": "t", "type": "long"}]}, record_key="k", ordering_field="t"))
+    ds.upsert([{"k": 1, "t": 5}])
+    version = ds.version
+    with pytest.raises(InvalidKeyError) as e:
+        call(ds)
+    assert "dataset 'nums'" in str(e.value) and field in str(e.value) and value in str(e.value), str(e.value)
+    assert ds.refresh().version == version and ds.get(1) == {"k": 1, "t": 5}
+    clean(ds)
+
+
+@pytest.mark.parametrize("key", ["\udc80", "ok\ud800", ("\udfff",)])
+def test_a_lone_surrogate_key_is_an_invalid_key(repo, key):
+    ds = repo.create("names", DatasetDescriptor({"type": "record", "name": "n", "fields": [
+        {"name": "name", "type": "string"}]}, record_key="name"))
+    ds.upsert([{"name": "ok"}])
+    for call in (ds.get, lambda k: ds.get_many([k]), lambda k: ds.delete_keys([k])):
+        with pytest.raises(InvalidKeyError, match=r"dataset 'names': key 0: record key field 'name': .* lone surrogate"):
+            call(key)
+    assert ds.to_table().num_rows == 1
+    clean(ds)

@@ -85,6 +85,42 @@ def test_delete_keys_with_and_without_ordering_values(users):
     assert users.upsert([user("nz", 2, 6)]).inserted == 1
 
 
+def test_a_key_given_several_times_is_one_delete(users):
+    users.upsert([user("nz", i, 5) for i in range(4)])
+    r = users.delete_keys([("nz", 0), ("nz", 0), {"tenant": "nz", "userId": 0}])  # bare keys: one delete
+    assert (r.deleted, r.unchanged) == (1, 0)
+    # with ordering values the greatest wins, as in an upsert: the tombstone holds 9
+    users.delete_keys([{"tenant": "nz", "userId": 1, "updatedAt": at(t)} for t in (6, 9, 7)])
+    assert users.upsert([user("nz", 1, 8.5)]).unchanged == 1 and users.upsert([user("nz", 1, 9.5)]).inserted == 1
+    # bare and with a smaller value: the row goes, and the tombstone keeps the stored value
+    r = users.delete_keys([{"tenant": "nz", "userId": 2, "updatedAt": at(1)}, ("nz", 2)])
+    assert (r.deleted, r.unchanged) == (1, 0)
+    assert users.upsert([user("nz", 2, 5)]).unchanged == 1 and users.upsert([user("nz", 2, 5.5)]).inserted == 1
+    r = users.delete_keys(pa.table({"tenant": ["nz"] * 3, "userId": [3] * 3, "updatedAt": [at(2), None, at(8)]}))
+    assert (r.deleted, r.unchanged) == (1, 0)
+    assert users.upsert([user("nz", 3, 7.5)]).unchanged == 1
+    assert users.delete_keys([("au", 1), ("au", 1)]).unchanged == 1  # a bare key of no row leaves no tombstone
+    assert users.upsert([user("au", 1, 0)]).inserted == 1
+    report = users.check(read_data=True)
+    assert report.ok, report.to_json()
+
+
+def test_messages_about_repeated_keys_are_true_of_the_dataset(repo, users):
+    users.upsert([user("nz", 1, 5)])
+    with pytest.raises(InvalidKeyError) as e:
+        users.update([{"tenant": "nz", "userId": 1, "score": 1}, {"tenant": "nz", "userId": 1, "score": 2}])
+    assert "without ordering values ('updatedAt') to reconcile them, one update may hold each key once" in str(e.value)
+    assert "no ordering field" not in str(e.value) and "without an ordering field" not in str(e.value)
+    plain = repo.create("plain", users_descriptor(ordering=False))
+    plain.upsert([user("nz", 1, 5)])
+    assert plain.delete_keys([("nz", 1), ("nz", 1)]).deleted == 1  # one delete here too
+    with pytest.raises(InvalidKeyError, match="without an ordering field one write may hold each key once"):
+        plain.upsert([user("nz", 2, 1), user("nz", 2, 2)])
+    for ds in (users, plain):
+        report = ds.check(read_data=True)
+        assert report.ok, report.to_json()
+
+
 def test_get_and_get_many(users):
     users.upsert([user("nz", i, 5, f"e{i}") for i in range(10)])
     assert users.get({"tenant": "nz", "userId": 3})["email"] == "e3"
@@ -196,12 +232,12 @@ def test_writer_appends_are_inserts_and_overwrite_replaces_the_index(users):
     (lambda d: d.upsert([{"tenant": "nz", "userId": 1, "updatedAt": at(1), "bogus": 1}]), "unknown field 'bogus'"),
     (lambda d: d.upsert(pa.table({"tenant": ["nz"], "userId": [None], "updatedAt": [at(1)]})), "userId"),
     (lambda d: d.update([{"tenant": "nz", "userId": 1, "nope": 1}]), "unknown column 'nope'"),
-    (lambda d: d.update([{"tenant": "nz", "userId": 1, "score": "high"}]), "update field 'score' is a int64; got 'high'"),
+    (lambda d: d.update([{"tenant": "nz", "userId": 1, "score": "high"}]), "update field 'score': value 'high' (str) is not an integer"),
     (lambda d: d.update([{"tenant": "nz", "email": "x"}]), "no record key field 'userId'"),
     (lambda d: d.delete_keys([("nz",)]), "has 1 value(s)"),
     (lambda d: d.delete_keys([("nz", 1, 2)]), "has 3 value(s)"),
     (lambda d: d.delete_keys([{"tenant": "nz", "user": 1}]), "has no field 'userId'"),
-    (lambda d: d.get(("nz", "one")), "record key field 'userId' is a int64; got 'one'"),
+    (lambda d: d.get(("nz", "one")), "record key field 'userId': value 'one' (str) is not an integer"),
     (lambda d: d.upsert([5]), "must be a dict"),
 ])
 def test_bad_input_names_dataset_field_and_value_and_commits_nothing(users, call, message):
