@@ -49,7 +49,7 @@ _ACCESS_CODES = frozenset({"AccessDenied", "InvalidAccessKeyId", "SignatureDoesN
 
 
 @contextlib.contextmanager
-def store_failures(doing: str) -> Iterator[None]:
+def store_failures(doing: str, unclassified: bool = True) -> Iterator[None]:
     """Run one operation on the store; a failure of the store leaves as the :class:`StorageError`
     kind :func:`store_failure` gives, its message naming what was being done (``doing``)."""
     try:
@@ -57,7 +57,7 @@ def store_failures(doing: str) -> Iterator[None]:
     except (FileNotFoundError, FileExistsError, CdkdsError):
         raise
     except Exception as e:  # noqa: BLE001 - sorted by store_failure; anything else passes unchanged
-        failure = store_failure(e, doing)
+        failure = store_failure(e, doing, unclassified)
         if failure is None:
             raise
         raise failure from e
@@ -218,6 +218,11 @@ class ObjectStore:
     @_audited("looking up")
     def exists(self, key: str) -> bool:
         return self.fs.exists(self.path(key))
+
+    @_audited("looking up")
+    def size(self, key: str) -> int:
+        """The object's size in bytes; :class:`FileNotFoundError` if it is absent."""
+        return int(self.fs.info(self.path(key)).get("size") or 0)
 
     @_audited("listing")
     def list(self, prefix: str) -> list[str]:
