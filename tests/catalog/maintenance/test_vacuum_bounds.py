@@ -33,7 +33,8 @@ def test_vacuum_and_drop_never_delete_outside_the_dataset(tmp_path):
     assert deleted == ["data/part-orphan.parquet"]
     assert sorted(set(before) - set(stored())) == ["lake/a/data/part-orphan.parquet"]
     assert datasets["ns/a"].vacuum(retention=dt.timedelta(0), force=True, dry_run=False) == deleted
-    assert sorted(set(before) - set(stored())) == ["lake/a/data/part-orphan.parquet", "lake/ns/a/data/part-orphan.parquet"]
+    assert sorted(set(before) - set(stored())) == ["lake/a/data/part-orphan.parquet",
+                                                   "lake/ns/a/data/part-orphan.parquet"]
 
     kept = stored()
     assert repo.drop("a") and repo.drop("ns/a")
