@@ -228,8 +228,9 @@ class AddIndex:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], revision: int) -> "AddIndex":
-        return cls(dataset_path(data["path"], "index file"), int(data["bucket"]), bool(data["base"]), int(data["rows"]), int(data["size"]),
-                   str(data["sha256"]), int(data.get("minHash", 0)), int(data.get("maxHash", 0)), revision)
+        return cls(dataset_path(data["path"], "index file"), int(data["bucket"]), bool(data["base"]), int(data["rows"]),
+                   int(data["size"]), str(data["sha256"]), int(data.get("minHash", 0)), int(data.get("maxHash", 0)),
+                   revision)
 
 
 @dataclass(frozen=True)
