@@ -11,7 +11,7 @@ import s3fs
 
 from cdkds.catalog import DatasetDescriptor, DatasetRepository
 from cdkds.catalog.errors import (
-    CommitFailedError, CommitStateUnknownError, StorageConnectionError, StorageError, StorageTimeoutError,
+    CommitFailedError, CommitStateUnknownError, CorruptLogWarning, StorageConnectionError, StorageError, StorageTimeoutError,
     StorageUnreachableError,
 )
 from cdkds.catalog.log import committer
@@ -148,6 +148,17 @@ def test_a_commit_whose_puts_keep_failing_is_settled_by_reading_the_log_back(lak
         with pytest.raises(CommitFailedError, match="does not hold it"):
             append(ds, [1, 2])
         assert settled(url, proxy) == (0, [], [])  # known not landed: its data file was deleted
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_failed_checkpoint_after_a_commit_leaves_the_commit_standing(lake, kind):
+    url, proxy = lake
+    ds = open_repo(url, proxy).create("t", DatasetDescriptor(SCHEMA, properties={"checkpoint.interval": "1"}))
+    before(ds.store, "put_if_absent", lambda key: key.endswith(".checkpoint.parquet"),
+           lambda: break_store(proxy, kind), proxy.heal, times=1)
+    with pytest.warns(CorruptLogWarning, match="checkpoint at revision 1 failed"):
+        append(ds, [1, 2])  # acknowledged: the checkpoint is an optimisation
+    assert ds.version == 1 and settled(url, proxy)[:2] == (1, [1, 2])
 
 
 def test_the_cli_reports_an_unreachable_store_in_one_line(lake):
