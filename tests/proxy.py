@@ -40,10 +40,8 @@ class Proxy:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._listener: socket.socket | None = None
-        probe = socket.socket()
-        probe.bind(("127.0.0.1", 0))
-        self.port = probe.getsockname()[1]
-        probe.close()
+        self._placeholder: socket.socket | None = _bound(0)  # holds the port from the start
+        self.port = self._placeholder.getsockname()[1]
         self.serve()
 
     @property
@@ -57,19 +55,27 @@ class Proxy:
         with self._lock:
             if self._listener is not None:
                 return
-            listener = socket.socket()
-            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            listener.bind(("127.0.0.1", self.port))
+            listener = _bound(self.port)
             listener.listen(64)
             listener.settimeout(0.05)
             self._listener = listener
+            placeholder, self._placeholder = self._placeholder, None
+        if placeholder is not None:
+            placeholder.close()
         threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
 
     def refuse(self) -> None:
-        """Stop listening: every new connection is refused until :meth:`serve`."""
+        """Stop listening: every new connection is refused until :meth:`serve`. The port stays
+        held by a socket that does not listen, so no other socket takes it meanwhile."""
         with self._lock:
             listener, self._listener = self._listener, None
+            if listener is not None and self._placeholder is None:
+                self._placeholder = _bound(self.port)
         if listener is not None:
+            try:
+                listener.shutdown(socket.SHUT_RDWR)  # stops listening now, even while _accept polls it
+            except OSError:
+                pass
             listener.close()
 
     def fail(self, fault: str, match: Callable[[str, str], bool] = lambda method, path: True,
@@ -87,6 +93,10 @@ class Proxy:
     def close(self) -> None:
         self._stop.set()
         self.refuse()
+        with self._lock:
+            placeholder, self._placeholder = self._placeholder, None
+        if placeholder is not None:
+            placeholder.close()
 
     # ------------------------------------------------------------ serving
 
@@ -137,6 +147,15 @@ class Proxy:
             pass
         finally:
             client.close()
+
+
+def _bound(port: int) -> socket.socket:
+    """A TCP socket bound to ``port`` on loopback, sharing it with the proxy's other sockets."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind(("127.0.0.1", port))
+    return sock
 
 
 def _read_request(sock: socket.socket) -> tuple[str, str, bytes, bytes] | None:

@@ -11,7 +11,7 @@ import s3fs
 
 from cdkds.catalog import DatasetDescriptor, DatasetRepository
 from cdkds.catalog.errors import (
-    CommitFailedError, CommitStateUnknownError, CorruptLogWarning, StorageConnectionError, StorageError, StorageTimeoutError,
+    CommitFailedError, CommitStateUnknownError, CorruptLogWarning, StorageConnectionError, StorageTimeoutError,
     StorageUnreachableError,
 )
 from cdkds.catalog.log import committer
@@ -26,25 +26,29 @@ KINDS = {"refuse": StorageUnreachableError, "reset": StorageConnectionError, "cl
          "stall": StorageTimeoutError}
 
 
-def options(endpoint):
-    """S3 options with no client retries and short timeouts: one failure is one error, fast."""
+def options(endpoint, read_timeout):
+    """S3 options with no client retries: one failure is one error. A stalled request costs
+    ``read_timeout``; a healthy one on a busy machine must never take that long."""
     return {"client_kwargs": {"endpoint_url": endpoint}, "use_listings_cache": False, "skip_instance_cache": True,
-            "config_kwargs": {"retries": {"total_max_attempts": 1}, "connect_timeout": 1, "read_timeout": 1}}
+            "config_kwargs": {"retries": {"total_max_attempts": 1}, "connect_timeout": 5, "read_timeout": read_timeout}}
 
 
 @pytest.fixture
-def lake(s3_endpoint, monkeypatch):
-    """(url, proxy): an empty repository on S3 reached through a proxy that can fail."""
+def lake(s3_endpoint, monkeypatch, request):
+    """(url, proxy, options): an empty repository on S3 reached through a proxy that can fail,
+    and the storage options to reach it with (a short read timeout for the stall tests only)."""
     monkeypatch.setattr(committer, "MAX_STORE_FAILURES", 1)  # two failed PUTs, not six, before the read-back
+    monkeypatch.setattr(committer, "SETTLE_ATTEMPTS", 1)  # one read-back, not three
     monkeypatch.setattr(s3fs.S3FileSystem, "retries", 1)  # s3fs's own retries of a request
     host, port = s3_endpoint.rsplit("/", 1)[1].split(":")
     proxy = Proxy((host, int(port)))
-    yield f"s3://{new_bucket(s3_endpoint)}/lake", proxy
+    kind = getattr(request.node, "callspec", None) and request.node.callspec.params.get("kind")
+    yield f"s3://{new_bucket(s3_endpoint)}/lake", proxy, options(proxy.endpoint, 1.5 if kind == "stall" else 10)
     proxy.close()
 
 
-def open_repo(url, proxy):
-    return DatasetRepository(url, options(proxy.endpoint))
+def open_repo(url, opts):
+    return DatasetRepository(url, opts)
 
 
 def break_store(proxy, kind, match=lambda method, path: True, times=1_000_000):
@@ -86,56 +90,56 @@ def append(ds, ids):
         w.write_batch(pa.table({"id": list(ids)}))
 
 
-def settled(url, proxy):
+def settled(url, proxy, opts):
     """After healing the store: (revision, ids) of the latest revision and the stored data files."""
     proxy.heal()
-    ds = open_repo(url, proxy).load("t")
+    ds = open_repo(url, opts).load("t")
     return ds.version, sorted(r["id"] for r in ds.reader()), [k for k, _ in ds.store.walk_files("data")]
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_every_entry_point_raises_the_kind_of_storage_error(lake, kind):
-    url, proxy = lake
-    ds = open_repo(url, proxy).create("t", DatasetDescriptor(SCHEMA))
+    url, proxy, opts = lake
+    ds = open_repo(url, opts).create("t", DatasetDescriptor(SCHEMA))
     break_store(proxy, kind)
     with pytest.raises(KINDS[kind]):
-        open_repo(url, proxy).create("u", DatasetDescriptor(SCHEMA))
+        open_repo(url, opts).create("u", DatasetDescriptor(SCHEMA))
     with pytest.raises(KINDS[kind]):
-        open_repo(url, proxy).load("t")
+        open_repo(url, opts).load("t")
     with pytest.raises(KINDS[kind]):
-        TableAdmin.open(f"{url}/tables", options(proxy.endpoint))
+        TableAdmin.open(f"{url}/tables", opts)
     with pytest.raises(KINDS[kind], match="writing data files of dataset 't'"):
         append(ds, [1])  # the data file's upload fails: no commit was tried
-    assert settled(url, proxy)[:2] == (0, [])
+    assert settled(url, proxy, opts)[:2] == (0, [])
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_commit_put_that_fails_once_is_retried_and_lands_once(lake, kind):
-    url, proxy = lake
-    ds = open_repo(url, proxy).create("t", DatasetDescriptor(SCHEMA))
+    url, proxy, opts = lake
+    ds = open_repo(url, opts).create("t", DatasetDescriptor(SCHEMA))
     heal = proxy.serve if kind == "refuse" else (lambda: None)
     before(ds.store, "put_if_absent", is_commit, lambda: break_store(proxy, kind, commit_put, times=1), heal, times=1)
     append(ds, [1, 2])  # "close": the first PUT landed, its answer lost; the retry finds it as its own
     assert ds.version == 1 and [h.revision for h in ds.history()] == [0, 1]
-    assert settled(url, proxy)[:2] == (1, [1, 2])
+    assert settled(url, proxy, opts)[:2] == (1, [1, 2])
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_commit_whose_put_and_read_back_fail_is_unknown_and_keeps_its_files(lake, kind):
-    url, proxy = lake
-    ds = open_repo(url, proxy).create("t", DatasetDescriptor(SCHEMA))
+    url, proxy, opts = lake
+    ds = open_repo(url, opts).create("t", DatasetDescriptor(SCHEMA))
     before(ds.store, "put_if_absent", is_commit, lambda: break_store(proxy, kind))  # down from the PUT on
     with pytest.raises(CommitStateUnknownError, match="may or may not have landed"):
         append(ds, [1, 2])
-    version, ids, files = settled(url, proxy)
+    version, ids, files = settled(url, proxy, opts)
     assert len(files) == 1  # kept, whatever the outcome
     assert (version, ids) == ((1, [1, 2]) if kind == "close" else (0, []))  # only "close" delivered the PUT
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_commit_whose_puts_keep_failing_is_settled_by_reading_the_log_back(lake, kind):
-    url, proxy = lake
-    ds = open_repo(url, proxy).create("t", DatasetDescriptor(SCHEMA))
+    url, proxy, opts = lake
+    ds = open_repo(url, opts).create("t", DatasetDescriptor(SCHEMA))
     if kind == "refuse":
         before(ds.store, "put_if_absent", is_commit, proxy.refuse, proxy.serve)
     else:
@@ -143,27 +147,28 @@ def test_a_commit_whose_puts_keep_failing_is_settled_by_reading_the_log_back(lak
     if kind == "close":  # every PUT is carried out: the first landed, and the read-back finds it
         append(ds, [1, 2])
         assert ds.version == 1
-        assert settled(url, proxy) == (1, [1, 2], settled(url, proxy)[2]) and len(settled(url, proxy)[2]) == 1
+        version, ids, files = settled(url, proxy, opts)
+        assert (version, ids, len(files)) == (1, [1, 2], 1)
     else:
         with pytest.raises(CommitFailedError, match="does not hold it"):
             append(ds, [1, 2])
-        assert settled(url, proxy) == (0, [], [])  # known not landed: its data file was deleted
+        assert settled(url, proxy, opts) == (0, [], [])  # known not landed: its data file was deleted
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_failed_checkpoint_after_a_commit_leaves_the_commit_standing(lake, kind):
-    url, proxy = lake
-    ds = open_repo(url, proxy).create("t", DatasetDescriptor(SCHEMA, properties={"checkpoint.interval": "1"}))
+    url, proxy, opts = lake
+    ds = open_repo(url, opts).create("t", DatasetDescriptor(SCHEMA, properties={"checkpoint.interval": "1"}))
     before(ds.store, "put_if_absent", lambda key: key.endswith(".checkpoint.parquet"),
            lambda: break_store(proxy, kind), proxy.heal, times=1)
     with pytest.warns(CorruptLogWarning, match="checkpoint at revision 1 failed"):
         append(ds, [1, 2])  # acknowledged: the checkpoint is an optimisation
-    assert ds.version == 1 and settled(url, proxy)[:2] == (1, [1, 2])
+    assert ds.version == 1 and settled(url, proxy, opts)[:2] == (1, [1, 2])
 
 
 def test_the_cli_reports_an_unreachable_store_in_one_line(lake):
-    url, proxy = lake
-    open_repo(url, proxy).create("t", DatasetDescriptor(SCHEMA))
+    url, proxy, opts = lake
+    open_repo(url, opts).create("t", DatasetDescriptor(SCHEMA))
     proxy.refuse()
     done = run("show", f"{url}/t", "--storage-option", f"client_kwargs.endpoint_url={proxy.endpoint}",
                "--storage-option", "config_kwargs.retries.total_max_attempts=1", code=1)
