@@ -80,11 +80,15 @@ def store_failure(error: BaseException, doing: str, unclassified: bool = True) -
 
 
 def _causes(error: BaseException) -> list[BaseException]:
+    """``error`` and the store errors it was raised from (botocore wraps aiohttp's, which wraps
+    the socket's); a bug raised while handling a store error is not one."""
     chain, seen = [], set()
     e: BaseException | None = error
     while e is not None and id(e) not in seen and len(chain) < 8:
         chain.append(e)
         seen.add(id(e))
+        if not isinstance(e, _store_exceptions()):
+            break
         e = e.__cause__ or e.__context__
     return chain
 

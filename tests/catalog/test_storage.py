@@ -120,4 +120,11 @@ def test_absence_and_bugs_pass_unchanged():
     assert store_failure(FileNotFoundError("x"), "reading x") is None
     assert store_failure(FileExistsError("x"), "creating x") is None
     assert store_failure(KeyError("x"), "reading x") is None
+    try:
+        try:
+            raise OSError("503 Slow Down")
+        except OSError:
+            raise KeyError("a bug in a handler")
+    except KeyError as bug:
+        assert store_failure(bug, "reading x") is None
     assert store_failure(OSError("damaged footer"), "reading x", unclassified=False) is None
