@@ -110,3 +110,6 @@ def test_a_checkpoint_naming_a_file_outside_is_damaged_and_read_around(two):
         checkpoint.decode(a.store.read(checkpoint_key(1)), "checkpoint 1")
     with pytest.warns(Warning, match="outside the dataset"):
         assert sorted(r["id"] for r in repo.load("a").reader()) == [1, 2]  # from the commits, not b's rows
+    report = check_dataset(a.store, "a")
+    assert [(p.kind, p.object) for p in report.problems] == [("corrupt_checkpoint", checkpoint_key(1))]
+    assert "lies outside the dataset" in report.problems[0].message
