@@ -9,7 +9,8 @@ from cdkds.catalog.errors import (
     CorruptIndexError, CorruptLogWarning, DataFileError, InvalidKeyError, KeyExistsError, DatasetExistsError, DatasetNotFoundError,
     ExpressionError, IncompatibleDescriptorError, InvalidDatasetSchemaError, InvalidDescriptorError, InvalidNameError,
     InvalidPartitionStrategyError, InvalidRecordError, InvalidSchemaError, InvalidTimeTravelError,
-    SchemaMismatchError, StorageError,
+    SchemaMismatchError, StorageAccessError, StorageConnectionError, StorageError, StorageTimeoutError,
+    StorageUnreachableError,
 )
 from cdkds.catalog.expressions import Expression, field
 from cdkds.catalog.partitioning import PartitionStrategy, PartitionStrategyBuilder
@@ -24,5 +25,6 @@ __all__ = [
     "InvalidDescriptorError",
     "InvalidNameError", "InvalidPartitionStrategyError", "InvalidRecordError", "InvalidSchemaError",
     "InvalidTimeTravelError", "LogMetadataProvider", "MetadataProvider", "PartitionStrategy",
-    "PartitionStrategyBuilder", "SchemaMismatchError", "StorageError", "field",
+    "PartitionStrategyBuilder", "SchemaMismatchError", "StorageAccessError", "StorageConnectionError", "StorageError",
+    "StorageTimeoutError", "StorageUnreachableError", "field",
 ]

@@ -27,7 +27,11 @@ __all__ = [
     "KeyExistsError",
     "CorruptIndexError",
     "SchemaMismatchError",
+    "StorageAccessError",
+    "StorageConnectionError",
     "StorageError",
+    "StorageTimeoutError",
+    "StorageUnreachableError",
 ]
 
 
@@ -148,4 +152,25 @@ class CorruptLogWarning(UserWarning):
 
 
 class StorageError(CdkdsError):
-    """The object store refused or failed an operation cdkds relies on."""
+    """The object store refused or failed an operation cdkds relies on. Every failure of the
+    store (botocore's, aiohttp's, the operating system's) leaves ``catalog/storage.py`` as
+    this or one of its kinds; an absent object is not a failure (``FileNotFoundError``)."""
+
+
+class StorageUnreachableError(StorageError):
+    """No connection to the object store could be made (refused, unresolvable, no route):
+    this request was not carried out (an earlier attempt of it may have been)."""
+
+
+class StorageConnectionError(StorageError):
+    """The connection to the object store broke during a request (reset, closed before the
+    answer): the store may or may not have carried the request out."""
+
+
+class StorageTimeoutError(StorageError):
+    """The object store did not connect or answer in time: the request may or may not
+    have been carried out."""
+
+
+class StorageAccessError(StorageError):
+    """The object store refused the credentials or the permission for an operation."""

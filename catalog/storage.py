@@ -9,24 +9,170 @@ creates an object only if it is absent. Each backend does that its own way:
 - S3: ``pipe_file(..., mode="create")``, which s3fs sends as ``If-None-Match: *``.
 
 A backend that cannot create-if-absent is refused unless the user declares a single writer.
+
+Every failure of the store leaves this module as a :class:`StorageError` of one kind
+(:func:`store_failures`): unreachable, connection broken, timed out, access refused, or
+another failure — never as botocore's, aiohttp's or the operating system's own exception,
+so the committer can settle a commit's outcome whatever the store raised. Absence is
+an answer, not a failure: :class:`FileNotFoundError` (and :class:`FileExistsError` from
+:meth:`ObjectStore.put_if_absent`) pass through.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import functools
+import http.client
 import os
+import socket
 import time
 import threading
 import uuid
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.implementations.memory import MemoryFileSystem
 
-from cdkds.catalog.errors import StorageError
+from cdkds.catalog.errors import (
+    CdkdsError, StorageAccessError, StorageConnectionError, StorageError, StorageTimeoutError, StorageUnreachableError,
+)
 
 _MEMORY_LOCK = threading.Lock()
+
+# ---------------------------------------------------------------- store failures
+
+_Result = TypeVar("_Result")
+_ACCESS_CODES = frozenset({"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken",
+                           "InvalidToken", "AllAccessDisabled"})
+
+
+@contextlib.contextmanager
+def store_failures(doing: str, unclassified: bool = True) -> Iterator[None]:
+    """Run one operation on the store; a failure of the store leaves as the :class:`StorageError`
+    kind :func:`store_failure` gives, its message naming what was being done (``doing``)."""
+    try:
+        yield
+    except (FileNotFoundError, FileExistsError, CdkdsError):
+        raise
+    except Exception as e:  # noqa: BLE001 - sorted by store_failure; anything else passes unchanged
+        failure = store_failure(e, doing, unclassified)
+        if failure is None:
+            raise
+        raise failure from e
+
+
+def store_failure(error: BaseException, doing: str, unclassified: bool = True) -> StorageError | None:
+    """The :class:`StorageError` kind for a failure of the store while ``doing``; ``None``
+    when ``error`` is not one (a bug, or an absent object, passes as it is). With
+    ``unclassified=False`` only the kinds count (a reader of files whose damage shows as
+    ``OSError`` tells a broken connection from a broken file)."""
+    if isinstance(error, (StorageError, FileNotFoundError, FileExistsError)) or not isinstance(error, Exception):
+        return None
+    chain = _causes(error)
+    for kind, types, what in _failure_kinds():
+        if any(isinstance(e, types) for e in chain) or (kind is StorageAccessError and _access_refused(chain)):
+            return kind(f"{doing}: {what} ({_summary(error)})")
+    if unclassified and any(isinstance(e, _store_exceptions()) for e in chain):
+        return StorageError(f"{doing}: the object store failed ({_summary(error)})")
+    return None
+
+
+def _causes(error: BaseException) -> list[BaseException]:
+    """``error`` and the store errors it was raised from (botocore wraps aiohttp's, which wraps
+    the socket's); a bug raised while handling a store error is not one."""
+    chain, seen = [], set()
+    e: BaseException | None = error
+    while e is not None and id(e) not in seen and len(chain) < 8:
+        chain.append(e)
+        seen.add(id(e))
+        if not isinstance(e, _store_exceptions()):
+            break
+        e = e.__cause__ or e.__context__
+    return chain
+
+
+def _summary(error: BaseException) -> str:
+    text = str(error).strip()
+    line = text.splitlines()[0] if text else ""
+    return f"{type(error).__name__}: {line[:300]}" if line else type(error).__name__
+
+
+def _access_refused(chain: list[BaseException]) -> bool:
+    for e in chain:
+        response = getattr(e, "response", None)
+        if isinstance(response, dict):
+            code = response.get("Error", {}).get("Code")
+            status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if code in _ACCESS_CODES or status == 403:
+                return True
+    return False
+
+
+@functools.lru_cache(maxsize=1)
+def _failure_kinds() -> tuple[tuple[type[StorageError], tuple[type, ...], str], ...]:
+    """(kind, the exception types that are it, what it means), most specific first: a timeout
+    before a connection error (botocore's connect timeout is both), a connection that broke
+    before one that could not be made (botocore calls a reset while sending "could not
+    connect": its cause tells)."""
+    timeouts: list[type] = [TimeoutError, socket.timeout]
+    broke: list[type] = [ConnectionResetError, ConnectionAbortedError, BrokenPipeError, http.client.IncompleteRead,
+                         http.client.RemoteDisconnected]
+    unreachable: list[type] = [ConnectionRefusedError, socket.gaierror]
+    other: list[type] = [ConnectionError]
+    access: list[type] = [PermissionError]
+    try:
+        from botocore import exceptions as bx
+        timeouts += [bx.ConnectTimeoutError, bx.ReadTimeoutError]
+        broke += [bx.ConnectionClosedError, bx.IncompleteReadError, bx.ResponseStreamingError]
+        unreachable += [bx.EndpointConnectionError]
+        other += [bx.HTTPClientError, bx.ConnectionError]
+        access += [bx.NoCredentialsError, bx.PartialCredentialsError]
+    except ImportError:  # no S3 support installed
+        pass
+    try:
+        import aiohttp
+        timeouts += [aiohttp.ServerTimeoutError]
+        broke += [aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError]
+        unreachable += [aiohttp.ClientConnectorError]
+        other += [aiohttp.ClientConnectionError]
+    except ImportError:
+        pass
+    may_be_done = "; the request may or may not have been carried out"
+    return ((StorageTimeoutError, tuple(timeouts), f"the object store did not answer in time{may_be_done}"),
+            (StorageConnectionError, tuple(broke), f"the connection to the object store broke{may_be_done}"),
+            (StorageUnreachableError, tuple(unreachable), "the object store cannot be reached"),
+            (StorageConnectionError, tuple(other), f"the connection to the object store failed{may_be_done}"),
+            (StorageAccessError, tuple(access), "the object store refused access"))
+
+
+@functools.lru_cache(maxsize=1)
+def _store_exceptions() -> tuple[type, ...]:
+    """Every other exception type that is a failure of a store (not a bug of ours)."""
+    types: list[type] = [OSError]
+    try:
+        from botocore import exceptions as bx
+        types += [bx.BotoCoreError, bx.ClientError]
+    except ImportError:
+        pass
+    try:
+        import aiohttp
+        types += [aiohttp.ClientError]
+    except ImportError:
+        pass
+    return tuple(types)
+
+
+def _audited(doing: str) -> Callable[[Callable[..., _Result]], Callable[..., _Result]]:
+    """Decorate an :class:`ObjectStore` method of a key: its store failures leave as :class:`StorageError`."""
+    def decorate(method: Callable[..., _Result]) -> Callable[..., _Result]:
+        @functools.wraps(method)
+        def run(self: ObjectStore, key: str, *args: Any, **kwargs: Any) -> _Result:
+            with store_failures(f"{doing} {self.display(key)}"):
+                return method(self, key, *args, **kwargs)
+        return run
+    return decorate
 
 
 class ObjectStore:
@@ -64,6 +210,7 @@ class ObjectStore:
 
     # ---------------------------------------------------------------- reads
 
+    @_audited("reading")
     def read(self, key: str) -> bytes:
         """The object's bytes; :class:`FileNotFoundError` if it is absent."""
         if "s3" in _protocols(self.fs):
@@ -72,9 +219,16 @@ class ObjectStore:
             return self.fs.cat_file(self.path(key), max_concurrency=1)
         return self.fs.cat_file(self.path(key))
 
+    @_audited("looking up")
     def exists(self, key: str) -> bool:
         return self.fs.exists(self.path(key))
 
+    @_audited("looking up")
+    def size(self, key: str) -> int:
+        """The object's size in bytes; :class:`FileNotFoundError` if it is absent."""
+        return int(self.fs.info(self.path(key)).get("size") or 0)
+
+    @_audited("listing")
     def list(self, prefix: str) -> list[str]:
         """Names directly under the folder ``prefix`` (sorted; empty if there is none)."""
         try:
@@ -89,7 +243,8 @@ class ObjectStore:
         """``(key, info)`` of every file below ``prefix``."""
         base = self.path(prefix)
         try:
-            found = self.fs.find(base, detail=True)
+            with store_failures(f"listing {self.display(prefix)}"):
+                found = self.fs.find(base, detail=True)
         except FileNotFoundError:
             return
         for path, info in found.items():
@@ -98,6 +253,7 @@ class ObjectStore:
 
     # ---------------------------------------------------------------- writes
 
+    @_audited("creating")
     def put_if_absent(self, key: str, data: bytes) -> None:
         """Create the object only if it does not exist; :class:`FileExistsError` otherwise."""
         path = self.path(key)
@@ -120,6 +276,7 @@ class ObjectStore:
                 f"absent, so concurrent writers could overwrite each other's commits; open the repository with "
                 f"single_writer=True if only one process ever writes to it")
 
+    @_audited("writing")
     def put(self, key: str, data: bytes) -> None:
         """Write (or overwrite) an object; readers see the old or the new bytes, never a mix."""
         path = self.path(key)
@@ -130,6 +287,7 @@ class ObjectStore:
         else:
             self.fs.pipe_file(path, data)
 
+    @_audited("preparing to write")
     def open_output(self, key: str) -> str:
         """The path to write a new object at (parents created where the backend needs it)."""
         path = self.path(key)
@@ -137,6 +295,7 @@ class ObjectStore:
             os.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
         return path
 
+    @_audited("deleting")
     def delete(self, key: str) -> None:
         try:
             self.fs.rm_file(self.path(key))
@@ -150,12 +309,14 @@ class ObjectStore:
             self.put(target, self.read(key))
             self.delete(key)
 
+    @_audited("deleting")
     def delete_tree(self, prefix: str) -> None:
         try:
             self.fs.rm(self.path(prefix), recursive=True)
         except FileNotFoundError:
             pass
 
+    @_audited("removing the folder")
     def remove_empty_folder(self, prefix: str) -> None:
         """Remove the folder ``prefix`` if it is empty, on backends that keep folders."""
         if isinstance(self.fs, (LocalFileSystem, MemoryFileSystem)):

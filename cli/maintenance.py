@@ -94,7 +94,7 @@ def vacuum(url: str, retention: dt.timedelta, dry_run: bool, force: bool, storag
     with progress() as bar:
         task = bar.add_task("sizing", total=len(candidates), detail="")
         for key in candidates:
-            sizes[key] = ds.store.fs.size(ds.store.path(key))
+            sizes[key] = ds.store.size(key)
             bar.advance(task)
     if not dry_run:
         with working(f"deleting {len(candidates)} files"):

@@ -268,12 +268,14 @@ class CdkdsWriter(DataSourceArrowWriter):
             change = operations.prepare(dataset, self.operation, table, buckets=buckets, sort_by=self.sort_by,
                                         target_file_size=self.target_file_size)
             return CdkdsCommitMessage(change.adds, change=change)
+        from cdkds.catalog.storage import store_failures
         from cdkds.catalog.write.writer import STAGING_FOLDER
 
         path = f"{STAGING_FOLDER}/{self.transaction}/{uuid.uuid4().hex}.parquet"
         writer = None
         try:
-            with store.fs.open(store.open_output(path), "wb") as f:
+            with store_failures(f"staging rows at {store.display(path)}"), \
+                    store.fs.open(store.open_output(path), "wb") as f:
                 for batch in iterator:
                     if writer is None:
                         writer = pq.ParquetWriter(f, batch.schema, compression="lz4")
@@ -413,8 +415,11 @@ class StagedRows:
         import pyarrow.parquet as pq
 
         if self._table is None and self.paths:
+            from cdkds.catalog.storage import store_failures
+
             store = self._store()
-            tables = [pq.read_table(store.fs.open(store.path(p), "rb")) for p in self.paths]
+            with store_failures(f"reading the staged rows of {store.url}"):
+                tables = [pq.read_table(store.fs.open(store.path(p), "rb")) for p in self.paths]
             self._table = pa.concat_tables(tables, promote_options="permissive")
         return self._table
 

@@ -27,14 +27,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from cdkds.catalog.descriptor import DatasetDescriptor
-from cdkds.catalog.errors import CorruptIndexError, InvalidKeyError
+from cdkds.catalog.errors import CdkdsError, CorruptIndexError, InvalidKeyError
 from cdkds.catalog.expressions import ALWAYS_TRUE
 from cdkds.catalog.keyed.deletion import load_deletes
 from cdkds.catalog.keyed.keys import RecordKey
 from cdkds.catalog.keyed.ttl import EXPIRY_TYPE, TimeToLive, files_timestamps
 from cdkds.catalog.log.actions import Action, AddIndex, RemoveIndex
 from cdkds.catalog.read.scan import file_task, read_task
-from cdkds.catalog.storage import ObjectStore
+from cdkds.catalog.storage import ObjectStore, store_failure, store_failures
 from cdkds.formats.files import open_data_file
 
 if TYPE_CHECKING:
@@ -158,7 +158,8 @@ class RecordIndex:
             return cached
         where = self.store.display(entry.path)
         try:
-            size = self.store.fs.info(self.store.path(entry.path))["size"]
+            with store_failures(f"reading index file {where}"):
+                size = self.store.fs.info(self.store.path(entry.path))["size"]
         except FileNotFoundError:
             raise self._corrupt(entry, "is missing") from None
         if size != entry.size:
@@ -167,7 +168,7 @@ class RecordIndex:
             with open_data_file(self.store.fs, self.store.path(entry.path), entry.size) as f:
                 metadata = pq.read_metadata(f)
         except (pa.ArrowException, OSError, ValueError) as e:
-            raise self._corrupt(entry, f"is unreadable ({type(e).__name__}: {e}) at {where}") from None
+            raise self._unreadable(entry, e, f"is unreadable ({type(e).__name__}: {e}) at {where}") from None
         FOOTERS.put((entry.path, entry.size), metadata)
         return metadata
 
@@ -177,6 +178,11 @@ class RecordIndex:
     def _corrupt(self, entry: AddIndex, problem: str) -> CorruptIndexError:
         return CorruptIndexError(f"dataset {self.dataset!r}: index file {entry.path} of bucket {entry.bucket} {problem}; "
                                  f"run dataset.rebuild_index() to rebuild the index from the data files")
+
+    def _unreadable(self, entry: AddIndex, error: Exception, problem: str) -> CdkdsError:
+        """A failed read of an index file: the store's failure (the file may be fine), or damage."""
+        return store_failure(error, f"reading index file {self.store.display(entry.path)}", unclassified=False) \
+            or self._corrupt(entry, problem)
 
     def read_file(self, entry: AddIndex) -> pa.Table:
         """All entries of one index file, its SHA-256 checked."""
@@ -386,4 +392,4 @@ class _CheckedFile:
         except FileNotFoundError:
             raise self.index._corrupt(self.entry, "is missing") from None
         except (pa.ArrowException, OSError, ValueError) as e:
-            raise self.index._corrupt(self.entry, f"is damaged ({type(e).__name__}: {e})") from None
+            raise self.index._unreadable(self.entry, e, f"is damaged ({type(e).__name__}: {e})") from None

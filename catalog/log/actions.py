@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -28,6 +29,32 @@ READER_VERSION = 3  # the newest protocol this build reads and writes
 WRITER_VERSION = 3
 KEYED_PROTOCOL = 2  # deletion vectors and index files: readers of version 1 would return deleted rows
 FIELD_ID_PROTOCOL = 3  # renamed or dropped fields: readers matching columns by name would misread them
+
+
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def dataset_path(path: Any, what: str) -> str:
+    """``path``, a file a log names (``what``: "data file", "index file"...), checked to lie
+    inside the dataset: a relative path of non-empty segments, none ``.`` or ``..``, with
+    no scheme, drive or backslash; ``ValueError`` naming it otherwise (the log's readers
+    turn that into :class:`CorruptLogError` naming the commit or checkpoint). A log edited
+    to name another dataset's files must not make this one read, or keep, them."""
+    if not isinstance(path, str) or not path:
+        raise ValueError(f"the {what} path {path!r} is not a non-empty string")
+    segments = path.split("/")
+    if "\\" in path or _SCHEME.match(path) or any(s in ("", ".", "..") for s in segments) or \
+            any(ord(c) < 32 for c in path):
+        raise ValueError(f"the {what} {path!r} lies outside the dataset (a file of the log must be a relative path "
+                         f"inside the dataset's folder, without '..', a scheme or a leading '/')")
+    return path
+
+
+def _vector(data: Mapping[str, Any]) -> DeletionVectorRef:
+    vector = DeletionVectorRef.from_json(data)
+    if vector.path is not None:
+        dataset_path(vector.path, "deletion vector")
+    return vector
 
 
 @dataclass(frozen=True)
@@ -91,12 +118,12 @@ class AddFile:
         names = {str(i): n for n, i in descriptor.field_ids.items()}  # stats are keyed by field id (by name before ids)
         stats = {names.get(k, k): s for k, s in data.get("stats", {}).items()}
         return cls(
-            str(data["path"]),
+            dataset_path(data["path"], "data file"),
             {k: values.from_json(v, kinds[k]) for k, v in data["partition"].items()},
             int(data["size"]), int(data["rows"]),
             {k: ColumnStatistics.from_json(s, fields[k].kind) for k, s in stats.items() if k in fields},
             int(data.get("schemaVersion", 0)), revision, int(data.get("committedAt", 0)),
-            tuple(DeletionVectorRef.from_json(d) for d in data.get("deletes", ())),
+            tuple(_vector(d) for d in data.get("deletes", ())),
         )
 
 
@@ -201,8 +228,9 @@ class AddIndex:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], revision: int) -> "AddIndex":
-        return cls(str(data["path"]), int(data["bucket"]), bool(data["base"]), int(data["rows"]), int(data["size"]),
-                   str(data["sha256"]), int(data.get("minHash", 0)), int(data.get("maxHash", 0)), revision)
+        return cls(dataset_path(data["path"], "index file"), int(data["bucket"]), bool(data["base"]), int(data["rows"]),
+                   int(data["size"]), str(data["sha256"]), int(data.get("minHash", 0)), int(data.get("maxHash", 0)),
+                   revision)
 
 
 @dataclass(frozen=True)
@@ -268,7 +296,8 @@ def encode_actions(actions: tuple[Action, ...], descriptor: DatasetDescriptor | 
 
 
 def decode_actions(items: list, descriptor: DatasetDescriptor | None, revision: int) -> tuple[Action, ...]:
-    """Actions from their JSON; raises ``ValueError``/``KeyError``/``TypeError`` when malformed."""
+    """Actions from their JSON; raises ``ValueError``/``KeyError``/``TypeError`` when malformed,
+    or when a file they name lies outside the dataset (:func:`dataset_path`)."""
     actions: list[Action] = []
     for item in items:
         (kind, body), = item.items()
@@ -282,15 +311,15 @@ def decode_actions(items: list, descriptor: DatasetDescriptor | None, revision: 
                 raise ValueError("an add before any metadata")
             actions.append(AddFile.from_json(body, descriptor, revision))
         elif kind == "remove":
-            actions.append(RemoveFile(str(body["path"])))
+            actions.append(RemoveFile(dataset_path(body["path"], "removed data file")))
         elif kind == "tombstone":
             actions.append(Tombstone(expression_from_json(body["predicate"]), revision))
         elif kind == "deleteRows":
-            actions.append(DeleteRows(str(body["path"]), DeletionVectorRef.from_json(body["vector"])))
+            actions.append(DeleteRows(dataset_path(body["path"], "data file"), _vector(body["vector"])))
         elif kind == "addIndex":
             actions.append(AddIndex.from_json(body, revision))
         elif kind == "removeIndex":
-            actions.append(RemoveIndex(str(body["path"])))
+            actions.append(RemoveIndex(dataset_path(body["path"], "removed index file")))
         elif kind == "txn":
             actions.append(SetTransaction.from_json(body))
         else:

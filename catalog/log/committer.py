@@ -27,7 +27,9 @@ import time
 import uuid
 from typing import Any, Mapping, Sequence
 
-from cdkds.catalog.errors import CommitConflictError, CommitFailedError, CommitStateUnknownError, CorruptLogError
+from cdkds.catalog.errors import (
+    CommitConflictError, CommitFailedError, CommitStateUnknownError, CorruptLogError, StorageError,
+)
 from cdkds.catalog.log.actions import Action, AddFile, rebase_actions
 from cdkds.catalog.log.checkpointer import Checkpointer
 from cdkds.catalog.log.commit import Commit, age_ms, commit_key, engine_info, next_timestamp
@@ -44,7 +46,9 @@ MAX_COMMIT_SECONDS = 60.0
 MAX_STORE_FAILURES = 5  # transient store errors tolerated in one commit
 SETTLE_ATTEMPTS = 3  # reads of the log to learn whether a failed PUT landed
 GAP_CHECK_AGE_MS = 30 * 60 * 1000  # half of expiry's minimum age: tolerates clocks up to 30 minutes apart
-_TRANSIENT = (OSError, TimeoutError)
+# the store's failures (catalog/storage.py raises StorageError for all of them; OSError is kept
+# for stores wrapped outside it): none tells whether a PUT landed, the read-back does
+_TRANSIENT = (StorageError, OSError, TimeoutError)
 
 
 class Committer:
@@ -172,7 +176,7 @@ class _Attempt:
                 self.unsettled = commit.revision
                 failures += 1
                 if failures > MAX_STORE_FAILURES:
-                    return self._settle(e, f"failed {failures} times on the object store")
+                    return self._settle(e, f"failed {failures} times on the object store (the last: {e})")
             else:
                 self.unsettled = commit.revision
                 return self.committer.accept(commit, self.current)

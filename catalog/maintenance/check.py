@@ -5,7 +5,8 @@ than from a loaded :class:`~cdkds.catalog.dataset.Dataset`, because a damaged lo
 at all, and it collects every problem instead of stopping at the first one:
 
 - **the log**: every commit from the oldest retained revision (0, or after expiry the oldest
-  checkpoint) to the latest is present, parses, matches its checksum and its revision, follows
+  checkpoint) to the latest is present, parses (every file it names inside the dataset: a
+  relative path without ``..``), matches its checksum and its revision, follows
   the one before it (uuid chain) and is later than it; the chain is replayed as readers replay it;
 - **checkpoints**: each parses, matches its checksum and revision, and holds the state replayed
   from the commits (files with their statistics and deletion vectors, tombstones, descriptor,

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cdkds.catalog.descriptor import DatasetDescriptor
-from cdkds.catalog.errors import CorruptIndexError
+from cdkds.catalog.errors import CorruptIndexError, StorageError
 from cdkds.catalog.expressions import ALWAYS_TRUE
 from cdkds.catalog.keyed.deletion import DeletionVectorRef
 from cdkds.catalog.keyed.index import RecordIndex
@@ -17,7 +17,7 @@ from cdkds.catalog.log.actions import AddFile
 from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.maintenance.problems import Problem, Progress, Reference, References, detail, revisions, short
 from cdkds.catalog.read.scan import FileScanTask, read_task
-from cdkds.catalog.storage import ObjectStore
+from cdkds.catalog.storage import ObjectStore, store_failures
 from cdkds.formats.files import file_format
 from cdkds.formats.statistics import StatisticsCollector
 
@@ -50,7 +50,7 @@ class FileCheck:
         for ref in refs:
             if "/" not in ref.key:
                 try:
-                    found[ref.key] = int(self.store.fs.info(self.store.path(ref.key)).get("size") or 0)
+                    found[ref.key] = self.store.size(ref.key)
                 except FileNotFoundError:
                     pass
         for i, ref in enumerate(refs):
@@ -86,6 +86,8 @@ class FileCheck:
             return
         try:
             index = RecordIndex(self.store, state, self.name)
+        except StorageError:
+            raise  # the store failed: nothing is known about the index
         except Exception as e:  # noqa: BLE001 - an unkeyed descriptor with index files, or bad properties
             self._problem("unreadable_index", entries[0].path, f"the record index cannot be opened ({detail(e)})",
                           "reads, upserts and deletes by key fail; `cdkds rebuild-index` rebuilds the index")
@@ -150,6 +152,8 @@ class FileCheck:
                 for batch in read_task(self.store, state.descriptor, ALWAYS_TRUE, names, task, positions=True):
                     parts.append(pa.Table.from_batches([batch]).append_column(
                         "_file", pa.array([add.path] * batch.num_rows, pa.string())))
+            except StorageError:
+                raise
             except Exception:  # noqa: BLE001 - reported by read_data already
                 return
         self.progress("reading record keys", len(files), len(files))
@@ -190,6 +194,8 @@ def _vector_problem(store: ObjectStore, ref: DeletionVectorRef, add: AddFile) ->
         vector = ref.load(store)
     except CorruptIndexError as e:
         return f"cannot be loaded ({e})"
+    except StorageError:
+        raise
     except Exception as e:  # noqa: BLE001 - an undecodable inline vector
         return f"cannot be decoded ({type(e).__name__}: {e})"
     if len(vector) != ref.cardinality:
@@ -204,8 +210,11 @@ def _content_problem(store: ObjectStore, descriptor: DatasetDescriptor, add: Add
     projection = descriptor.projection()
     collector = StatisticsCollector(projection.arrow_schema)
     try:
-        for batch in file_format(descriptor.format).read(store.fs, store.path(add.path), projection, size=add.size):
-            collector.update(batch)
+        with store_failures(f"reading data file {store.display(add.path)}", unclassified=False):
+            for batch in file_format(descriptor.format).read(store.fs, store.path(add.path), projection, size=add.size):
+                collector.update(batch)
+    except StorageError:
+        raise  # the connection failed, not the file
     except Exception as e:  # noqa: BLE001 - whatever the reader raises, the file cannot be read
         return "unreadable_file", f"data file cannot be read whole ({type(e).__name__}: {e})"
     if collector.row_count != add.row_count:

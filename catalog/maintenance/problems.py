@@ -32,11 +32,13 @@ class Problem:
 PROBLEM_KINDS = {
     "missing_log": "the log is empty while data files remain (the dataset does not exist for readers)",
     "missing_commit": "a commit between the oldest retained revision and the latest is absent",
-    "corrupt_commit": "a commit that does not parse, fails its checksum or names another revision",
+    "corrupt_commit": "a commit that does not parse, fails its checksum, names another revision or names a file "
+                      "outside the dataset",
     "broken_chain": "a commit whose previous uuid is not the commit before it",
     "timestamp_order": "a commit not later than the one before it",
     "unsupported_protocol": "a commit needing a newer log reader than this cdkds",
-    "corrupt_checkpoint": "a checkpoint that does not parse, fails its checksum or names another revision",
+    "corrupt_checkpoint": "a checkpoint that does not parse, fails its checksum, names another revision or names a "
+                          "file outside the dataset",
     "checkpoint_mismatch": "a checkpoint whose state differs from the replay of the commits",
     "bad_hint": "an unreadable _last_checkpoint, or one naming an absent checkpoint",
     "missing_file": "a data, index or deletion-vector file a retained revision references is absent",

@@ -45,11 +45,11 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from cdkds.catalog.descriptor import DatasetDescriptor
-from cdkds.catalog.errors import CorruptLogWarning, DatasetNotFoundError
+from cdkds.catalog.errors import CorruptLogWarning, DatasetNotFoundError, StorageError
 from cdkds.catalog.log import LOG_FOLDER, TransactionLog
 from cdkds.catalog.log.actions import Action, AddFile, SetMetadata
 from cdkds.catalog.log.snapshot import Snapshot
-from cdkds.catalog.storage import ObjectStore, modified
+from cdkds.catalog.storage import ObjectStore, modified, store_failures
 from cdkds.catalog.write.writer import DATA_FOLDER, Append, Overwrite, RewriteFiles, WriteMode, write_mode
 from cdkds.formats import values
 from cdkds.formats.files import file_format
@@ -175,7 +175,8 @@ def _read_transactions(store: ObjectStore) -> tuple[list[_Transaction], list[str
     unreadable = []
     for key, info in store.walk_files(DATA_FOLDER):
         try:
-            meta = file_format(key.rsplit(".", 1)[-1]).metadata(store.fs, store.path(key))
+            with store_failures(f"reading data file {store.display(key)}", unclassified=False):
+                meta = file_format(key.rsplit(".", 1)[-1]).metadata(store.fs, store.path(key))
             descriptor = DatasetDescriptor.as_recorded(meta["cdkds.descriptor"])
             uuid = meta["cdkds.transaction"]
             txn = transactions.setdefault(uuid, _Transaction(
@@ -188,6 +189,8 @@ def _read_transactions(store: ObjectStore) -> tuple[list[_Transaction], list[str
             kinds = descriptor.partition_strategy.kinds(descriptor.fields) if descriptor.is_partitioned else {}
             partition = {k: values.from_json(v, kinds[k]) for k, v in json.loads(meta["cdkds.partition"]).items()}
             txn.files.append(_StoredFile(key, int(info.get("size", 0)), partition))
+        except StorageError:
+            raise  # a failed connection says nothing of the file: skipping it would drop its rows from the log
         except Exception:  # noqa: BLE001 - an unreadable file is reported, not fatal
             unreadable.append(key)
     return list(transactions.values()), unreadable
@@ -263,6 +266,7 @@ def _unrecorded(ordered: list[_Transaction]) -> list[Unrecoverable]:
 
 def _add(store: ObjectStore, stored: _StoredFile, descriptor: DatasetDescriptor) -> AddFile:
     collector = StatisticsCollector(descriptor.arrow_schema)
-    for batch in file_format(descriptor.format).read(store.fs, store.path(stored.key), descriptor.projection()):
-        collector.update(batch)
+    with store_failures(f"reading data file {store.display(stored.key)}", unclassified=False):
+        for batch in file_format(descriptor.format).read(store.fs, store.path(stored.key), descriptor.projection()):
+            collector.update(batch)
     return AddFile(stored.key, stored.partition, stored.size, collector.row_count, collector.result())

@@ -32,7 +32,7 @@ from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.read.columns import select_columns
 from cdkds.catalog.read.readahead import read_ahead
-from cdkds.catalog.storage import ObjectStore
+from cdkds.catalog.storage import ObjectStore, store_failure
 from cdkds.formats.files import DEFAULT_BATCH_ROWS, KeepRowGroup, Split, file_format
 
 
@@ -197,8 +197,12 @@ def read_rows(store: ObjectStore, descriptor: DatasetDescriptor, file: AddFile, 
 
 def reading_error(error: Exception, where: str, file: AddFile) -> Exception:
     """What a failed read of data ``file`` raises: a :class:`DataFileError` naming the file
-    and the revision that added it; other cdkds errors and foreign ones pass unchanged."""
+    and the revision that added it, or the :class:`StorageError` kind of a failed connection;
+    other cdkds errors and foreign ones pass unchanged."""
     added = f"added at revision {file.revision}"
+    failure = store_failure(error, f"reading data file {where} ({added})", unclassified=False)
+    if failure is not None:
+        return failure
     if isinstance(error, FileNotFoundError):
         return DataFileError(f"data file {where} ({added}) is missing")
     if isinstance(error, DataFileError):

@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 
 from cdkds.catalog.errors import DataFileError
 from cdkds.catalog.log.actions import AddFile
-from cdkds.catalog.storage import ObjectStore
+from cdkds.catalog.storage import ObjectStore, store_failures
 from cdkds.catalog.write.writer import DATA_FOLDER
 from cdkds.formats.schema import PARQUET_FIELD_ID
 
@@ -99,6 +99,11 @@ class WrittenRun:
 
 def write_run(store: ObjectStore, key: str, entries: Iterable[Entry], expected: int) -> WrittenRun:
     """Write ``entries`` (ascending, unique keys; at most ``expected`` of them) as run ``key``."""
+    with store_failures(f"writing table run {store.display(key)}"):
+        return _write_run(store, key, entries, expected)
+
+
+def _write_run(store: ObjectStore, key: str, entries: Iterable[Entry], expected: int) -> WrittenRun:
     bloom = BloomFilter.empty(expected)
     firsts: list[bytes] = []
     last, rows = b"", 0
@@ -172,7 +177,8 @@ class Run:
 
     def _fetch(self, start: int, end: int) -> bytes:
         try:
-            data = self._store.fs.cat_file(self._path, start=start, end=end)
+            with store_failures(f"reading table run {self._store.display(self.add.path)}"):
+                data = self._store.fs.cat_file(self._path, start=start, end=end)
         except FileNotFoundError:
             raise DataFileError(f"table run {self._store.display(self.add.path)}, live in the log, is missing") from None
         if len(data) != end - start:

@@ -32,7 +32,7 @@ from cdkds.catalog.log.conflicts import BlindAppend, ConflictRule, ReadPartition
 from cdkds.catalog.errors import CdkdsError, CommitFailedError, InvalidRecordError
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.log.snapshot import Snapshot
-from cdkds.catalog.storage import ObjectStore
+from cdkds.catalog.storage import ObjectStore, store_failures
 from cdkds.catalog.partitioning.functions import IdentityFunction
 from cdkds.catalog.partitioning.layout import partition_path
 from cdkds.catalog.write.sorting import sort_order, write_sort
@@ -210,6 +210,9 @@ class PartitionedWriter:
         if self.sort_by:
             self._metadata["cdkds.sort_by"] = json.dumps(list(self.sort_by))
 
+    def _writing(self) -> str:
+        return f"writing data files of dataset {self.dataset!r} at {self.store.url}"
+
     def error(self, e: Exception | str) -> InvalidRecordError:
         return InvalidRecordError(f"dataset {self.dataset!r}: {e}")
 
@@ -227,12 +230,14 @@ class PartitionedWriter:
             batch = self._conform(batch)
         except SchemaMismatchError as e:
             raise self.error(e) from None
-        self._route(batch)
+        with store_failures(self._writing()):
+            self._route(batch)
 
     def close(self) -> list[AddFile]:
         """Close every open file; the files written since the last call."""
-        for key in list(self._open):
-            self._close_file(key)
+        with store_failures(self._writing()):
+            for key in list(self._open):
+                self._close_file(key)
         written, self._written = self._written, []
         return written
 

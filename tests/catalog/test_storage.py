@@ -62,3 +62,69 @@ def test_local_commits_sync_the_folder_after_linking(tmp_path, monkeypatch):
     assert synced[-1][0] and "_last_checkpoint" in synced[-1][1]
     assert store.read("t/_log/_last_checkpoint") == b"{}" and not [n for n in os.listdir(tmp_path / "t" / "_log")
                                                                   if n.endswith(".tmp")]
+
+
+# ---------------------------------------------------------------- store failures (issue 25 item 10)
+
+def _botocore(name, **kwargs):
+    from botocore import exceptions
+    return getattr(exceptions, name)(**kwargs)
+
+
+@pytest.mark.parametrize("error, kind", [
+    (lambda: _botocore("EndpointConnectionError", endpoint_url="http://s3"), "StorageUnreachableError"),
+    (lambda: ConnectionRefusedError(111, "refused"), "StorageUnreachableError"),
+    (lambda: _botocore("ConnectionClosedError", endpoint_url="http://s3"), "StorageConnectionError"),
+    (lambda: ConnectionResetError(104, "reset"), "StorageConnectionError"),
+    (lambda: _botocore("ReadTimeoutError", endpoint_url="http://s3"), "StorageTimeoutError"),
+    (lambda: _botocore("ConnectTimeoutError", endpoint_url="http://s3"), "StorageTimeoutError"),
+    (lambda: TimeoutError("slow"), "StorageTimeoutError"),
+    (lambda: _botocore("NoCredentialsError"), "StorageAccessError"),
+    (lambda: PermissionError(13, "denied"), "StorageAccessError"),
+    (lambda: s3_error("AccessDenied", 403, "Access Denied"), "StorageAccessError"),
+    (lambda: s3_error("SlowDown", 503, "Please reduce your request rate"), "StorageError"),
+    (lambda: OSError(28, "No space left on device"), "StorageError"),
+])
+def test_every_store_failure_leaves_the_store_as_a_storage_error_kind(error, kind):
+    from cdkds.catalog import errors
+
+    class Failing:
+        protocol = "file"
+
+        def exists(self, path):
+            raise error()
+
+    with pytest.raises(errors.StorageError) as info:
+        ObjectStore(Failing(), "/lake", "file:///lake").exists("t/_log/00000000000000000000.json")
+    assert type(info.value) is getattr(errors, kind)
+    assert str(info.value).startswith("looking up file:///lake/t/_log/00000000000000000000.json: ")
+
+
+def test_a_reset_botocore_calls_could_not_connect_is_a_broken_connection():
+    """aiobotocore raises EndpointConnectionError for a reset while sending: its cause tells."""
+    from cdkds.catalog.errors import StorageConnectionError
+    from cdkds.catalog.storage import store_failure
+
+    try:
+        try:
+            raise ConnectionResetError(104, "Connection reset by peer")
+        except ConnectionResetError as reset:
+            raise _botocore("EndpointConnectionError", endpoint_url="http://s3") from reset
+    except Exception as e:  # noqa: BLE001
+        assert isinstance(store_failure(e, "creating x"), StorageConnectionError)
+
+
+def test_absence_and_bugs_pass_unchanged():
+    from cdkds.catalog.storage import store_failure
+
+    assert store_failure(FileNotFoundError("x"), "reading x") is None
+    assert store_failure(FileExistsError("x"), "creating x") is None
+    assert store_failure(KeyError("x"), "reading x") is None
+    try:
+        try:
+            raise OSError("503 Slow Down")
+        except OSError:
+            raise KeyError("a bug in a handler")
+    except KeyError as bug:
+        assert store_failure(bug, "reading x") is None
+    assert store_failure(OSError("damaged footer"), "reading x", unclassified=False) is None

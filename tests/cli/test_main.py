@@ -135,7 +135,7 @@ def test_maintenance_commands(lake):
     (["show", "{url}", "--where", "--debug"], 1, "error: dataset 'events': cannot parse predicate '--debug'"),
     pytest.param(["list", "s3://bucket/lake", "--storage-option", "client_kwargs.endpoint_url=http://127.0.0.1:9",
                   "--storage-option", "key=a", "--storage-option", "secret=b"], 1,
-                 "error: EndpointConnectionError: Could not connect to the endpoint URL",
+                 "the object store cannot be reached (EndpointConnectionError: Could not connect to the endpoint URL",
                  marks=pytest.mark.slow),  # botocore retries the closed port for several seconds
 ])
 def test_bad_invocations_give_one_clear_line(lake, args, code, message):

@@ -382,3 +382,20 @@ def test_files_with_overlapping_vectors_are_read_not_skipped(users):
     users._commit("delete", [DeleteRows(f.path, f.deletes[0])])  # as the bug above wrote them
     assert users.snapshot.files[f.path].live_rows == 0  # the sum says empty, the union says one row
     assert [r["userId"] for r in users.reader()] == [1]
+
+
+def test_a_failed_connection_reading_the_index_is_a_storage_error_not_damage(users, monkeypatch):
+    """A network failure says nothing about the index file: no "rebuild the index" (issue 25 item 10)."""
+    from botocore.exceptions import ConnectionClosedError
+
+    from cdkds.catalog.errors import StorageConnectionError
+    from cdkds.catalog.keyed.index import FOOTERS
+
+    users.upsert([user("nz", i, 1) for i in range(20)])
+    FOOTERS._items.clear()
+
+    def closed(*args, **kwargs):
+        raise ConnectionClosedError(endpoint_url="http://s3/lake/users/_index")
+    monkeypatch.setattr(type(users.store.fs), "info", closed)
+    with pytest.raises(StorageConnectionError, match="reading index file .*_index/"):
+        users.get_many([("nz", i) for i in range(20)])
