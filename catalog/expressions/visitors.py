@@ -17,7 +17,7 @@ from typing import Callable, Generic, Sequence, TypeVar
 from cdkds.catalog.errors import ExpressionError
 from cdkds.catalog.expressions.tree import (
     ALWAYS_FALSE, ALWAYS_TRUE, And, BoundPredicate, Expression, Not, Or, Predicate, _Constant, all_of, any_of,
-    balanced, not_,
+    not_,
 )
 
 T = TypeVar("T")

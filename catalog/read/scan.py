@@ -18,7 +18,7 @@ from typing import Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
-from cdkds.catalog.errors import CdkdsError, DataFileError, ExpressionError
+from cdkds.catalog.errors import CdkdsError, DataFileError
 from cdkds.catalog.expressions import (
     ALWAYS_FALSE, ALWAYS_TRUE, Expression, and_, as_expression, bind, drop_matching, filter_batch, references,
 )
