@@ -38,7 +38,7 @@ from cdkds.catalog.partitioning.layout import partition_path
 from cdkds.catalog.write.sorting import sort_order, write_sort
 from cdkds.formats import values
 from cdkds.formats.errors import SchemaMismatchError
-from cdkds.formats.files import DataFileWriter, file_format
+from cdkds.formats.files import DataFileWriter, WrittenFile, file_format
 from cdkds.formats.records import batch_conformer, record_validator
 
 if TYPE_CHECKING:
@@ -358,7 +358,28 @@ class PartitionedWriter:
                                         self._schema, self.descriptor.compression, metadata)
 
     def _close_file(self, key: tuple) -> None:
-        entry = self._open.pop(key)
+        entry = self._open[key]
+        try:
+            written = self._finish(key, entry)
+        except BaseException:
+            # the file leaves the open list only now, so that an abort after a failed close
+            # still finds what was written of it
+            self._open.pop(key, None)
+            if entry.writer is not None:
+                try:
+                    entry.writer.abort()
+                except Exception:  # noqa: BLE001 - best effort: vacuum collects what is left
+                    pass
+            raise
+        self._open.pop(key)
+        root = self.store.root + "/"
+        path = written.path[len(root):] if written.path.startswith(root) else written.path
+        self._paths[entry.token] = path
+        self._written.append(AddFile(path, entry.partition, written.size, written.row_count,
+                                     dict(written.statistics), self.descriptor_version))
+
+    def _finish(self, key: tuple, entry: _OpenFile) -> WrittenFile:
+        """Close a file's writer (first writing a sorted file's held rows, sorted)."""
         if entry.writer is None:  # a sorted file: sort its held rows, then write them
             held, entry.held = entry.held, []
             table = pa.Table.from_batches(held, schema=held[0].schema)
@@ -368,26 +389,14 @@ class PartitionedWriter:
             table = table.take(pa.array(order))
             del held
             entry.writer = self._new_writer(key, entry.partition)
-            try:
-                for batch in table.to_batches(max_chunksize=SORTED_BATCH_ROWS):
-                    entry.writer.write(batch)
-                written = entry.writer.close()
-            except BaseException:
-                try:
-                    entry.writer.abort()
-                except Exception:  # noqa: BLE001 - best effort: vacuum collects what is left
-                    pass
-                raise
+            for batch in table.to_batches(max_chunksize=SORTED_BATCH_ROWS):
+                entry.writer.write(batch)
+            written = entry.writer.close()
             self._ranks[entry.token] = rank
             self._arrow_bytes += entry.held_bytes
             self._file_bytes += written.size
-        else:
-            written = entry.writer.close()
-        root = self.store.root + "/"
-        path = written.path[len(root):] if written.path.startswith(root) else written.path
-        self._paths[entry.token] = path
-        self._written.append(AddFile(path, entry.partition, written.size, written.row_count,
-                                     dict(written.statistics), self.descriptor_version))
+            return written
+        return entry.writer.close()
 
 
 def check_target_file_size(dataset: str, target_file_size: object) -> None:
