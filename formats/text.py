@@ -31,7 +31,7 @@ from typing import Any, Callable, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cdkds.formats.records import safe_cast
+from cdkds.formats.conversion import first_bad as _first_bad, safe_cast
 
 _DATE = r"^\d{4}-\d{2}-\d{2}$"
 _DATETIME = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?"
@@ -152,19 +152,9 @@ def text_converter(t: pa.DataType) -> Callable[[pa.Array], pa.Array] | None:
 
 
 def first_bad(n: int, convert: Callable[[int, int], Any]) -> int:
-    """The index of the first of ``n`` values whose conversion fails, given that converting them
-    all fails and that ``convert(start, stop)`` converts that slice value by value (a bisection:
-    a few conversions of shrinking slices, however long the batch)."""
-    lo, hi = 0, n
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        try:
-            convert(lo, mid)
-        except BAD_VALUE:
-            hi = mid
-        else:
-            lo = mid
-    return lo
+    """The index of the first of ``n`` values whose conversion raises one of :data:`BAD_VALUE`
+    (see :func:`cdkds.formats.conversion.first_bad`)."""
+    return _first_bad(n, convert, BAD_VALUE)
 
 
 # ---------------------------------------------------------------- decoded JSON -> Arrow
