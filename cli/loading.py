@@ -245,7 +245,7 @@ def _import(ds: Dataset, inputs: Sequence[InputFile], mode: str) -> dict:
             nonlocal rows
             done = 0
             for f in inputs:
-                for batch in f.read(schema, defaults):
+                for batch in f.read(schema, defaults, d.schema):
                     rows += batch.num_rows
                     bar.update(task, completed=done + f.bytes_read, detail=f"{f.name}: {rows:,} rows")
                     yield f, batch

@@ -51,13 +51,13 @@ class RefusedValue(SchemaMismatchError):
         self.path, self.row, self.value, self.reason = path, row, value, reason
         super().__init__(self.describe(f"row {row}"))
 
-    def describe(self, where: str) -> str:
-        """The message, with ``where`` (a row, a file's line) named."""
+    def describe(self, where: str | None = None) -> str:
+        """The message, with ``where`` (a row, a file's line) named if given."""
         shown = self.value
         if isinstance(shown, str) and len(shown) > 100:
             shown = shown[:97] + "..."
         value = "null" if self.value is None else f"value {shown!r}"
-        return f"field {self.path!r} ({where}): {value} {self.reason}"
+        return f"field {self.path!r}{f' ({where})' if where else ''}: {value} {self.reason}"
 
     def at(self, path: str, row: int) -> "RefusedValue":
         """The same refusal, found at ``row`` of an enclosing column, under ``path``."""

@@ -119,7 +119,7 @@ def _base64(t: pa.DataType) -> Callable[[pa.Array], pa.Array]:
 
 def _json_text(t: pa.DataType) -> Callable[[pa.Array], pa.Array]:
     def convert(a: pa.Array) -> pa.Array:
-        return pa.array([None if v is None else json_for_arrow(json.loads(v), t) for v in a.to_pylist()], t)
+        return pa.array([None if v is None else json_for_arrow(decoded_json(v), t) for v in a.to_pylist()], t)
     return convert
 
 
@@ -159,9 +159,43 @@ def first_bad(n: int, convert: Callable[[int, int], Any]) -> int:
 
 # ---------------------------------------------------------------- decoded JSON -> Arrow
 
+class Overflowed(str):
+    """A JSON number beyond a double (``1e400``), kept as its text so that it is refused by
+    name instead of becoming an infinity."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def json_number(text: str) -> float | Overflowed:
+    """A JSON number with a fraction or exponent (``json.loads``'s ``parse_float``)."""
+    value = float(text)
+    return Overflowed(text) if value in (float("inf"), float("-inf")) else value
+
+
+def decoded_json(text: str) -> Any:
+    """JSON text decoded, numbers beyond a double kept as :class:`Overflowed` text."""
+    return json.loads(text, parse_float=json_number)
+
+
+def _json_scalar(value: Any, t: pa.DataType) -> Any:
+    """A decoded JSON scalar for a field of type ``t``, as it is: a number for a number field
+    (a whole one for an integer field: 1.9 is not truncated), a boolean for a boolean field,
+    a string for a text field; ``ValueError`` for anything else."""
+    if pa.types.is_integer(t) or pa.types.is_floating(t):
+        allowed = int if pa.types.is_integer(t) else (int, float)
+        if isinstance(value, bool) or not isinstance(value, allowed):
+            raise ValueError("not a number")
+    elif pa.types.is_boolean(t) and not isinstance(value, bool):
+        raise ValueError("not a boolean")
+    elif is_text(t) and (not isinstance(value, str) or isinstance(value, Overflowed)):
+        raise ValueError("not a string")
+    return value
+
+
 def json_for_arrow(value: Any, t: pa.DataType) -> Any:
     """A decoded JSON value in the form ``pa.array`` takes for type ``t`` (maps as key-value
-    pairs, bytes from base64)."""
+    pairs, bytes from base64), every value inside checked as :func:`json_array` checks them."""
     if value is None:
         return None
     if pa.types.is_map(t):
@@ -187,7 +221,7 @@ def json_for_arrow(value: Any, t: pa.DataType) -> Any:
     if isinstance(value, str) and (pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_timestamp(t)
                                    or pa.types.is_decimal(t)):
         return text_converter(t)(pa.array([value], pa.string()))[0].as_py()  # the text rules, inside values too
-    return value
+    return _json_scalar(value, t)
 
 
 def json_array(values: list, t: pa.DataType) -> pa.Array:
@@ -195,20 +229,16 @@ def json_array(values: list, t: pa.DataType) -> pa.Array:
     (no number from a string), dates, times, timestamps and bytes from text by the text rules.
     Raises one of :data:`BAD_VALUE` if a value does not fit."""
     if pa.types.is_integer(t) or pa.types.is_floating(t):
-        allowed = int if pa.types.is_integer(t) else (int, float)
-        if not all(v is None or (isinstance(v, allowed) and not isinstance(v, bool)) for v in values):
-            raise ValueError("not a number")
-        return safe_cast(pa.array(values, pa.int64() if pa.types.is_integer(t) else pa.float64()), t)
+        checked = [None if v is None else _json_scalar(v, t) for v in values]
+        return safe_cast(pa.array(checked, pa.int64() if pa.types.is_integer(t) else pa.float64()), t)
     if pa.types.is_boolean(t):
-        if not all(v is None or isinstance(v, bool) for v in values):
-            raise ValueError("not a boolean")
-        return pa.array(values, t)
+        return pa.array([None if v is None else _json_scalar(v, t) for v in values], t)
     if pa.types.is_decimal(t):
         if not all(v is None or (isinstance(v, (int, float, str)) and not isinstance(v, bool)) for v in values):
             raise ValueError("not a number")
         return pa.array([None if v is None else decimal.Decimal(str(v)) for v in values], t)
     if is_text(t) or is_bytes(t) or pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_timestamp(t):
-        if not all(v is None or isinstance(v, str) for v in values):
+        if not all(v is None or (isinstance(v, str) and not isinstance(v, Overflowed)) for v in values):
             raise ValueError("not a string")
         column = pa.array(values, pa.string())
         return column if is_text(t) else text_converter(t)(column)

@@ -13,8 +13,9 @@ import fsspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cdkds.formats.errors import CdkdsError
-from cdkds.formats.records import safe_cast
+from cdkds.formats.conversion import RefusedValue, conform_column
+from cdkds.formats.errors import CdkdsError, SchemaMismatchError
+from cdkds.formats.schema import from_arrow, unwrap
 from cdkds.formats.text import BAD_VALUE, first_bad, is_text, text_converter, type_name
 
 FORMATS = ("csv", "jsonl", "parquet", "avro")
@@ -93,6 +94,7 @@ class InputFile(ABC):
         self.size = int(info.get("size") or 0)
         self._raw: Any = None
         self._done = 0
+        self._types: dict[str, Any] = {}  # field name -> Avro type its values are checked for
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
@@ -160,8 +162,16 @@ class InputFile(ABC):
 
     # ------------------------------------------------------------ reading
 
-    def read(self, schema: pa.Schema, defaults: Mapping[str, Any] | None = None) -> Iterator[pa.RecordBatch]:
-        """The file's rows as batches in ``schema``, streamed."""
+    def read(self, schema: pa.Schema, defaults: Mapping[str, Any] | None = None,
+             avro: Mapping[str, Any] | None = None) -> Iterator[pa.RecordBatch]:
+        """The file's rows as batches in ``schema``, streamed; every value checked by the
+        rules of :mod:`cdkds.formats.conversion` for the fields of ``avro``, the Avro form of
+        ``schema`` (a dataset's schema: its enums, UUIDs... ; by default the plain Avro form of
+        ``schema``)."""
+        record = avro if avro is not None else from_arrow(schema)
+        # top-level nulls are checked by _conform (a required field's default fills them)
+        self._types = {f["name"]: f["type"] if unwrap(f["type"]).nullable else ["null", f["type"]]
+                       for f in record["fields"]}
         return self._read(schema, dict(defaults or {}))
 
     @abstractmethod
@@ -171,6 +181,12 @@ class InputFile(ABC):
     def _location(self, index: int) -> dict:
         """Where record ``index`` (0-based) is, as :class:`InputError` attributes."""
         return {"row": index + 1}
+
+    def refused(self, e: RefusedValue, index: int) -> InputError:
+        """An :class:`InputError` for a value refused in record ``index`` (0-based) of the file."""
+        location = self._location(index)
+        where = " ".join(f"{k} {v}" for k, v in location.items())
+        return InputError(f"{self.name} {where}: {e.describe()}", self.name, field=e.path, value=e.value, **location)
 
     def _where(self, index: int) -> str:
         return " ".join(f"{k} {v}" for k, v in self._location(index).items())
@@ -183,27 +199,32 @@ class InputFile(ABC):
                           field=field, value=value, **location)
 
     def _typed(self, column: pa.Array, f: pa.Field, base: int) -> pa.Array:
-        """A column of any type as field ``f``'s type: text by the text rules, the rest cast
-        losslessly; a value that does not fit is an error naming its line or row."""
+        """A column of any type as field ``f``'s type: text by the text rules, then every value
+        by :func:`cdkds.formats.conversion.conform_column`; a value that does not fit is an
+        error naming its line or row."""
         if pa.types.is_dictionary(column.type):
             column = column.dictionary_decode()
-        if column.type.equals(f.type):
-            return column
         if is_text(column.type) and not is_text(f.type):
             convert = text_converter(f.type)
-        else:
-            def convert(a: pa.Array) -> pa.Array:
-                return safe_cast(a, f.type)
-        try:
             if convert is None:
-                raise pa.ArrowNotImplementedError("")
-            return convert(column)
-        except pa.ArrowNotImplementedError:
-            raise InputError(f"{self.name}: column {f.name!r} holds {column.type}, which cannot be read as a "
-                             f"{type_name(f.type)}", self.name, field=f.name) from None
-        except BAD_VALUE:
-            i = first_bad(len(column), lambda lo, hi: convert(column.slice(lo, hi - lo)))
-            raise self._bad_value(base + i, f.name, column[i].as_py(), f.type) from None
+                raise InputError(f"{self.name}: column {f.name!r} holds {column.type}, which cannot be read as a "
+                                 f"{type_name(f.type)}", self.name, field=f.name) from None
+            try:
+                column = convert(column)
+            except BAD_VALUE:
+                i = first_bad(len(column), lambda lo, hi: convert(column.slice(lo, hi - lo)))
+                raise self._bad_value(base + i, f.name, column[i].as_py(), f.type) from None
+        return self._checked(column, f, base)
+
+    def _checked(self, column: pa.Array, f: pa.Field, base: int) -> pa.Array:
+        """A typed column with every value checked for field ``f``; rows counted from ``base``."""
+        try:
+            avro = self._types.get(f.name) or from_arrow(pa.schema([f.with_nullable(True)]))["fields"][0]["type"]
+            return conform_column(column, avro, f.name)
+        except RefusedValue as e:
+            raise self.refused(e, base + e.row) from None
+        except SchemaMismatchError as e:
+            raise InputError(f"{self.name}: {e}", self.name, field=f.name) from None
 
     def _conform(self, columns: Mapping[str, pa.Array], rows: int, schema: pa.Schema, defaults: Mapping[str, Any],
                  base: int) -> pa.RecordBatch:

@@ -272,7 +272,7 @@ def test_json_lines_types_pyarrow_cannot_parse(tmp_path):
 def test_parquet_into_a_given_schema_names_the_row(tmp_path):
     pq.write_table(pa.table({"id": [1, 2, 3], "n": [1, 2, 2**40], "ts": ["2026-03-01T00:00:00Z", None, None]}),
                    tmp_path / "a.parquet")
-    with pytest.raises(InputError, match=r"a.parquet row 3: field 'n': 1099511627776 is not a int"):
+    with pytest.raises(InputError, match=r"a.parquet row 3: field 'n': value 1099511627776 is not a int"):
         rows(str(tmp_path / "a.parquet"), SCHEMA)
     pq.write_table(pa.table({"id": [1], "other": [1]}), tmp_path / "b.parquet")
     with pytest.raises(InputError, match=r"b.parquet: unknown column 'other'"):
@@ -426,7 +426,7 @@ def test_a_number_too_large_for_a_float_is_refused_not_stored_as_infinity(tmp_pa
     else:
         path.write_text(content)
     schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("f", pa.float32())])
-    with pytest.raises(InputError, match=r"(line|row) [23]: field 'f': '?1e\+?300'? is not a float"):
+    with pytest.raises(InputError, match=r"(line|row) [23]: field 'f': (value )?'?1e\+?300'? is not a float"):
         rows(str(path), schema)
 
 
@@ -441,3 +441,70 @@ def test_nested_dates_timestamps_and_decimals_read_from_text(tmp_path):
     csv = write(tmp_path / "a.csv", 'id,days,prices,at\n1,"[""2026-01-02""]","{""a"": ""1.50""}",'
                                     '"{""t"": ""2026-01-01T00:00:00Z""}"\n')
     assert rows(jsonl, schema) == expected and rows(csv, schema) == expected
+
+
+# ---------------------------------------------------------------- issue 26: every value in exactly, or refused
+
+NESTED = pa.schema([pa.field("id", pa.int64(), nullable=False),
+                    ("arr", pa.list_(pa.field("element", pa.int64(), nullable=False))),
+                    ("r", pa.struct([pa.field("a", pa.int64(), nullable=False)])),
+                    ("m", pa.map_(pa.string(), pa.field("value", pa.int64(), nullable=False)))])
+
+
+@pytest.mark.parametrize("name, content, field", [
+    ("a.jsonl", '{"id": 1}\n{"id": 2, "arr": [1.9, 2.5]}\n', "arr"),
+    ("a.jsonl", '{"id": 1}\n{"id": 2, "r": {"a": 1.7}}\n', "r"),
+    ("a.jsonl", '{"id": 1}\n{"id": 2, "m": {"k": 2.9}}\n', "m"),
+    ("a.csv", 'id,arr\n1,\n2,"[1.9,2.5]"\n', "arr"),
+    ("a.csv", 'id,r\n1,\n2,"{""a"": 1.7}"\n', "r"),
+])
+def test_fractions_inside_nested_values_are_refused_not_truncated(tmp_path, name, content, field):  # 26.1
+    (tmp_path / name).write_text(content)
+    with pytest.raises(InputError, match=rf"line [23]: field '{field}'"):
+        list(open_input(str(tmp_path / name)).read(NESTED))
+
+
+def test_parquet_nested_fields_the_schema_lacks_and_nulls_in_required_ones_are_refused(tmp_path):  # 26.2, 26.7
+    pq.write_table(pa.table({"id": [1, 2], "r": [{"a": 1, "secret": "x"}, {"a": 2, "secret": "y"}]}), tmp_path / "a.parquet")
+    with pytest.raises(InputError, match=r"a.parquet row 1: field 'r.secret': value 'x' is in no field"):
+        list(open_input(str(tmp_path / "a.parquet")).read(NESTED))
+    pq.write_table(pa.table({"id": [1, 2], "arr": [[1], [1, None]]}), tmp_path / "b.parquet")
+    with pytest.raises(InputError, match=r"b.parquet row 2: field 'arr\[1\]': null in a required field"):
+        list(open_input(str(tmp_path / "b.parquet")).read(NESTED))
+
+
+@pytest.mark.parametrize("name, content", [
+    ("a.jsonl", '{"id": 1, "f": 1.5}\n{"id": 2, "f": 1e400}\n'),
+    ("a.jsonl", '{"id": 1, "f": 1.5}\n{"id": 2, "f": -1e999}\n'),
+    ("a.csv", "id,f\n1,1.5\n2,1e400\n"),
+])
+def test_a_number_beyond_a_double_is_refused_not_stored_as_infinity(tmp_path, name, content):  # 26.5
+    (tmp_path / name).write_text(content)
+    schema = pa.schema([("id", pa.int64()), ("f", pa.float64())])
+    with pytest.raises(InputError, match=r"line [23]: field 'f': '?-?1e[49]"):
+        list(open_input(str(tmp_path / name)).read(schema))
+    (tmp_path / "inf.csv").write_text("id,f\n1,inf\n2,-Infinity\n")
+    assert pa.Table.from_batches(open_input(str(tmp_path / "inf.csv")).read(schema))["f"].to_pylist() == \
+        [float("inf"), float("-inf")]
+
+
+def test_a_zone_in_a_local_timestamp_is_refused_in_json_lines_as_in_csv(tmp_path):  # 26.12
+    schema = pa.schema([("id", pa.int64()), ("t", pa.timestamp("us"))])
+    (tmp_path / "a.jsonl").write_text('{"id": 1, "t": "2026-01-01T10:00:00+05:00"}\n')
+    (tmp_path / "a.csv").write_text("id,t\n1,2026-01-01T10:00:00+05:00\n")
+    for name in ("a.jsonl", "a.csv"):
+        with pytest.raises(InputError, match="is not a local-timestamp-micros"):
+            list(open_input(str(tmp_path / name)).read(schema))
+
+
+def test_enum_and_uuid_errors_name_the_line(tmp_path):  # 26.12
+    avro = {"type": "record", "name": "R", "fields": [
+        {"name": "id", "type": "long"}, {"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["A", "B"]}},
+        {"name": "u", "type": ["null", {"type": "string", "logicalType": "uuid"}], "default": None}]}
+    from cdkds.formats.schema import to_arrow
+    (tmp_path / "a.csv").write_text("id,e,u\n1,A,\n2,C,\n")
+    with pytest.raises(InputError, match=r"a.csv line 3: field 'e': value 'C' is not one of the enum symbols"):
+        list(open_input(str(tmp_path / "a.csv")).read(to_arrow(avro), None, avro))
+    (tmp_path / "b.jsonl").write_text('{"id": 1, "e": "A"}\n\n{"id": 2, "e": "B", "u": "nope"}\n')
+    with pytest.raises(InputError, match=r"b.jsonl line 3: field 'u': value 'nope' is not a UUID"):
+        list(open_input(str(tmp_path / "b.jsonl")).read(to_arrow(avro), None, avro))
