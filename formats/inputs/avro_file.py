@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import fastavro
 import pyarrow as pa
 
 from cdkds.formats.errors import CdkdsError
-from cdkds.formats.schema import to_arrow, type_kind
+from cdkds.formats.schema import load_schema, to_arrow, type_kind
 from cdkds.formats.inputs.base import BATCH_ROWS, InputError, InputFile
 
 
@@ -24,6 +24,7 @@ class AvroInput(InputFile):
             except Exception as e:  # fastavro raises ValueError, EOFError, its own types...
                 raise InputError(f"{self.name}: not a readable Avro file: {e}", self.name) from None
         try:
+            load_schema(writer)  # unions of several types (["string", "int"]) have no Arrow form
             return writer, to_arrow(writer)
         except (CdkdsError, KeyError, TypeError) as e:
             raise InputError(f"{self.name}: its Avro schema has no Arrow form: {e}", self.name) from None
@@ -51,7 +52,7 @@ class AvroInput(InputFile):
         with self._open() as f:
             rows: list[dict] = []
             base = 0
-            for record in fastavro.reader(f):
+            for record in self._records(f, lambda: base + len(rows)):
                 rows.append(record)
                 if len(rows) >= BATCH_ROWS:
                     yield batch_of(rows, base)
@@ -59,3 +60,17 @@ class AvroInput(InputFile):
                     rows = []
             if rows:
                 yield batch_of(rows, base)
+
+    def _records(self, f: Any, read: Callable[[], int]) -> Iterator[dict]:
+        """The records of the file; :class:`InputError` naming the row after the ``read()``
+        rows read when the file breaks off (truncated, garbled: fastavro raises ValueError...)."""
+        records = iter(fastavro.reader(f))
+        while True:
+            try:
+                record = next(records)
+            except StopIteration:
+                return
+            except (ValueError, EOFError, OSError) as e:
+                raise InputError(f"{self.name} row {read() + 1}: cannot be read as avro (is the file truncated?): "
+                                 f"{e}", self.name, row=read() + 1) from None
+            yield record

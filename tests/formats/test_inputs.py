@@ -508,3 +508,53 @@ def test_enum_and_uuid_errors_name_the_line(tmp_path):  # 26.12
     (tmp_path / "b.jsonl").write_text('{"id": 1, "e": "A"}\n\n{"id": 2, "e": "B", "u": "nope"}\n')
     with pytest.raises(InputError, match=r"b.jsonl line 3: field 'u': value 'nope' is not a UUID"):
         list(open_input(str(tmp_path / "b.jsonl")).read(to_arrow(avro), None, avro))
+
+
+def test_a_parquet_file_with_a_column_twice_is_refused(tmp_path):  # 26.3
+    pq.write_table(pa.Table.from_arrays([pa.array([1]), pa.array(["a"]), pa.array(["b"])], names=["id", "s", "s"]),
+                   tmp_path / "a.parquet")
+    for use in (lambda f: f.infer(), lambda f: list(f.read(pa.schema([("id", pa.int64()), ("s", pa.string())])))):
+        with pytest.raises(InputError, match="a.parquet: column 's' appears twice in the file"):
+            use(open_input(str(tmp_path / "a.parquet")))
+
+
+@pytest.mark.parametrize("content", ['id,s\n1,a\n2,"unterminated\n', 'id,s\n1,a\n2,"unterminated'])
+def test_a_csv_file_ending_inside_a_quoted_value_is_refused(tmp_path, content):  # 26.6
+    (tmp_path / "a.csv").write_text(content)
+    with pytest.raises(InputError, match=r"a.csv line 3: the file ends inside a quoted value"):
+        list(open_input(str(tmp_path / "a.csv")).read(pa.schema([("id", pa.int64()), ("s", pa.string())])))
+    (tmp_path / "b.csv").write_text('id,s\n1,ab"c\n2,"x""y"\n')  # a stray quote in an unquoted value is text
+    assert pa.Table.from_batches(open_input(str(tmp_path / "b.csv")).read(
+        pa.schema([("id", pa.int64()), ("s", pa.string())])))["s"].to_pylist() == ['ab"c', 'x"y']
+
+
+def test_a_csv_row_longer_than_a_block_imports(tmp_path, monkeypatch):  # 26.11
+    from cdkds.formats.inputs import base
+    monkeypatch.setattr(base, "BLOCK_BYTES", 1024)
+    long = "x" * 5000
+    (tmp_path / "a.csv").write_text("id,s\n" + "".join(f"{i},b\n" for i in range(300)) + f'300,"{long}"\n301,c\n')
+    table = pa.Table.from_batches(open_input(str(tmp_path / "a.csv")).read(pa.schema([("id", pa.int64()), ("s", pa.string())])))
+    assert table["id"].to_pylist() == list(range(302)) and table["s"][300].as_py() == long
+
+
+def test_avro_unions_of_several_types_and_truncated_files_are_refused(tmp_path):  # 26.11
+    import io
+    import fastavro
+    union = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"},
+                                                       {"name": "s", "type": ["string", "int"]}]}
+    with open(tmp_path / "u.avro", "wb") as f:
+        fastavro.writer(f, union, [{"id": 1, "s": "a"}, {"id": 2, "s": 3}])
+    with pytest.raises(InputError, match=r"u.avro: its Avro schema has no Arrow form: .*only unions of null and one"):
+        list(open_input(str(tmp_path / "u.avro")).read(pa.schema([("id", pa.int64()), ("s", pa.string())])))
+    plain = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}]}
+    buf = io.BytesIO()
+    fastavro.writer(buf, plain, [{"id": i} for i in range(3000)], sync_interval=100, codec="null")
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False)])
+    for cut in range(150, len(buf.getvalue()), 211):
+        (tmp_path / "t.avro").write_bytes(buf.getvalue()[:cut])
+        try:
+            rows = sum(b.num_rows for b in open_input(str(tmp_path / "t.avro")).read(schema))
+        except InputError as e:
+            assert "t.avro" in str(e)
+        else:
+            assert rows < 3000  # cut at a block's end: the blocks before it are whole
