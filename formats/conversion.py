@@ -266,7 +266,7 @@ def _leaf(column: pa.Array, avro: AvroType, kind: str, target: pa.DataType, path
         column = _cast(column, kind, target, path)
     if kind == "enum":
         symbols = avro["symbols"]
-        _refuse_first(column, pc.invert(pc.is_in(column, pa.array(symbols))), path,
+        _refuse_first(column, pc.and_(column.is_valid(), pc.invert(pc.is_in(column, pa.array(symbols)))), path,
                       f"is not one of the enum symbols {sorted(symbols)}")
     elif kind == "uuid":
         if pc.all(pc.match_substring_regex(column, _CANONICAL_UUID)).as_py() is False:
