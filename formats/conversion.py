@@ -77,7 +77,20 @@ def safe_cast(array: pa.Array, t: pa.DataType) -> pa.Array:
         first = pc.index(overflow, True).as_py()
         if first >= 0:
             raise pa.ArrowInvalid(f"value {array[first].as_py()!r} is beyond the range of a {t}")
+        if pa.types.is_integer(array.type):
+            _check_whole_numbers_kept(array, cast)
     return cast
+
+
+def _check_whole_numbers_kept(array: pa.Array, cast: pa.Array) -> None:
+    """``pa.ArrowInvalid`` if an integer cast to a float lost digits (Arrow's safe cast lets
+    2**53 + 1 become 2**53)."""
+    exact = 2 ** (53 if pa.types.is_float64(cast.type) else 24)
+    big = pc.greater(pc.abs(array.cast(pa.float64(), safe=False)), float(exact))
+    if pc.any(big).as_py():
+        for i, (v, f) in enumerate(zip(array.to_pylist(), cast.to_pylist())):
+            if v is not None and f is not None and int(f) != v:
+                raise pa.ArrowInvalid(f"integer {v} has no exact {cast.type} form (it would become {f!r})")
 
 
 def first_bad(n: int, convert: Callable[[int, int], Any], errors: tuple = (pa.ArrowInvalid,)) -> int:
@@ -180,10 +193,12 @@ def _record(column: pa.Array, avro: dict, target: pa.DataType, path: str) -> pa.
             raise SchemaMismatchError(f"field {path!r}: a record holds two fields named {name!r}")
         if name not in known:
             child = present.field(i)
-            first = pc.index(child.is_valid(), True).as_py() if len(child) else -1
-            value = child[first].as_py() if first >= 0 else None
-            raise RefusedValue(f"{path}.{name}", row(max(first, 0)) if len(column) else 0, value,
-                               f"is in no field of the schema (record {path!r} has {list(known)})")
+            if not len(child):  # no record to point at: the column's type is at fault
+                raise SchemaMismatchError(f"field {path + '.' + name!r} is in no field of the schema (the record "
+                                          f"has {list(known)})")
+            first = max(pc.index(child.is_valid(), True).as_py(), 0)
+            raise RefusedValue(f"{path}.{name}", row(first), child[first].as_py(),
+                               f"is in no field of the schema (the record has {list(known)})")
     children = []
     for f in avro["fields"]:
         child_path = f"{path}.{f['name']}"

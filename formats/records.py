@@ -142,6 +142,9 @@ def _value_validator(avro: AvroType) -> Validator:  # noqa: C901 - one branch pe
                 value = float(v)
             except OverflowError:
                 raise _mismatch(p, v, f"within the range of an Avro {kind}") from None
+            if isinstance(v, int) and value != v or kind == "float" and math.isfinite(value) and \
+                    isinstance(v, int) and float(struct.unpack("f", struct.pack("f", value))[0]) != v:
+                raise _mismatch(p, v, f"exactly representable as an Avro {kind}")
             if kind == "float" and math.isfinite(value) and math.isinf(struct.unpack("f", struct.pack("f", value))[0]):
                 raise _mismatch(p, v, "within the range of an Avro float")
             return value

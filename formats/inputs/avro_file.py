@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Any, Callable, Iterator, Mapping
 
 import fastavro
 import pyarrow as pa
 
 from cdkds.formats.errors import CdkdsError
-from cdkds.formats.schema import load_schema, to_arrow, type_kind
+from cdkds.formats.avro import uuids_as_text
+from cdkds.formats.schema import load_schema, to_arrow
 from cdkds.formats.inputs.base import BATCH_ROWS, InputError, InputFile
 
 
@@ -38,13 +38,12 @@ class AvroInput(InputFile):
     def _read(self, schema: pa.Schema, defaults: Mapping[str, Any]) -> Iterator[pa.RecordBatch]:
         writer, arrow = self._schema()
         self._check_columns(arrow.names, schema, defaults)
-        uuids = [f["name"] for f in writer["fields"] if type_kind(f["type"]) == "uuid"]
+        texts = {f["name"]: as_text for f in writer["fields"] if (as_text := uuids_as_text(f["type"])) is not None}
 
         def batch_of(rows: list[dict], base: int) -> pa.RecordBatch:
             for row in rows:
-                for name in uuids:
-                    if isinstance(row.get(name), uuid.UUID):
-                        row[name] = str(row[name])
+                for name, as_text in texts.items():
+                    row[name] = as_text(row.get(name))
             batch = pa.RecordBatch.from_pylist(rows, schema=arrow)
             columns = {name: self._typed(batch.column(name), schema.field(name), base) for name in arrow.names}
             return self._conform(columns, len(rows), schema, defaults, base)
