@@ -294,6 +294,8 @@ def export(url: str, dest: str, where: str | None, columns: str | None, fmt: str
     options = storage_options(storage)
     ds = open_dataset(url, storage, version, int(timestamp) if timestamp and timestamp.isdigit() else timestamp)
     with about(ds.name):
+        if columns is not None and not any(c.strip() for c in columns.split(",")):
+            raise CliError(f"dataset {ds.name!r}: --columns names no column; give one or more, comma-separated")
         plan = ds.plan(where, columns)
         fmt = output_format(dest, fmt)
         fs, path = fsspec.core.url_to_fs(dest, **options)

@@ -217,6 +217,7 @@ def lake(tmp_path):
     (["export", "{url}", "{lake}/sales/events/_log/00000000000000000002.json", "--format", "jsonl"], 1,
      "is inside the folder of the dataset at"),
     (["export", "{url}", "{lake}/sales/events/data/mine.parquet"], 1, "is inside the folder of the dataset at"),
+    (["export", "{url}", "{in}/out.csv", "--columns", " , "], 1, "error: dataset 'events': --columns names no column"),
     (["import", "{url}", "{in}/good.csv", "--create", "--property", "colour=blue"], 1, "unknown property 'colour'"),
     (["import", "{url}", "{in}/good.csv", "--create", "--compression", "zstd"], 1,
      "error: dataset 'events' exists with compression snappy, not zstd"),
@@ -251,3 +252,20 @@ def test_progress_shows_on_a_terminal(lake):
     assert b"imported 20 rows from 2 files" in out and b"importing into events" in shown
     out, shown = on_a_terminal("export", f"{root}/sales/events", str(folder / "all.parquet"))
     assert b"exported 30 rows" in out and b"exporting events" in shown
+
+
+@pytest.mark.parametrize("fmt", ["avro", "csv", "jsonl", "parquet"])
+def test_an_export_makes_its_folder_and_infinities_import_back(tmp_path, fmt):  # issue 26.12
+    schema = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"},
+                                                       {"name": "f", "type": ["null", "float"], "default": None}]}
+    repo = DatasetRepository(f"file://{tmp_path}/lake")
+    ds = repo.create("d", DatasetDescriptor(schema))
+    rows = [{"id": 1, "f": float("inf")}, {"id": 2, "f": float("-inf")}, {"id": 3, "f": 1.5}, {"id": 4, "f": None}]
+    with ds.writer() as w:
+        for r in rows:
+            w.write(r)
+    out = tmp_path / "not" / "yet" / f"out.{fmt}"
+    run("export", f"file://{tmp_path}/lake/d", str(out))
+    repo.create("e", DatasetDescriptor(schema))
+    run("import", f"file://{tmp_path}/lake/e", str(out))
+    assert sorted(repo.load("e").reader(), key=lambda r: r["id"]) == rows
