@@ -121,6 +121,12 @@ def shown(array: pa.Array, i: int) -> Any:
         return f"{raw} {unit} since the epoch" if not pa.types.is_time(t) else f"{raw} {unit} since midnight"
 
 
+def as_nullable(avro: AvroType) -> AvroType:
+    """The field type ``avro`` with nulls allowed (where nulls are checked otherwise: a required
+    field's default fills them on import; an update's rows leave out columns)."""
+    return avro if unwrap(avro).nullable else ["null", avro]
+
+
 def conform_column(column: pa.Array | pa.ChunkedArray, avro: AvroType, path: str) -> pa.Array:
     """``column`` in the Arrow type of the Avro field type ``avro``, every value checked by the
     rules of the module docstring; :class:`RefusedValue` for a value that breaks one,
@@ -353,4 +359,4 @@ def _kind_name(kind: str, target: pa.DataType) -> str:
     return kind
 
 
-__all__ = ["MILLIS_KINDS", "RefusedValue", "conform_column", "first_bad", "safe_cast", "shown"]
+__all__ = ["MILLIS_KINDS", "RefusedValue", "as_nullable", "conform_column", "first_bad", "safe_cast", "shown"]

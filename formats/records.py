@@ -77,6 +77,12 @@ def record_validator(schema: dict) -> Callable[[Mapping[str, Any]], dict]:
     return validate
 
 
+def field_validator(avro: AvroType) -> Validator:
+    """A function ``check(value, path)`` that checks one value of a field of type ``avro``
+    (the record rules) and returns it normalised."""
+    return _validator(avro)
+
+
 def _validator(avro: AvroType) -> Validator:
     ft = unwrap(avro)
     inner = _value_validator(ft.avro)

@@ -13,9 +13,9 @@ import fsspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cdkds.formats.conversion import RefusedValue, conform_column
+from cdkds.formats.conversion import RefusedValue, as_nullable, conform_column
 from cdkds.formats.errors import CdkdsError, SchemaMismatchError
-from cdkds.formats.schema import from_arrow, unwrap
+from cdkds.formats.schema import from_arrow
 from cdkds.formats.text import BAD_VALUE, first_bad, is_text, text_converter, type_name
 
 FORMATS = ("csv", "jsonl", "parquet", "avro")
@@ -170,8 +170,7 @@ class InputFile(ABC):
         ``schema``)."""
         record = avro if avro is not None else from_arrow(schema)
         # top-level nulls are checked by _conform (a required field's default fills them)
-        self._types = {f["name"]: f["type"] if unwrap(f["type"]).nullable else ["null", f["type"]]
-                       for f in record["fields"]}
+        self._types = {f["name"]: as_nullable(f["type"]) for f in record["fields"]}
         return self._read(schema, dict(defaults or {}))
 
     @abstractmethod
