@@ -236,7 +236,7 @@ def _import(ds: Dataset, inputs: Sequence[InputFile], mode: str) -> dict:
         raise CliError(f"dataset {ds.name!r} has no record key: --mode upsert needs a keyed dataset "
                        f"(create it with --record-key)")
     for f in inputs:  # every file's columns, before anything is written
-        f.check(schema, defaults)
+        f.check(schema, defaults, d.schema)
     before, rows = ds.version, 0
     with progress() as bar:
         task = bar.add_task(f"importing into {ds.name}", total=sum(f.size for f in inputs) or None, detail="")

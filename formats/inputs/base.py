@@ -95,6 +95,7 @@ class InputFile(ABC):
         self._raw: Any = None
         self._done = 0
         self._types: dict[str, Any] = {}  # field name -> Avro type its values are checked for
+        self._declared: set[str] = set()  # the fields that declare a default
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
@@ -130,21 +131,34 @@ class InputFile(ABC):
         """The column names the file declares; ``None`` when its records name their own fields."""
         return None
 
-    def check(self, schema: pa.Schema, defaults: Mapping[str, Any] | None = None) -> None:
-        """Raise an :class:`InputError` now if the file's columns do not fit ``schema``."""
+    def check(self, schema: pa.Schema, defaults: Mapping[str, Any] | None = None,
+              avro: Mapping[str, Any] | None = None) -> None:
+        """Raise an :class:`InputError` now if the file's columns do not fit ``schema`` (``avro``:
+        its Avro form, as for :meth:`read`)."""
+        self._expect(schema, avro)
         names = self.columns()
         if names is not None:
             self._check_columns(names, schema, defaults or {})
 
+    def _expect(self, schema: pa.Schema, avro: Mapping[str, Any] | None) -> None:
+        """Take the Avro form of the target schema: how values are checked, which fields have defaults."""
+        record = avro if avro is not None else from_arrow(schema)  # (there, nullable fields default to null)
+        self._types = {f["name"]: as_nullable(f["type"]) for f in record["fields"]}
+        self._declared = {f["name"] for f in record["fields"] if "default" in f}
+
     def _check_columns(self, names: Sequence[str], schema: pa.Schema, defaults: Mapping[str, Any]) -> None:
+        """A file's columns must be fields of ``schema``, and a field without a default must have one
+        (as for ``write()`` and ``write_batch``: a nullable field with no default too)."""
         unknown = [n for n in names if schema.get_field_index(n) < 0]
         if unknown:
             listed = ", ".join(repr(n) for n in unknown)
             raise InputError(f"{self.name}: unknown column{'s' if len(unknown) > 1 else ''} {listed}; the fields are "
                              f"{schema.names}", self.name, field=unknown[0])
         for f in schema:
-            if f.name not in names and not f.nullable and f.name not in defaults:
-                raise InputError(f"{self.name}: no column for the required field {f.name!r} (it has no default)",
+            if f.name not in names and f.name not in defaults and f.name not in self._declared:
+                required = "required field" if not f.nullable else "field"
+                hint = "" if not f.nullable else ' (a nullable field needs "default": null to be left out)'
+                raise InputError(f"{self.name}: no column for the {required} {f.name!r} (it has no default){hint}",
                                  self.name, field=f.name)
 
     def infer(self, max_rows: int | None = None) -> pa.Schema:
@@ -168,9 +182,7 @@ class InputFile(ABC):
         rules of :mod:`cdkds.formats.conversion` for the fields of ``avro``, the Avro form of
         ``schema`` (a dataset's schema: its enums, UUIDs... ; by default the plain Avro form of
         ``schema``)."""
-        record = avro if avro is not None else from_arrow(schema)
-        # top-level nulls are checked by _conform (a required field's default fills them)
-        self._types = {f["name"]: as_nullable(f["type"]) for f in record["fields"]}
+        self._expect(schema, avro)  # (top-level nulls are checked by _conform: a required field's default fills them)
         return self._read(schema, dict(defaults or {}))
 
     @abstractmethod

@@ -558,3 +558,22 @@ def test_avro_unions_of_several_types_and_truncated_files_are_refused(tmp_path):
             assert "t.avro" in str(e)
         else:
             assert rows < 3000  # cut at a block's end: the blocks before it are whole
+
+
+def test_a_nullable_field_without_a_default_must_have_a_column_as_in_write_batch(tmp_path):  # 26.12
+    from cdkds.formats.errors import SchemaMismatchError
+    from cdkds.formats.records import batch_conformer
+    from cdkds.formats.schema import to_arrow
+    avro = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"},
+                                                     {"name": "n", "type": ["null", "string"]},
+                                                     {"name": "d", "type": ["null", "string"], "default": None}]}
+    (tmp_path / "a.csv").write_text("id\n1\n")
+    with pytest.raises(SchemaMismatchError, match="required column 'n' is missing"):
+        batch_conformer(avro)(pa.record_batch({"id": [1]}))
+    f = open_input(str(tmp_path / "a.csv"))
+    with pytest.raises(InputError, match=r"a.csv: no column for the field 'n' \(it has no default\) \(a nullable field "
+                                         r"needs \"default\": null to be left out\)"):
+        f.check(to_arrow(avro), {"d": None}, avro)
+    (tmp_path / "b.csv").write_text("id,n\n1,x\n")
+    assert pa.Table.from_batches(open_input(str(tmp_path / "b.csv")).read(to_arrow(avro), {"d": None}, avro)).to_pylist() \
+        == [{"id": 1, "n": "x", "d": None}]
