@@ -258,11 +258,17 @@ def _import(ds: Dataset, inputs: Sequence[InputFile], mode: str) -> dict:
                     "inserted": result.inserted, "updated": result.updated, "unchanged": result.unchanged}
         writer = ds.writer(mode=mode)
         try:
+            read: dict[str, int] = {}  # rows of each file written so far
             for f, batch in batches():
                 try:
                     writer.write_batch(batch)
                 except CdkdsError as e:
+                    refused = getattr(e, "refused", None)
+                    if refused is not None:  # a value refused at a row of the batch: name its line in the file
+                        raise CliError(f"dataset {ds.name!r}: {f.refused(refused, read.get(f.name, 0) + refused.row)}") \
+                            from e
                     raise CliError(f"{e} (file {f.name})") from e
+                read[f.name] = read.get(f.name, 0) + batch.num_rows
         except BaseException:
             writer.abort()
             raise

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from cdkds.catalog.log.actions import Action, AddFile, RemoveFile
 from cdkds.catalog.log.conflicts import BlindAppend, ConflictRule, ReadPartitions, ReplacePartitions, Rewrite
@@ -37,6 +38,7 @@ from cdkds.catalog.partitioning.functions import IdentityFunction
 from cdkds.catalog.partitioning.layout import partition_path
 from cdkds.catalog.write.sorting import sort_order, write_sort
 from cdkds.formats import values
+from cdkds.formats.conversion import RefusedValue
 from cdkds.formats.errors import SchemaMismatchError
 from cdkds.formats.files import DataFileWriter, WrittenFile, file_format
 from cdkds.formats.records import batch_conformer, record_validator
@@ -213,7 +215,11 @@ class PartitionedWriter:
             self._metadata["cdkds.sort_by"] = json.dumps(list(self.sort_by))
 
     def error(self, e: Exception | str) -> InvalidRecordError:
-        return InvalidRecordError(f"dataset {self.dataset!r}: {e}")
+        """The error for a refused batch; a refused value stays as ``refused`` (its row lets an
+        import name the line)."""
+        error = InvalidRecordError(f"dataset {self.dataset!r}: {e}")
+        error.refused = e if isinstance(e, RefusedValue) else None
+        return error
 
     def write_batch(self, batch: pa.RecordBatch | pa.Table) -> None:
         """Check a batch (or table) against the schema and write its rows to their partitions."""
@@ -277,12 +283,15 @@ class PartitionedWriter:
         arrays = []
         for f in self._strategy.functions:
             source = batch.column(f.source)
+            kind = self._fields[f.source].kind
             if source.null_count and not isinstance(f, IdentityFunction):
-                raise self.error(f"partition source {f.source!r} of {f.to_text()} is null")
+                raise self.error(RefusedValue(f.source, pc.index(source.is_null(), True).as_py(), None,
+                                              f"is not a partition value: partition source {f.source!r} of "
+                                              f"{f.to_text()} is null"))
             try:
-                arrays.append(f.apply_array(source, self._fields[f.source].kind))
+                arrays.append(f.apply_array(source, kind))
             except SchemaMismatchError as e:
-                raise self.error(e) from None
+                raise self.error(_outside(f, source, kind, e)) from None
         for indices, values_ in _group(arrays):
             rows = base + (np.arange(batch.num_rows) if indices is None else np.asarray(indices))
             self._write_partition(batch if indices is None else batch.take(indices), tuple(values_), rows)
@@ -533,6 +542,16 @@ class DatasetWriter:
             batch = pa.RecordBatch.from_pylist(self._records, schema=self._schema)
             self._records = []
             self._files.write_batch(batch)
+
+
+def _outside(f: Any, source: pa.Array, kind: str, error: SchemaMismatchError) -> SchemaMismatchError:
+    """A source value outside what partition function ``f`` maps, refused with its row."""
+    try:
+        value = f.domain(kind).first_outside(source)
+        row = pc.index(source, value).as_py() if value is not None else -1
+    except (pa.ArrowException, TypeError, ValueError):
+        row = -1
+    return RefusedValue(f.source, row, value, f.outside_reason(kind)) if row >= 0 else error
 
 
 def _group(arrays: list[pa.Array]) -> list[tuple[np.ndarray | None, list[Any]]]:

@@ -269,3 +269,18 @@ def test_an_export_makes_its_folder_and_infinities_import_back(tmp_path, fmt):  
     repo.create("e", DatasetDescriptor(schema))
     run("import", f"file://{tmp_path}/lake/e", str(out))
     assert sorted(repo.load("e").reader(), key=lambda r: r["id"]) == rows
+
+
+def test_partition_value_errors_on_import_name_the_line(tmp_path):  # issue 26.12
+    schema = {"type": "record", "name": "R", "fields": [
+        {"name": "id", "type": "long"}, {"name": "country", "type": "string"},
+        {"name": "ts", "type": ["null", {"type": "long", "logicalType": "timestamp-micros"}], "default": None}]}
+    repo = DatasetRepository(f"file://{tmp_path}/lake")
+    repo.create("d", DatasetDescriptor(schema, "list(country, [['NZ', 'AU']]), day(ts)"))
+    (tmp_path / "a.csv").write_text("id,country,ts\n1,NZ,2026-03-01T00:00:00Z\n\n2,FR,2026-03-01T00:00:00Z\n")
+    (tmp_path / "b.csv").write_text("id,country,ts\n1,NZ,2026-03-01T00:00:00Z\n2,AU,\n")
+    done = run("import", f"file://{tmp_path}/lake/d", str(tmp_path / "a.csv"), code=1)
+    assert f"{tmp_path}/a.csv line 4: field 'country': value 'FR' is in none of the partition lists" in done.stderr
+    done = run("import", f"file://{tmp_path}/lake/d", str(tmp_path / "b.csv"), code=1)
+    assert f"{tmp_path}/b.csv line 3: field 'ts': null is not a partition value" in done.stderr
+    assert repo.load("d").version == 0 and not list((tmp_path / "lake" / "d" / "data").rglob("*.parquet"))
