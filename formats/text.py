@@ -224,6 +224,47 @@ def json_for_arrow(value: Any, t: pa.DataType) -> Any:
     return _json_scalar(value, t)
 
 
+def json_misfit(value: Any, t: pa.DataType, path: str = "") -> tuple[str, Any, str] | None:
+    """Where a decoded JSON value does not fit type ``t``: the path inside it (``[0].a``), the
+    value there and what it should be; ``None`` if it fits."""
+    if value is None:
+        return None
+    if pa.types.is_map(t) or pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_large_list(t):
+        if not isinstance(value, list if pa.types.is_list(t) or pa.types.is_large_list(t) else dict):
+            return path, value, type_name(t)
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            inner = ((f"{path}[{i}]", v, t.value_type) for i, v in enumerate(value))
+        elif pa.types.is_map(t):
+            inner = ((f"{path}[{k!r}]", v, t.item_type) for k, v in value.items())
+        else:
+            names = {t.field(i).name: t.field(i).type for i in range(t.num_fields)}
+            unknown = [k for k in value if k not in names]
+            if unknown:
+                return f"{path}.{unknown[0]}", value[unknown[0]], "a field of the schema"
+            inner = ((f"{path}.{k}", v, names[k]) for k, v in value.items())
+        return next((m for m in (json_misfit(v, vt, p) for p, v, vt in inner) if m is not None), None)
+    try:
+        pa.array([json_for_arrow(value, t)], t)
+    except BAD_VALUE:
+        return path, value, type_name(t)
+    return None
+
+
+def misfit(value: Any, t: pa.DataType) -> tuple[str, Any, str]:
+    """For a value (text, or decoded JSON) that does not fit type ``t``: the path inside it of
+    the part that does not, that part and what it should be (the value itself if not nested)."""
+    nested = pa.types.is_map(t) or pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_large_list(t)
+    if nested:
+        try:
+            decoded = decoded_json(value) if isinstance(value, str) else value
+        except ValueError:
+            return "", value, type_name(t)
+        found = json_misfit(decoded, t)
+        if found is not None:
+            return found
+    return "", value, type_name(t)
+
+
 def json_array(values: list, t: pa.DataType) -> pa.Array:
     """Decoded JSON values as an array of type ``t``: numbers, booleans and strings as they are
     (no number from a string), dates, times, timestamps and bytes from text by the text rules.

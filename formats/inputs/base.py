@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from cdkds.formats.conversion import RefusedValue, as_nullable, conform_column
 from cdkds.formats.errors import CdkdsError, SchemaMismatchError
 from cdkds.formats.schema import from_arrow
-from cdkds.formats.text import BAD_VALUE, first_bad, is_text, text_converter, type_name
+from cdkds.formats.text import BAD_VALUE, first_bad, is_text, misfit, text_converter, type_name
 
 FORMATS = ("csv", "jsonl", "parquet", "avro")
 EXTENSIONS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".parquet": "parquet",
@@ -202,12 +202,17 @@ class InputFile(ABC):
     def _where(self, index: int) -> str:
         return " ".join(f"{k} {v}" for k, v in self._location(index).items())
 
-    def _bad_value(self, index: int, field: str, value: Any, t: pa.DataType) -> InputError:
-        location = self._location(index)
-        shown = value if not isinstance(value, str) or len(value) <= 80 else value[:77] + "..."
+    def _bad_value(self, index: int, field: str, value: Any, t: pa.DataType, location: dict | None = None
+                   ) -> InputError:
+        """The error for ``value`` of record ``index`` not fitting type ``t``; inside a nested
+        value, the part that does not is named by its path (``arr[0]``)."""
+        location = location or self._location(index)
+        inside, part, expected = misfit(value, t)
+        shown = part if not isinstance(part, str) or len(part) <= 80 else part[:77] + "..."
         where = " ".join(f"{k} {v}" for k, v in location.items())
-        return InputError(f"{self.name} {where}: field {field!r}: {shown!r} is not a {type_name(t)}", self.name,
-                          field=field, value=value, **location)
+        article = "" if expected.startswith("a ") else "a "
+        return InputError(f"{self.name} {where}: field {field + inside!r}: {shown!r} is not {article}{expected}",
+                          self.name, field=field + inside, value=part, **location)
 
     def _typed(self, column: pa.Array, f: pa.Field, base: int) -> pa.Array:
         """A column of any type as field ``f``'s type: text by the text rules, then every value

@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pajson
 
 from cdkds.formats.text import (
-    BAD_VALUE, STRING_CANDIDATES, Overflowed, TextKinds, decoded_json, first_bad, is_text, json_array, type_name,
+    BAD_VALUE, STRING_CANDIDATES, Overflowed, TextKinds, decoded_json, first_bad, is_text, json_array,
 )
 from cdkds.formats.inputs import base as limits
 from cdkds.formats.inputs.base import JSON_CHUNK_LINES, InputError, LinesInput, merge_types, plain
@@ -180,9 +180,7 @@ class JsonLinesInput(LinesInput):
                     columns[f.name] = json_array(values, f.type)
                 except BAD_VALUE:
                     i = first_bad(len(values), lambda lo, hi: json_array(values[lo:hi], f.type))
-                    raise InputError(f"{self.name} line {lines[i]}: field {f.name!r}: {values[i]!r} is not a "
-                                     f"{type_name(f.type)}", self.name, line=lines[i], field=f.name,
-                                     value=values[i]) from None
+                    raise self._bad_value(i, f.name, values[i], f.type, {"line": lines[i]}) from None
                 columns[f.name] = self._checked(columns[f.name], f, base)
                 if columns[f.name].null_count and not f.nullable and f.name not in defaults:
                     i = int(pc.index(columns[f.name].is_null(), True).as_py())
