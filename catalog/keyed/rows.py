@@ -130,7 +130,7 @@ def delete_keys_table(dataset: "Dataset", key: RecordKey, keys: Any) -> pa.Table
     """Keys to delete (optionally with the ordering field), typed."""
     ordering = dataset.descriptor.ordering_field
     if isinstance(keys, (pa.Table, pa.RecordBatch)) and ordering in keys.schema.names:
-        order = keys.column(ordering).cast(dataset.descriptor.arrow_schema.field(ordering).type)
+        order = _ordering_values(dataset, keys.column(ordering))
         table = key.keys(keys.drop_columns([ordering]) if isinstance(keys, pa.Table) else
                          pa.Table.from_batches([keys]).drop_columns([ordering]))
         return table.append_column(ordering, order)
@@ -143,7 +143,19 @@ def delete_keys_table(dataset: "Dataset", key: RecordKey, keys: Any) -> pa.Table
             orders = [k.get(ordering) for k in keys]
             table = key.keys([{n: v for n, v in k.items() if n != ordering} for k in keys])
             try:
-                return table.append_column(ordering, pa.array(orders, dataset.descriptor.arrow_schema.field(ordering).type))
+                given = pa.array(orders)
             except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as e:
                 raise InvalidKeyError(f"dataset {dataset.name!r}: ordering field {ordering!r} of a delete: {e}") from None
+            return table.append_column(ordering, _ordering_values(dataset, given))
     return key.keys(keys)
+
+
+def _ordering_values(dataset: "Dataset", column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """A delete's ordering values, checked as every written value is (a sub-millisecond time for
+    a millis field is refused, not cut)."""
+    ordering = dataset.descriptor.ordering_field
+    avro = next(f["type"] for f in dataset.descriptor.schema["fields"] if f["name"] == ordering)
+    try:
+        return conform_column(column, as_nullable(avro), ordering)
+    except SchemaMismatchError as e:
+        raise InvalidKeyError(f"dataset {dataset.name!r}: ordering field of a delete: {e}") from None

@@ -19,3 +19,15 @@ def test_update_values_are_checked_not_truncated(users, rows, message):
     with pytest.raises(InvalidRecordError, match=message):
         users.update(rows)
     assert [r["score"] for r in users.reader()] == [7]
+
+
+def test_delete_ordering_values_are_checked_not_truncated(users):
+    import datetime as dt
+    users.upsert([user("nz", 1, 1, score=7)])
+    late = at(5) + dt.timedelta(microseconds=1500)
+    for keys in ([{"tenant": "nz", "userId": 1, "updatedAt": late}],
+                 pa.table({"tenant": ["nz"], "userId": [1], "updatedAt": pa.array([late], pa.timestamp("us", "UTC"))})):
+        with pytest.raises(InvalidRecordError, match=r"ordering field of a delete: field 'updatedAt' \(row 0\).* "
+                                                     r"has a sub-millisecond part"):
+            users.delete_keys(keys)
+    assert [r["score"] for r in users.reader()] == [7]
