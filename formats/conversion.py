@@ -223,27 +223,42 @@ def _record(column: pa.Array, avro: dict, target: pa.DataType, path: str) -> pa.
     return _scatter(values, valid, len(column), target)
 
 
-def _entries(column: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """For a list or map column: the positions of the entries of its non-null values in its
-    (unsliced) child arrays, each entry's row, and the offsets of the compacted entries."""
+def _entries(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """For a list or map column: the offsets of its entries once compacted (null values hold
+    none), and the positions of those entries in its (unsliced) child arrays."""
     offsets = column.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
     lengths = np.diff(offsets)
     if column.null_count:
         lengths[~column.is_valid().to_numpy(zero_copy_only=False)] = 0
     compact = np.concatenate(([0], np.cumsum(lengths)))
-    rows = np.repeat(np.arange(len(column)), lengths)
+    if offsets[-1] - offsets[0] == compact[-1]:  # no entries under null values: one slice of the child
+        return compact, np.arange(offsets[0], offsets[-1], dtype=np.int64)
     positions = np.arange(compact[-1], dtype=np.int64) + np.repeat(offsets[:-1] - compact[:-1], lengths)
-    return positions, rows, compact
+    return compact, positions
+
+
+def _entry_row(offsets: np.ndarray, entry: int) -> int:
+    """The row of the compacted entry ``entry``."""
+    return int(np.searchsorted(offsets, entry, side="right") - 1)
+
+
+def _children(child: pa.Array, positions: np.ndarray) -> pa.Array:
+    """The entries at ``positions`` of a child array (a slice when they are contiguous)."""
+    if len(positions) == 0:
+        return child.slice(0, 0)
+    if positions[-1] - positions[0] + 1 == len(positions):
+        return child.slice(int(positions[0]), len(positions))
+    return child.take(pa.array(positions))
 
 
 def _array(column: pa.Array, avro: dict, target: pa.DataType, path: str) -> pa.Array:
     if not pa.types.is_list(column.type):
         raise _mismatch(column, path, "array", target)
-    positions, rows, offsets = _entries(column)
+    offsets, positions = _entries(column)
     try:
-        items = conform_column(column.values.take(pa.array(positions)), avro["items"], f"{path}[]")
+        items = conform_column(_children(column.values, positions), avro["items"], f"{path}[]")
     except RefusedValue as e:
-        row = int(rows[e.row])
+        row = _entry_row(offsets, e.row)
         raise e.at(e.path.replace(f"{path}[]", f"{path}[{e.row - offsets[row]}]", 1), row) from None
     mask = column.is_null() if column.null_count else None
     return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), items, type=target, mask=mask)
@@ -258,21 +273,26 @@ def _map(column: pa.Array, avro: dict, target: pa.DataType, path: str) -> pa.Arr
         keys, items = column.keys, column.items
     else:
         raise _mismatch(column, path, "map", target)
-    positions, rows, offsets = _entries(column)
-    take = pa.array(positions)
+    offsets, positions = _entries(column)
     try:
-        keys = conform_column(keys.take(take), "string", f"{path} key")
-        items = conform_column(items.take(take), avro["values"], f"{path}[]")
+        keys = conform_column(_children(keys, positions), "string", f"{path} key")
+        items = conform_column(_children(items, positions), avro["values"], f"{path}[]")
     except RefusedValue as e:
-        row = int(rows[e.row])
+        row = _entry_row(offsets, e.row)
         key = keys[e.row].as_py() if pa.types.is_string(keys.type) and e.path != f"{path} key" else None
         at = e.path.replace(f"{path}[]", f"{path}[{key!r}]", 1) if key is not None else e.path
         raise e.at(at, row) from None
-    if len(keys):
-        grouped = pa.table({"row": pa.array(rows), "key": keys}).group_by(["row", "key"]).aggregate([([], "count_all")])
-        if grouped.num_rows < len(keys):
-            twice = grouped.filter(pc.greater(grouped["count_all"], 1)).slice(0, 1).to_pylist()[0]
-            raise RefusedValue(path, twice["row"], twice["key"], "is a key given twice in one map")
+    lengths = np.diff(offsets)
+    if len(keys) and lengths.max() > 1:  # a key given twice in one map: (row, key) pairs repeat
+        rows = np.repeat(np.arange(len(column)), lengths)
+        codes = keys.dictionary_encode().indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        pairs = rows * (int(codes.max()) + 1) + codes
+        unique, first = np.unique(pairs, return_index=True)
+        if len(unique) < len(pairs):
+            seen = np.zeros(len(pairs), dtype=bool)
+            seen[first] = True
+            twice = int(np.flatnonzero(~seen)[0])
+            raise RefusedValue(path, int(rows[twice]), keys[twice].as_py(), "is a key given twice in one map")
     mask = column.is_null() if column.null_count else None
     out = pa.MapArray.from_arrays(pa.array(offsets, pa.int32()), keys, items, mask=mask)
     return out if out.type.equals(target) else out.view(target)
