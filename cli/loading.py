@@ -236,7 +236,7 @@ def _import(ds: Dataset, inputs: Sequence[InputFile], mode: str) -> dict:
         raise CliError(f"dataset {ds.name!r} has no record key: --mode upsert needs a keyed dataset "
                        f"(create it with --record-key)")
     for f in inputs:  # every file's columns, before anything is written
-        f.check(schema, defaults)
+        f.check(schema, defaults, d.schema)
     before, rows = ds.version, 0
     with progress() as bar:
         task = bar.add_task(f"importing into {ds.name}", total=sum(f.size for f in inputs) or None, detail="")
@@ -245,7 +245,7 @@ def _import(ds: Dataset, inputs: Sequence[InputFile], mode: str) -> dict:
             nonlocal rows
             done = 0
             for f in inputs:
-                for batch in f.read(schema, defaults):
+                for batch in f.read(schema, defaults, d.schema):
                     rows += batch.num_rows
                     bar.update(task, completed=done + f.bytes_read, detail=f"{f.name}: {rows:,} rows")
                     yield f, batch
@@ -258,11 +258,17 @@ def _import(ds: Dataset, inputs: Sequence[InputFile], mode: str) -> dict:
                     "inserted": result.inserted, "updated": result.updated, "unchanged": result.unchanged}
         writer = ds.writer(mode=mode)
         try:
+            read: dict[str, int] = {}  # rows of each file written so far
             for f, batch in batches():
                 try:
                     writer.write_batch(batch)
                 except CdkdsError as e:
+                    refused = getattr(e, "refused", None)
+                    if refused is not None:  # a value refused at a row of the batch: name its line in the file
+                        raise CliError(f"dataset {ds.name!r}: {f.refused(refused, read.get(f.name, 0) + refused.row)}") \
+                            from e
                     raise CliError(f"{e} (file {f.name})") from e
+                read[f.name] = read.get(f.name, 0) + batch.num_rows
         except BaseException:
             writer.abort()
             raise
@@ -294,6 +300,8 @@ def export(url: str, dest: str, where: str | None, columns: str | None, fmt: str
     options = storage_options(storage)
     ds = open_dataset(url, storage, version, int(timestamp) if timestamp and timestamp.isdigit() else timestamp)
     with about(ds.name):
+        if columns is not None and not any(c.strip() for c in columns.split(",")):
+            raise CliError(f"dataset {ds.name!r}: --columns names no column; give one or more, comma-separated")
         plan = ds.plan(where, columns)
         fmt = output_format(dest, fmt)
         fs, path = fsspec.core.url_to_fs(dest, **options)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import fastavro
 import fastavro.write
@@ -13,10 +13,31 @@ from cdkds.formats.errors import DataFileError
 from cdkds.formats.files import DEFAULT_BATCH_ROWS, KeepRowGroup, Split, WrittenFile, open_data_file, stream_at
 from cdkds.formats.records import to_records
 from cdkds.formats.projection import Projection
-from cdkds.formats.schema import arrow_field, to_arrow, type_kind
+from cdkds.formats.schema import arrow_field, to_arrow, type_kind, unwrap
 from cdkds.formats.statistics import StatisticsCollector
 
 _CODECS = {"snappy": "snappy", "deflate": "deflate", "zstd": "zstandard", "null": "null", "none": "null"}
+
+
+def uuids_as_text(avro: Any) -> Callable[[Any], Any] | None:
+    """For a field type holding UUIDs (at any depth): a function turning the ``uuid.UUID``
+    objects fastavro reads in a value of it back into their text; ``None`` if it holds none."""
+    ft = unwrap(avro)
+    kind = type_kind(ft.avro)
+    if kind == "uuid":
+        return lambda v: None if v is None else str(v)
+    if kind == "record":
+        inner = {f["name"]: f for f in ft.avro["fields"]}
+        fixes = {n: fix for n, f in inner.items() if (fix := uuids_as_text(f["type"])) is not None}
+        if fixes:
+            return lambda v: None if v is None else {**v, **{n: fix(v.get(n)) for n, fix in fixes.items()}}
+    if kind in ("array", "map"):
+        fix = uuids_as_text(ft.avro["items"] if kind == "array" else ft.avro["values"])
+        if fix is not None and kind == "array":
+            return lambda v: None if v is None else [fix(x) for x in v]
+        if fix is not None:
+            return lambda v: None if v is None else {k: fix(x) for k, x in v.items()}
+    return None
 
 
 class AvroFileWriter:
@@ -97,13 +118,12 @@ class AvroFormat:
             resolved = projection.resolve(to_arrow(writer, ids=True), path)
             names = resolved.read_columns
             wanted = pa.schema([arrow_field(name, present[name]) for name in names])
-            uuids = [name for name in names if type_kind(present[name]) == "uuid"]
+            texts = {name: as_text for name in names if (as_text := uuids_as_text(present[name])) is not None}
             rows: list[dict] = []
             for record in reader:
                 row = {name: record[name] for name in names}
-                for name in uuids:
-                    if row[name] is not None:
-                        row[name] = str(row[name])
+                for name, as_text in texts.items():
+                    row[name] = as_text(row[name])
                 rows.append(row)
                 if len(rows) >= batch_rows:
                     yield resolved.apply(pa.RecordBatch.from_pylist(rows, schema=wanted))

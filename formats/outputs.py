@@ -69,13 +69,13 @@ class OutputFile:
 
     def _open(self) -> Any:
         if self._sink is None:
+            parent = self.path.rsplit("/", 1)[0] if "/" in self.path else ""
+            if parent:
+                with contextlib.suppress(Exception):  # object stores have no folders to make
+                    self.fs.makedirs(parent, exist_ok=True)
             if self.format == "avro":
                 self._sink = _AvroSink(AvroFileWriter(self.fs, self.path, self._avro_schema, self.schema, "deflate", {}))
             else:
-                parent = self.path.rsplit("/", 1)[0] if "/" in self.path else ""
-                if parent:
-                    with contextlib.suppress(Exception):  # object stores have no folders to make
-                        self.fs.makedirs(parent, exist_ok=True)
                 sink = {"parquet": _ParquetSink, "csv": _CsvSink, "jsonl": _JsonLinesSink}[self.format]
                 self._sink = sink(self.fs.open(self.path, "wb"), self.schema)
         return self._sink

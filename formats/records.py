@@ -25,17 +25,15 @@ import uuid
 from typing import Any, Callable, Mapping
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from cdkds.formats.conversion import MILLIS_KINDS, conform_column, safe_cast  # noqa: F401 - safe_cast re-exported
 from cdkds.formats.errors import InvalidSchemaError, SchemaMismatchError
 from cdkds.formats.schema import (
-    FLOAT_KINDS, INT_RANGES, INTEGER_KINDS, TIMESTAMP_KINDS, AvroType, field_defaults, fields, renamed_hint, to_arrow,
+    FLOAT_KINDS, INT_RANGES, INTEGER_KINDS, TIMESTAMP_KINDS, AvroType, field_defaults, renamed_hint, to_arrow,
     type_kind, unwrap,
 )
 from cdkds.formats.values import DECIMAL_CONTEXT
 
-MILLIS_KINDS = {"timestamp-millis", "local-timestamp-millis", "time-millis"}
-_CANONICAL_UUID = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
 
 
 def to_records(batch: pa.RecordBatch | pa.Table) -> list[dict]:
@@ -151,6 +149,9 @@ def _value_validator(avro: AvroType) -> Validator:  # noqa: C901 - one branch pe
                 value = float(v)
             except OverflowError:
                 raise _mismatch(p, v, f"within the range of an Avro {kind}") from None
+            if isinstance(v, int) and value != v or kind == "float" and math.isfinite(value) and \
+                    isinstance(v, int) and float(struct.unpack("f", struct.pack("f", value))[0]) != v:
+                raise _mismatch(p, v, f"exactly representable as an Avro {kind}")
             if kind == "float" and math.isfinite(value) and math.isinf(struct.unpack("f", struct.pack("f", value))[0]):
                 raise _mismatch(p, v, "within the range of an Avro float")
             return value
@@ -237,98 +238,30 @@ def _value_validator(avro: AvroType) -> Validator:  # noqa: C901 - one branch pe
 
 def batch_conformer(schema: dict) -> Callable[[pa.RecordBatch], pa.RecordBatch]:
     """A function that checks an Arrow batch against the schema and returns it in the
-    schema's Arrow form: columns cast (losslessly), missing ones filled with their
-    defaults, values checked and normalised by the rules of the module docstring."""
+    schema's Arrow form: columns converted by :func:`cdkds.formats.conversion.conform_column`
+    (losslessly, every value checked), missing ones filled with their defaults; a column
+    name given twice or unknown to the schema is refused."""
     arrow = to_arrow(schema)
-    kinds = {name: (ft.kind, ft.avro) for name, ft in fields(schema).items()}
+    types = {f["name"]: f["type"] for f in schema["fields"]}
     defaults = field_defaults(schema)
-    # nested columns holding values with rules go through the record path, value by value
-    by_record = {f["name"]: _validator(f["type"]) for f in schema["fields"]
-                 if kinds[f["name"]][0] in _NESTED_KINDS and _has_rules(kinds[f["name"]][1])}
 
     def conform(batch: pa.RecordBatch) -> pa.RecordBatch:
-        unknown = [n for n in batch.schema.names if arrow.get_field_index(n) < 0]
+        names = batch.schema.names
+        twice = [n for i, n in enumerate(names) if n in names[:i]]
+        if twice:
+            raise SchemaMismatchError(f"column {twice[0]!r} appears twice in the batch")
+        unknown = [n for n in names if n not in types]
         if unknown:
             raise SchemaMismatchError(f"unknown column {unknown[0]!r}{renamed_hint(schema, unknown[:1])}; "
                                       f"the schema has {arrow.names}")
         columns = []
         for f in arrow:
-            if batch.schema.get_field_index(f.name) < 0:
+            if f.name not in names:
                 if f.name not in defaults:
                     raise SchemaMismatchError(f"required column {f.name!r} is missing from the batch")
                 columns.append(pa.array([defaults[f.name]] * batch.num_rows, type=f.type))
-                continue
-            kind, avro = kinds[f.name]
-            if f.name in by_record:
-                column = _through_records(batch.column(f.name), f, by_record[f.name])
             else:
-                column = _checked_values(_cast(batch.column(f.name), f, kind), f.name, kind, avro)
-            if not f.nullable and column.null_count:
-                row = column.is_null().to_pylist().index(True)
-                raise SchemaMismatchError(f"field {f.name!r} is required but row {row} of the batch is null")
-            columns.append(column)
+                columns.append(conform_column(batch.column(f.name), types[f.name], f.name))
         return pa.RecordBatch.from_arrays(columns, schema=arrow)
 
     return conform
-
-
-_NESTED_KINDS = {"record", "array", "map"}
-
-
-def _has_rules(avro: AvroType) -> bool:
-    """Whether a (nested) type holds values of a kind with rules beyond Arrow's cast."""
-    kind = type_kind(avro)
-    if kind == "record":
-        return any(_has_rules(f["type"]) for f in unwrap(avro).avro["fields"])
-    if kind in ("array", "map"):
-        inner = unwrap(avro).avro
-        return _has_rules(inner["items"] if kind == "array" else inner["values"])
-    return kind in ("enum", "uuid") or kind in MILLIS_KINDS
-
-
-def _through_records(column: pa.Array, f: pa.Field, check: Validator) -> pa.Array:
-    checked = [check(v, f.name) for v in column.to_pylist(maps_as_pydicts="lossy")]
-    try:
-        return pa.array(checked, type=f.type)
-    except (pa.ArrowException, TypeError, ValueError) as e:
-        raise SchemaMismatchError(f"column {f.name!r} of type {column.type} cannot be written as {f.type}: {e}") from None
-
-
-def _cast(column: pa.Array, f: pa.Field, kind: str) -> pa.Array:
-    if column.type.equals(f.type):
-        return column
-    if kind in MILLIS_KINDS and (pa.types.is_timestamp(column.type) or pa.types.is_time(column.type)):
-        whole = column.cast(f.type, safe=False)
-        lost = pc.index(pc.not_equal(whole.cast(column.type), column), True).as_py()
-        if lost >= 0:
-            raise _sub_millisecond(f.name, column[lost].as_py(), kind)
-    try:
-        return safe_cast(column, f.type)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-        raise SchemaMismatchError(f"column {f.name!r} of type {column.type} cannot be written as {kind} "
-                                  f"({f.type}): {e}") from None
-
-
-def safe_cast(array: pa.Array, t: pa.DataType) -> pa.Array:
-    """``array`` as type ``t`` without losing a value: Arrow's safe cast, and ``pa.ArrowInvalid``
-    for a finite number that would overflow a float to infinity (Arrow's safe cast lets it)."""
-    cast = array.cast(t, safe=True)
-    if pa.types.is_float32(t) and not pa.types.is_float32(array.type) and cast.null_count < len(cast):
-        overflow = pc.is_inf(cast)
-        if pa.types.is_floating(array.type):
-            overflow = pc.and_(overflow, pc.invert(pc.is_inf(array)))
-        first = pc.index(overflow, True).as_py()
-        if first >= 0:
-            raise pa.ArrowInvalid(f"value {array[first].as_py()!r} is beyond the range of a float")
-    return cast
-
-
-def _checked_values(column: pa.Array, name: str, kind: str, avro: AvroType) -> pa.Array:
-    if kind == "enum":
-        symbols = avro["symbols"]
-        bad = pc.index(pc.and_(column.is_valid(), pc.invert(pc.is_in(column, pa.array(symbols)))), True).as_py()
-        if bad >= 0:
-            raise _mismatch(name, column[bad].as_py(), f"one of the enum symbols {sorted(symbols)}")
-    if kind == "uuid" and pc.all(pc.match_substring_regex(column, _CANONICAL_UUID)).as_py() is False:
-        return pa.array([None if v is None else _canonical_uuid(v, name) for v in column.to_pylist()], column.type)
-    return column

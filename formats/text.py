@@ -31,7 +31,7 @@ from typing import Any, Callable, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cdkds.formats.records import safe_cast
+from cdkds.formats.conversion import first_bad as _first_bad, safe_cast
 
 _DATE = r"^\d{4}-\d{2}-\d{2}$"
 _DATETIME = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?"
@@ -119,7 +119,7 @@ def _base64(t: pa.DataType) -> Callable[[pa.Array], pa.Array]:
 
 def _json_text(t: pa.DataType) -> Callable[[pa.Array], pa.Array]:
     def convert(a: pa.Array) -> pa.Array:
-        return pa.array([None if v is None else json_for_arrow(json.loads(v), t) for v in a.to_pylist()], t)
+        return pa.array([None if v is None else json_for_arrow(decoded_json(v), t) for v in a.to_pylist()], t)
     return convert
 
 
@@ -152,26 +152,50 @@ def text_converter(t: pa.DataType) -> Callable[[pa.Array], pa.Array] | None:
 
 
 def first_bad(n: int, convert: Callable[[int, int], Any]) -> int:
-    """The index of the first of ``n`` values whose conversion fails, given that converting them
-    all fails and that ``convert(start, stop)`` converts that slice value by value (a bisection:
-    a few conversions of shrinking slices, however long the batch)."""
-    lo, hi = 0, n
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        try:
-            convert(lo, mid)
-        except BAD_VALUE:
-            hi = mid
-        else:
-            lo = mid
-    return lo
+    """The index of the first of ``n`` values whose conversion raises one of :data:`BAD_VALUE`
+    (see :func:`cdkds.formats.conversion.first_bad`)."""
+    return _first_bad(n, convert, BAD_VALUE)
 
 
 # ---------------------------------------------------------------- decoded JSON -> Arrow
 
+class Overflowed(str):
+    """A JSON number beyond a double (``1e400``), kept as its text so that it is refused by
+    name instead of becoming an infinity."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def json_number(text: str) -> float | Overflowed:
+    """A JSON number with a fraction or exponent (``json.loads``'s ``parse_float``)."""
+    value = float(text)
+    return Overflowed(text) if value in (float("inf"), float("-inf")) else value
+
+
+def decoded_json(text: str) -> Any:
+    """JSON text decoded, numbers beyond a double kept as :class:`Overflowed` text."""
+    return json.loads(text, parse_float=json_number)
+
+
+def _json_scalar(value: Any, t: pa.DataType) -> Any:
+    """A decoded JSON scalar for a field of type ``t``, as it is: a number for a number field
+    (a whole one for an integer field: 1.9 is not truncated), a boolean for a boolean field,
+    a string for a text field; ``ValueError`` for anything else."""
+    if pa.types.is_integer(t) or pa.types.is_floating(t):
+        allowed = int if pa.types.is_integer(t) else (int, float)
+        if isinstance(value, bool) or not isinstance(value, allowed):
+            raise ValueError("not a number")
+    elif pa.types.is_boolean(t) and not isinstance(value, bool):
+        raise ValueError("not a boolean")
+    elif is_text(t) and (not isinstance(value, str) or isinstance(value, Overflowed)):
+        raise ValueError("not a string")
+    return value
+
+
 def json_for_arrow(value: Any, t: pa.DataType) -> Any:
     """A decoded JSON value in the form ``pa.array`` takes for type ``t`` (maps as key-value
-    pairs, bytes from base64)."""
+    pairs, bytes from base64), every value inside checked as :func:`json_array` checks them."""
     if value is None:
         return None
     if pa.types.is_map(t):
@@ -197,7 +221,48 @@ def json_for_arrow(value: Any, t: pa.DataType) -> Any:
     if isinstance(value, str) and (pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_timestamp(t)
                                    or pa.types.is_decimal(t)):
         return text_converter(t)(pa.array([value], pa.string()))[0].as_py()  # the text rules, inside values too
-    return value
+    return _json_scalar(value, t)
+
+
+def json_misfit(value: Any, t: pa.DataType, path: str = "") -> tuple[str, Any, str] | None:
+    """Where a decoded JSON value does not fit type ``t``: the path inside it (``[0].a``), the
+    value there and what it should be; ``None`` if it fits."""
+    if value is None:
+        return None
+    if pa.types.is_map(t) or pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_large_list(t):
+        if not isinstance(value, list if pa.types.is_list(t) or pa.types.is_large_list(t) else dict):
+            return path, value, type_name(t)
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            inner = ((f"{path}[{i}]", v, t.value_type) for i, v in enumerate(value))
+        elif pa.types.is_map(t):
+            inner = ((f"{path}[{k!r}]", v, t.item_type) for k, v in value.items())
+        else:
+            names = {t.field(i).name: t.field(i).type for i in range(t.num_fields)}
+            unknown = [k for k in value if k not in names]
+            if unknown:
+                return f"{path}.{unknown[0]}", value[unknown[0]], "a field of the schema"
+            inner = ((f"{path}.{k}", v, names[k]) for k, v in value.items())
+        return next((m for m in (json_misfit(v, vt, p) for p, v, vt in inner) if m is not None), None)
+    try:
+        pa.array([json_for_arrow(value, t)], t)
+    except BAD_VALUE:
+        return path, value, type_name(t)
+    return None
+
+
+def misfit(value: Any, t: pa.DataType) -> tuple[str, Any, str]:
+    """For a value (text, or decoded JSON) that does not fit type ``t``: the path inside it of
+    the part that does not, that part and what it should be (the value itself if not nested)."""
+    nested = pa.types.is_map(t) or pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_large_list(t)
+    if nested:
+        try:
+            decoded = decoded_json(value) if isinstance(value, str) else value
+        except ValueError:
+            return "", value, type_name(t)
+        found = json_misfit(decoded, t)
+        if found is not None:
+            return found
+    return "", value, type_name(t)
 
 
 def json_array(values: list, t: pa.DataType) -> pa.Array:
@@ -205,20 +270,16 @@ def json_array(values: list, t: pa.DataType) -> pa.Array:
     (no number from a string), dates, times, timestamps and bytes from text by the text rules.
     Raises one of :data:`BAD_VALUE` if a value does not fit."""
     if pa.types.is_integer(t) or pa.types.is_floating(t):
-        allowed = int if pa.types.is_integer(t) else (int, float)
-        if not all(v is None or (isinstance(v, allowed) and not isinstance(v, bool)) for v in values):
-            raise ValueError("not a number")
-        return safe_cast(pa.array(values, pa.int64() if pa.types.is_integer(t) else pa.float64()), t)
+        checked = [None if v is None else _json_scalar(v, t) for v in values]
+        return safe_cast(pa.array(checked, pa.int64() if pa.types.is_integer(t) else pa.float64()), t)
     if pa.types.is_boolean(t):
-        if not all(v is None or isinstance(v, bool) for v in values):
-            raise ValueError("not a boolean")
-        return pa.array(values, t)
+        return pa.array([None if v is None else _json_scalar(v, t) for v in values], t)
     if pa.types.is_decimal(t):
         if not all(v is None or (isinstance(v, (int, float, str)) and not isinstance(v, bool)) for v in values):
             raise ValueError("not a number")
         return pa.array([None if v is None else decimal.Decimal(str(v)) for v in values], t)
     if is_text(t) or is_bytes(t) or pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_timestamp(t):
-        if not all(v is None or isinstance(v, str) for v in values):
+        if not all(v is None or (isinstance(v, str) and not isinstance(v, Overflowed)) for v in values):
             raise ValueError("not a string")
         column = pa.array(values, pa.string())
         return column if is_text(t) else text_converter(t)(column)

@@ -46,8 +46,8 @@ CASES = [
     # batches
     ("batch with unknown column", lambda r, d: write_batch(d, pa.table({"id": [1], "ts": [T0], "x": [1]})), r"unknown column 'x'"),
     ("batch missing a required column", lambda r, d: write_batch(d, pa.table({"id": [1]})), r"required column 'ts' is missing"),
-    ("batch with a null in a required column", lambda r, d: write_batch(d, pa.table({"id": [1, None], "ts": [T0, T0]})), r"field 'id' is required but row 1"),
-    ("batch with an uncastable type", lambda r, d: write_batch(d, pa.table({"id": ["a"], "ts": [T0]})), r"column 'id' of type string cannot be written as long"),
+    ("batch with a null in a required column", lambda r, d: write_batch(d, pa.table({"id": [1, None], "ts": [T0, T0]})), r"field 'id' \(row 1\): null in a required field"),
+    ("batch with an uncastable type", lambda r, d: write_batch(d, pa.table({"id": ["a"], "ts": [T0]})), r"field 'id' \(row 0\): value 'a' is not a long"),
     ("not a batch", lambda r, d: write_batch(d, {"id": [1]}), r"must be pyarrow RecordBatches or Tables"),
     # reads and predicates
     ("unknown field in where", lambda r, d: list(d.reader("colour = 'red'")), r"dataset 'events': unknown field 'colour'"),

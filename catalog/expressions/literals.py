@@ -44,6 +44,7 @@ class Literal:
 ABOVE_ALL = Literal(None, exact=False)
 UNORDERED = Literal(None, exact=False, ordered=False)
 
+_LARGEST = {"float": float(np.finfo(np.float32).max), "double": float(np.finfo(np.float64).max)}
 _MILLIS_KINDS = {"timestamp-millis", "local-timestamp-millis", "time-millis"}
 
 
@@ -114,11 +115,16 @@ def _integer(q: float | fractions.Fraction, lo: int, hi: int) -> Literal:
 def _float(q: float | fractions.Fraction, kind: str) -> Literal:
     if isinstance(q, float) and math.isnan(q):
         return UNORDERED
+    if isinstance(q, float):
+        return Literal(q)  # an infinity
     try:
-        double = float(q)
+        value = float(q) if kind == "double" else float(np.float32(float(q)))
     except OverflowError:
-        double = math.inf if q > 0 else -math.inf
-    return Literal(double if kind == "double" else float(np.float32(double)))
+        value = math.inf
+    if math.isinf(value):  # a finite literal beyond the type: between its largest value and infinity
+        largest = _LARGEST[kind]
+        return Literal(math.inf, exact=False) if q > 0 else Literal(-largest, exact=False)
+    return Literal(value)
 
 
 def _decimal(q: float | fractions.Fraction, precision: int, scale: int) -> Literal:

@@ -124,7 +124,10 @@ class KeyField:
             for i in range(len(column)):
                 try:
                     self._conformed(column.slice(i, 1))
-                except (SchemaMismatchError, pa.ArrowException):
+                except SchemaMismatchError as fault:
+                    reason = str(fault).removeprefix(f"field {self.name!r} (row 0)").lstrip(": ")
+                    raise InvalidKeyError(f"dataset {dataset!r}: key {i}: {self.role} {self.name!r}: {reason}") from None
+                except pa.ArrowException:
                     raise InvalidKeyError(f"dataset {dataset!r}: key {i}: {self.role} {self.name!r} is a "
                                           f"{unwrap(self.avro['type']).kind}; got {column[i].as_py()!r:.200} "
                                           f"({column.type})") from None

@@ -14,6 +14,7 @@ import pyarrow as pa
 from cdkds.catalog.errors import InvalidKeyError, InvalidRecordError
 from cdkds.catalog.keyed.keys import RecordKey
 from cdkds.formats.errors import SchemaMismatchError
+from cdkds.formats.conversion import as_nullable, conform_column
 from cdkds.formats.records import batch_conformer, field_validator, record_validator
 
 if TYPE_CHECKING:
@@ -96,34 +97,31 @@ def partial_rows(dataset: "Dataset", rows: Any) -> tuple[pa.Table, dict[str, np.
         raise InvalidRecordError(f"dataset {dataset.name!r}: update gives unknown column {unknown[0]!r}; "
                                  f"the schema has {schema.names}")
     columns = [n for n in schema.names if n in names]
-    checks = {f["name"]: field_validator(f["type"]) for f in descriptor.schema["fields"] if f["name"] in names}
+    types = {f["name"]: f["type"] for f in descriptor.schema["fields"]}
+    given = {n: as_nullable(types[n]) for n in columns}  # a row that does not give a column holds null there
     tables = []
-    for part in parts:
-        if isinstance(part, list):
-            arrays = []
-            for n in columns:
-                given = [n in r for r in part]
-                try:  # the values a record of an upsert would take, normalised as there (UUIDs...)
-                    values = [checks[n](r[n], n) if g else None for r, g in zip(part, given)]
-                except SchemaMismatchError as e:
-                    raise InvalidRecordError(f"dataset {dataset.name!r}: update {e}") from None
-                arrays.append(pa.array(values, type=schema.field(n).type))
-                masks[n].append(np.array(given, dtype=bool))
-            tables.append(pa.table(arrays, names=columns))
-        else:
-            arrays = []
-            for n in columns:
-                if n in part.schema.names:
-                    try:
-                        arrays.append(part.column(n).cast(schema.field(n).type, safe=True))
-                    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
-                        raise InvalidRecordError(f"dataset {dataset.name!r}: update column {n!r} cannot be read as "
-                                                 f"{schema.field(n).type}: {e}") from None
-                    masks[n].append(np.ones(part.num_rows, dtype=bool))
-                else:
-                    arrays.append(pa.nulls(part.num_rows, schema.field(n).type))
-                    masks[n].append(np.zeros(part.num_rows, dtype=bool))
-            tables.append(pa.table(arrays, names=columns))
+    try:
+        for part in parts:
+            if isinstance(part, list):
+                arrays = []
+                for n in columns:
+                    check = field_validator(types[n])
+                    values = [check(r[n], n) if n in r else None for r in part]
+                    arrays.append(conform_column(pa.array(values, type=schema.field(n).type), given[n], n))
+                    masks[n].append(np.array([n in r for r in part], dtype=bool))
+                tables.append(pa.table(arrays, names=columns))
+            else:
+                arrays = []
+                for n in columns:
+                    if n in part.schema.names:
+                        arrays.append(conform_column(part.column(n), types[n], n))
+                        masks[n].append(np.ones(part.num_rows, dtype=bool))
+                    else:
+                        arrays.append(pa.nulls(part.num_rows, schema.field(n).type))
+                        masks[n].append(np.zeros(part.num_rows, dtype=bool))
+                tables.append(pa.table(arrays, names=columns))
+    except SchemaMismatchError as e:
+        raise InvalidRecordError(f"dataset {dataset.name!r}: update {e}") from None
     table = pa.concat_tables(tables) if tables else pa.table([pa.array([], schema.field(n).type) for n in columns], names=columns)
     return table.combine_chunks(), {n: np.concatenate(m) for n, m in masks.items()}
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from cdkds.catalog.log.actions import Action, AddFile, RemoveFile
 from cdkds.catalog.log.conflicts import BlindAppend, ConflictRule, ReadPartitions, ReplacePartitions, Rewrite
@@ -37,8 +38,9 @@ from cdkds.catalog.partitioning.functions import IdentityFunction
 from cdkds.catalog.partitioning.layout import partition_path
 from cdkds.catalog.write.sorting import sort_order, write_sort
 from cdkds.formats import values
+from cdkds.formats.conversion import RefusedValue
 from cdkds.formats.errors import SchemaMismatchError
-from cdkds.formats.files import DataFileWriter, file_format
+from cdkds.formats.files import DataFileWriter, WrittenFile, file_format
 from cdkds.formats.records import batch_conformer, record_validator
 
 if TYPE_CHECKING:
@@ -214,7 +216,11 @@ class PartitionedWriter:
         return f"writing data files of dataset {self.dataset!r} at {self.store.url}"
 
     def error(self, e: Exception | str) -> InvalidRecordError:
-        return InvalidRecordError(f"dataset {self.dataset!r}: {e}")
+        """The error for a refused batch; a refused value stays as ``refused`` (its row lets an
+        import name the line)."""
+        error = InvalidRecordError(f"dataset {self.dataset!r}: {e}")
+        error.refused = e if isinstance(e, RefusedValue) else None
+        return error
 
     def write_batch(self, batch: pa.RecordBatch | pa.Table) -> None:
         """Check a batch (or table) against the schema and write its rows to their partitions."""
@@ -280,12 +286,15 @@ class PartitionedWriter:
         arrays = []
         for f in self._strategy.functions:
             source = batch.column(f.source)
+            kind = self._fields[f.source].kind
             if source.null_count and not isinstance(f, IdentityFunction):
-                raise self.error(f"partition source {f.source!r} of {f.to_text()} is null")
+                raise self.error(RefusedValue(f.source, pc.index(source.is_null(), True).as_py(), None,
+                                              f"is not a partition value: partition source {f.source!r} of "
+                                              f"{f.to_text()} is null"))
             try:
-                arrays.append(f.apply_array(source, self._fields[f.source].kind))
+                arrays.append(f.apply_array(source, kind))
             except SchemaMismatchError as e:
-                raise self.error(e) from None
+                raise self.error(_outside(f, source, kind, e)) from None
         for indices, values_ in _group(arrays):
             rows = base + (np.arange(batch.num_rows) if indices is None else np.asarray(indices))
             self._write_partition(batch if indices is None else batch.take(indices), tuple(values_), rows)
@@ -361,7 +370,28 @@ class PartitionedWriter:
                                         self._schema, self.descriptor.compression, metadata)
 
     def _close_file(self, key: tuple) -> None:
-        entry = self._open.pop(key)
+        entry = self._open[key]
+        try:
+            written = self._finish(key, entry)
+        except BaseException:
+            # the file leaves the open list only now, so that an abort after a failed close
+            # still finds what was written of it
+            self._open.pop(key, None)
+            if entry.writer is not None:
+                try:
+                    entry.writer.abort()
+                except Exception:  # noqa: BLE001 - best effort: vacuum collects what is left
+                    pass
+            raise
+        self._open.pop(key)
+        root = self.store.root + "/"
+        path = written.path[len(root):] if written.path.startswith(root) else written.path
+        self._paths[entry.token] = path
+        self._written.append(AddFile(path, entry.partition, written.size, written.row_count,
+                                     dict(written.statistics), self.descriptor_version))
+
+    def _finish(self, key: tuple, entry: _OpenFile) -> WrittenFile:
+        """Close a file's writer (first writing a sorted file's held rows, sorted)."""
         if entry.writer is None:  # a sorted file: sort its held rows, then write them
             held, entry.held = entry.held, []
             table = pa.Table.from_batches(held, schema=held[0].schema)
@@ -371,26 +401,14 @@ class PartitionedWriter:
             table = table.take(pa.array(order))
             del held
             entry.writer = self._new_writer(key, entry.partition)
-            try:
-                for batch in table.to_batches(max_chunksize=SORTED_BATCH_ROWS):
-                    entry.writer.write(batch)
-                written = entry.writer.close()
-            except BaseException:
-                try:
-                    entry.writer.abort()
-                except Exception:  # noqa: BLE001 - best effort: vacuum collects what is left
-                    pass
-                raise
+            for batch in table.to_batches(max_chunksize=SORTED_BATCH_ROWS):
+                entry.writer.write(batch)
+            written = entry.writer.close()
             self._ranks[entry.token] = rank
             self._arrow_bytes += entry.held_bytes
             self._file_bytes += written.size
-        else:
-            written = entry.writer.close()
-        root = self.store.root + "/"
-        path = written.path[len(root):] if written.path.startswith(root) else written.path
-        self._paths[entry.token] = path
-        self._written.append(AddFile(path, entry.partition, written.size, written.row_count,
-                                     dict(written.statistics), self.descriptor_version))
+            return written
+        return entry.writer.close()
 
 
 def check_file_options(dataset: str, target_file_size: object, max_open_files: object) -> None:
@@ -538,6 +556,16 @@ class DatasetWriter:
             batch = pa.RecordBatch.from_pylist(self._records, schema=self._schema)
             self._records = []
             self._files.write_batch(batch)
+
+
+def _outside(f: Any, source: pa.Array, kind: str, error: SchemaMismatchError) -> SchemaMismatchError:
+    """A source value outside what partition function ``f`` maps, refused with its row."""
+    try:
+        value = f.domain(kind).first_outside(source)
+        row = pc.index(source, value).as_py() if value is not None else -1
+    except (pa.ArrowException, TypeError, ValueError):
+        row = -1
+    return RefusedValue(f.source, row, value, f.outside_reason(kind)) if row >= 0 else error
 
 
 def _group(arrays: list[pa.Array]) -> list[tuple[np.ndarray | None, list[Any]]]:

@@ -3,13 +3,16 @@ and the schema inferred from them.
 
 Reading streams (one batch at a time, bounded memory) and puts every batch into the *target*
 Arrow schema (a dataset's): input columns are matched to fields by name; a column the schema
-does not have is an error naming it; a missing column reads as the field's default, or as null
-when the field has none (an error if the field is required). A null (an empty CSV value, a
-JSON null or missing key) in a required field takes the field's default if it has one, else it
-is an error. A value that does not fit its field is an :class:`InputError` naming the file, the
-line (CSV and JSON lines: 1-based, the CSV header is line 1) or row (Parquet and Avro: 1-based),
-the field and the value. Text becomes typed values by the rules of :mod:`cdkds.formats.text`;
-other columns are cast losslessly.
+does not have is an error naming it; a missing column reads as the field's default, and is an
+error when the field has none — a nullable field too, as for ``write()`` and ``write_batch``
+(give it ``"default": null``). A null (an empty CSV value, a JSON null or missing key) in a
+required field takes the field's default if it has one, else it is an error. Text becomes typed
+values by the rules of :mod:`cdkds.formats.text`; then every value, of every format, goes
+through :func:`cdkds.formats.conversion.conform_column` for the dataset's field, the one checked
+conversion every write uses. A value that does not fit its field is an :class:`InputError`
+naming the file, the line (CSV and JSON lines: 1-based, the CSV header is line 1) or row
+(Parquet and Avro: 1-based), the field (its path, for a nested value) and the value. A CSV file
+ending inside a quoted value (truncated) and a truncated Avro file are errors.
 
 The format is given, or told by the name: ``.csv``, ``.jsonl``/``.ndjson``/``.json`` (one
 object per line), ``.parquet``, ``.avro``; CSV and JSON lines may be gzip-compressed

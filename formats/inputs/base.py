@@ -13,9 +13,10 @@ import fsspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cdkds.formats.errors import CdkdsError
-from cdkds.formats.records import safe_cast
-from cdkds.formats.text import BAD_VALUE, first_bad, is_text, text_converter, type_name
+from cdkds.formats.conversion import RefusedValue, as_nullable, conform_column
+from cdkds.formats.errors import CdkdsError, SchemaMismatchError
+from cdkds.formats.schema import from_arrow
+from cdkds.formats.text import BAD_VALUE, first_bad, is_text, misfit, text_converter, type_name
 
 FORMATS = ("csv", "jsonl", "parquet", "avro")
 EXTENSIONS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".parquet": "parquet",
@@ -93,6 +94,8 @@ class InputFile(ABC):
         self.size = int(info.get("size") or 0)
         self._raw: Any = None
         self._done = 0
+        self._types: dict[str, Any] = {}  # field name -> Avro type its values are checked for
+        self._declared: set[str] = set()  # the fields that declare a default
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
@@ -128,21 +131,34 @@ class InputFile(ABC):
         """The column names the file declares; ``None`` when its records name their own fields."""
         return None
 
-    def check(self, schema: pa.Schema, defaults: Mapping[str, Any] | None = None) -> None:
-        """Raise an :class:`InputError` now if the file's columns do not fit ``schema``."""
+    def check(self, schema: pa.Schema, defaults: Mapping[str, Any] | None = None,
+              avro: Mapping[str, Any] | None = None) -> None:
+        """Raise an :class:`InputError` now if the file's columns do not fit ``schema`` (``avro``:
+        its Avro form, as for :meth:`read`)."""
+        self._expect(schema, avro)
         names = self.columns()
         if names is not None:
             self._check_columns(names, schema, defaults or {})
 
+    def _expect(self, schema: pa.Schema, avro: Mapping[str, Any] | None) -> None:
+        """Take the Avro form of the target schema: how values are checked, which fields have defaults."""
+        record = avro if avro is not None else from_arrow(schema)  # (there, nullable fields default to null)
+        self._types = {f["name"]: as_nullable(f["type"]) for f in record["fields"]}
+        self._declared = {f["name"] for f in record["fields"] if "default" in f}
+
     def _check_columns(self, names: Sequence[str], schema: pa.Schema, defaults: Mapping[str, Any]) -> None:
+        """A file's columns must be fields of ``schema``, and a field without a default must have one
+        (as for ``write()`` and ``write_batch``: a nullable field with no default too)."""
         unknown = [n for n in names if schema.get_field_index(n) < 0]
         if unknown:
             listed = ", ".join(repr(n) for n in unknown)
             raise InputError(f"{self.name}: unknown column{'s' if len(unknown) > 1 else ''} {listed}; the fields are "
                              f"{schema.names}", self.name, field=unknown[0])
         for f in schema:
-            if f.name not in names and not f.nullable and f.name not in defaults:
-                raise InputError(f"{self.name}: no column for the required field {f.name!r} (it has no default)",
+            if f.name not in names and f.name not in defaults and f.name not in self._declared:
+                required = "required field" if not f.nullable else "field"
+                hint = "" if not f.nullable else ' (a nullable field needs "default": null to be left out)'
+                raise InputError(f"{self.name}: no column for the {required} {f.name!r} (it has no default){hint}",
                                  self.name, field=f.name)
 
     def infer(self, max_rows: int | None = None) -> pa.Schema:
@@ -160,8 +176,13 @@ class InputFile(ABC):
 
     # ------------------------------------------------------------ reading
 
-    def read(self, schema: pa.Schema, defaults: Mapping[str, Any] | None = None) -> Iterator[pa.RecordBatch]:
-        """The file's rows as batches in ``schema``, streamed."""
+    def read(self, schema: pa.Schema, defaults: Mapping[str, Any] | None = None,
+             avro: Mapping[str, Any] | None = None) -> Iterator[pa.RecordBatch]:
+        """The file's rows as batches in ``schema``, streamed; every value checked by the
+        rules of :mod:`cdkds.formats.conversion` for the fields of ``avro``, the Avro form of
+        ``schema`` (a dataset's schema: its enums, UUIDs... ; by default the plain Avro form of
+        ``schema``)."""
+        self._expect(schema, avro)  # (top-level nulls are checked by _conform: a required field's default fills them)
         return self._read(schema, dict(defaults or {}))
 
     @abstractmethod
@@ -172,38 +193,54 @@ class InputFile(ABC):
         """Where record ``index`` (0-based) is, as :class:`InputError` attributes."""
         return {"row": index + 1}
 
+    def refused(self, e: RefusedValue, index: int) -> InputError:
+        """An :class:`InputError` for a value refused in record ``index`` (0-based) of the file."""
+        location = self._location(index)
+        where = " ".join(f"{k} {v}" for k, v in location.items())
+        return InputError(f"{self.name} {where}: {e.describe()}", self.name, field=e.path, value=e.value, **location)
+
     def _where(self, index: int) -> str:
         return " ".join(f"{k} {v}" for k, v in self._location(index).items())
 
-    def _bad_value(self, index: int, field: str, value: Any, t: pa.DataType) -> InputError:
-        location = self._location(index)
-        shown = value if not isinstance(value, str) or len(value) <= 80 else value[:77] + "..."
+    def _bad_value(self, index: int, field: str, value: Any, t: pa.DataType, location: dict | None = None
+                   ) -> InputError:
+        """The error for ``value`` of record ``index`` not fitting type ``t``; inside a nested
+        value, the part that does not is named by its path (``arr[0]``)."""
+        location = location or self._location(index)
+        inside, part, expected = misfit(value, t)
+        shown = part if not isinstance(part, str) or len(part) <= 80 else part[:77] + "..."
         where = " ".join(f"{k} {v}" for k, v in location.items())
-        return InputError(f"{self.name} {where}: field {field!r}: {shown!r} is not a {type_name(t)}", self.name,
-                          field=field, value=value, **location)
+        article = "" if expected.startswith("a ") else "a "
+        return InputError(f"{self.name} {where}: field {field + inside!r}: {shown!r} is not {article}{expected}",
+                          self.name, field=field + inside, value=part, **location)
 
     def _typed(self, column: pa.Array, f: pa.Field, base: int) -> pa.Array:
-        """A column of any type as field ``f``'s type: text by the text rules, the rest cast
-        losslessly; a value that does not fit is an error naming its line or row."""
+        """A column of any type as field ``f``'s type: text by the text rules, then every value
+        by :func:`cdkds.formats.conversion.conform_column`; a value that does not fit is an
+        error naming its line or row."""
         if pa.types.is_dictionary(column.type):
             column = column.dictionary_decode()
-        if column.type.equals(f.type):
-            return column
         if is_text(column.type) and not is_text(f.type):
             convert = text_converter(f.type)
-        else:
-            def convert(a: pa.Array) -> pa.Array:
-                return safe_cast(a, f.type)
-        try:
             if convert is None:
-                raise pa.ArrowNotImplementedError("")
-            return convert(column)
-        except pa.ArrowNotImplementedError:
-            raise InputError(f"{self.name}: column {f.name!r} holds {column.type}, which cannot be read as a "
-                             f"{type_name(f.type)}", self.name, field=f.name) from None
-        except BAD_VALUE:
-            i = first_bad(len(column), lambda lo, hi: convert(column.slice(lo, hi - lo)))
-            raise self._bad_value(base + i, f.name, column[i].as_py(), f.type) from None
+                raise InputError(f"{self.name}: column {f.name!r} holds {column.type}, which cannot be read as a "
+                                 f"{type_name(f.type)}", self.name, field=f.name) from None
+            try:
+                column = convert(column)
+            except BAD_VALUE:
+                i = first_bad(len(column), lambda lo, hi: convert(column.slice(lo, hi - lo)))
+                raise self._bad_value(base + i, f.name, column[i].as_py(), f.type) from None
+        return self._checked(column, f, base)
+
+    def _checked(self, column: pa.Array, f: pa.Field, base: int) -> pa.Array:
+        """A typed column with every value checked for field ``f``; rows counted from ``base``."""
+        try:
+            avro = self._types.get(f.name) or from_arrow(pa.schema([f.with_nullable(True)]))["fields"][0]["type"]
+            return conform_column(column, avro, f.name)
+        except RefusedValue as e:
+            raise self.refused(e, base + e.row) from None
+        except SchemaMismatchError as e:
+            raise InputError(f"{self.name}: {e}", self.name, field=f.name) from None
 
     def _conform(self, columns: Mapping[str, pa.Array], rows: int, schema: pa.Schema, defaults: Mapping[str, Any],
                  base: int) -> pa.RecordBatch:

@@ -16,6 +16,31 @@ from cdkds.formats.inputs import base as limits
 from cdkds.formats.inputs.base import FIELD_SIZE_LIMIT, InputError, LinesInput
 
 
+MAX_BLOCK_BYTES = 1 << 30  # the largest block a CSV file is parsed in (a row must fit in one)
+
+
+class _QuoteCount(io.RawIOBase):
+    """A binary stream that counts the quote characters read through it."""
+
+    def __init__(self, stream: Any):
+        super().__init__()
+        self.stream = stream
+        self.quotes = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.stream.read(size)
+        self.quotes += data.count(b'"')
+        return data
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        buffer[:len(data)] = data
+        return len(data)
+
+
 class CsvInput(LinesInput):
     format = "csv"
     null_word = "empty"
@@ -67,22 +92,51 @@ class CsvInput(LinesInput):
 
     def _text_batches(self) -> Iterator[tuple[list[str], pa.RecordBatch]]:
         raw, names = self._header()
+        block, done = limits.BLOCK_BYTES, 0
+        while True:
+            with self._open() as f:
+                counted = _QuoteCount(f)
+                try:
+                    reader = pacsv.open_csv(
+                        counted, read_options=pacsv.ReadOptions(block_size=block),
+                        # an empty line is skipped, unless there is one column: then it is an empty value
+                        parse_options=pacsv.ParseOptions(delimiter=self.delimiter, newlines_in_values=True,
+                                                         ignore_empty_lines=len(names) > 1),
+                        convert_options=pacsv.ConvertOptions(column_types={n: pa.string() for n in raw},
+                                                             strings_can_be_null=True, null_values=[""],
+                                                             quoted_strings_can_be_null=False))
+                    skip = done  # rows yielded before a retry with larger blocks
+                    for batch in reader:
+                        if skip >= batch.num_rows:
+                            skip -= batch.num_rows
+                            continue
+                        batch, skip = batch.slice(skip), 0
+                        done += batch.num_rows
+                        yield names, batch
+                    if counted.quotes % 2:  # an odd number of quotes: maybe a file cut inside a quoted value
+                        self._check_complete()
+                    return
+                except pa.ArrowInvalid as e:
+                    error = e
+            if "straddl" in str(error) and block < MAX_BLOCK_BYTES:
+                block = min(block * 8, MAX_BLOCK_BYTES)  # a row longer than a block: read in larger blocks
+                continue
+            raise self._parse_error(error, len(names))
+
+    def _check_complete(self) -> None:
+        """:class:`InputError` if the file ends inside a quoted value (pyarrow takes the rest
+        of the file as the value)."""
         with self._open() as f:
+            reader = csv.reader(io.TextIOWrapper(f, encoding="utf-8-sig", newline=""), delimiter=self.delimiter,
+                                strict=True)
+            start = 1
             try:
-                reader = pacsv.open_csv(
-                    f, read_options=pacsv.ReadOptions(block_size=limits.BLOCK_BYTES),
-                    # an empty line is skipped, unless there is one column: then it is an empty value
-                    parse_options=pacsv.ParseOptions(delimiter=self.delimiter, newlines_in_values=True,
-                                                     ignore_empty_lines=len(names) > 1),
-                    convert_options=pacsv.ConvertOptions(column_types={n: pa.string() for n in raw},
-                                                         strings_can_be_null=True, null_values=[""],
-                                                         quoted_strings_can_be_null=False))
-                for batch in reader:
-                    yield names, batch
-                return
-            except pa.ArrowInvalid as e:
-                error = e
-        raise self._parse_error(error, len(names))
+                for _ in reader:
+                    start = reader.line_num + 1
+            except csv.Error as e:
+                if "unexpected end of data" in str(e):
+                    raise InputError(f"{self.name} line {start}: the file ends inside a quoted value (is it "
+                                     f"truncated?)", self.name, line=start) from None
 
     def _parse_error(self, error: Exception, width: int) -> InputError:
         for line, record in self._records():

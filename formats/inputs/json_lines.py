@@ -11,7 +11,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pajson
 
-from cdkds.formats.text import BAD_VALUE, STRING_CANDIDATES, TextKinds, first_bad, is_text, json_array, type_name
+from cdkds.formats.text import (
+    BAD_VALUE, STRING_CANDIDATES, Overflowed, TextKinds, decoded_json, first_bad, is_text, json_array,
+)
 from cdkds.formats.inputs import base as limits
 from cdkds.formats.inputs.base import JSON_CHUNK_LINES, InputError, LinesInput, merge_types, plain
 
@@ -24,7 +26,7 @@ def _json_kind(v: Any) -> str:
         return "boolean"
     if isinstance(v, int):
         return "long" if -(2**63) <= v < 2**63 else "double"
-    if isinstance(v, float):
+    if isinstance(v, (float, Overflowed)):
         return "double"
     if isinstance(v, str):
         return "string"
@@ -37,9 +39,9 @@ def _json_native(t: pa.DataType) -> pa.DataType | None:
         return pa.int64()
     if pa.types.is_floating(t):
         return pa.float64()
-    if pa.types.is_boolean(t) or is_text(t) or pa.types.is_decimal(t) or pa.types.is_timestamp(t):
+    if pa.types.is_boolean(t) or is_text(t) or pa.types.is_decimal(t):
         return t
-    if pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_binary(t) or pa.types.is_fixed_size_binary(t) \
+    if pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_binary(t) or pa.types.is_fixed_size_binary(t) \
             or pa.types.is_large_binary(t):
         return pa.string()  # then converted by the text rules
     if pa.types.is_list(t):
@@ -65,7 +67,7 @@ class JsonLinesInput(LinesInput):
                 if not text.strip():
                     continue
                 try:
-                    value = json.loads(text)
+                    value = decoded_json(text)
                 except json.JSONDecodeError as e:
                     raise InputError(f"{self.name} line {line}: not valid JSON ({e.msg} at column {e.colno})",
                                      self.name, line=line) from None
@@ -146,6 +148,8 @@ class JsonLinesInput(LinesInput):
                                           parse_options=pajson.ParseOptions(explicit_schema=native,
                                                                             unexpected_field_behavior="error"))
                 for batch in reader:
+                    if any(_holds_infinity(c) for c in batch.columns):
+                        raise pa.ArrowInvalid("a number beyond a double")  # (pyarrow reads no infinity else)
                     columns = {f.name: self._typed(batch.column(f.name), f, base) for f in schema}
                     yield self._conform(columns, batch.num_rows, schema, defaults, base)
                     base += batch.num_rows
@@ -161,6 +165,7 @@ class JsonLinesInput(LinesInput):
 
     def _read_python(self, schema: pa.Schema, defaults: Mapping[str, Any]) -> Iterator[pa.RecordBatch]:
         names = set(schema.names)
+        base = 0
         for chunk in self._objects():
             lines = [line for line, _ in chunk]
             for line, obj in chunk:
@@ -175,14 +180,26 @@ class JsonLinesInput(LinesInput):
                     columns[f.name] = json_array(values, f.type)
                 except BAD_VALUE:
                     i = first_bad(len(values), lambda lo, hi: json_array(values[lo:hi], f.type))
-                    raise InputError(f"{self.name} line {lines[i]}: field {f.name!r}: {values[i]!r} is not a "
-                                     f"{type_name(f.type)}", self.name, line=lines[i], field=f.name,
-                                     value=values[i]) from None
+                    raise self._bad_value(i, f.name, values[i], f.type, {"line": lines[i]}) from None
+                columns[f.name] = self._checked(columns[f.name], f, base)
                 if columns[f.name].null_count and not f.nullable and f.name not in defaults:
                     i = int(pc.index(columns[f.name].is_null(), True).as_py())
                     raise InputError(f"{self.name} line {lines[i]}: field {f.name!r} is required, but the value is "
                                      f"{self.null_word}", self.name, line=lines[i], field=f.name)
-            yield self._conform(columns, len(chunk), schema, defaults, 0)
+            yield self._conform(columns, len(chunk), schema, defaults, base)
+            base += len(chunk)
+
+
+def _holds_infinity(column: pa.Array) -> bool:
+    """Whether a column parsed by pyarrow holds an infinity, at any depth."""
+    t = column.type
+    if pa.types.is_floating(t):
+        return bool(pc.any(pc.is_inf(column)).as_py())
+    if pa.types.is_list(t):
+        return _holds_infinity(column.flatten())
+    if pa.types.is_struct(t):
+        return any(_holds_infinity(column.field(i)) for i in range(t.num_fields))
+    return False
 
 
 _JSON_TYPES = {"double": pa.float64(), "long": pa.int64(), "boolean": pa.bool_()}

@@ -20,9 +20,16 @@ class ParquetInput(InputFile):
     def _schema(self) -> pa.Schema:
         with self._open() as f:
             try:
-                return pq.read_schema(f).remove_metadata()
+                schema = pq.read_schema(f).remove_metadata()
             except pa.ArrowInvalid as e:
                 raise InputError(f"{self.name}: not a readable Parquet file: {e}", self.name) from None
+        self._check_names(schema.names)
+        return schema
+
+    def _check_names(self, names: list[str]) -> None:
+        twice = [n for i, n in enumerate(names) if n in names[:i]]
+        if twice:
+            raise InputError(f"{self.name}: column {twice[0]!r} appears twice in the file", self.name, field=twice[0])
 
     def columns(self) -> list[str]:
         return self._schema().names
@@ -37,6 +44,7 @@ class ParquetInput(InputFile):
             except pa.ArrowInvalid as e:
                 raise InputError(f"{self.name}: not a readable Parquet file: {e}", self.name) from None
             names = parquet.schema_arrow.names
+            self._check_names(names)
             self._check_columns(names, schema, defaults)
             total = max(1, parquet.metadata.num_rows)
             base = 0

@@ -217,6 +217,7 @@ def lake(tmp_path):
     (["export", "{url}", "{lake}/sales/events/_log/00000000000000000002.json", "--format", "jsonl"], 1,
      "is inside the folder of the dataset at"),
     (["export", "{url}", "{lake}/sales/events/data/mine.parquet"], 1, "is inside the folder of the dataset at"),
+    (["export", "{url}", "{in}/out.csv", "--columns", " , "], 1, "error: dataset 'events': --columns names no column"),
     (["import", "{url}", "{in}/good.csv", "--create", "--property", "colour=blue"], 1, "unknown property 'colour'"),
     (["import", "{url}", "{in}/good.csv", "--create", "--compression", "zstd"], 1,
      "error: dataset 'events' exists with compression snappy, not zstd"),
@@ -251,3 +252,35 @@ def test_progress_shows_on_a_terminal(lake):
     assert b"imported 20 rows from 2 files" in out and b"importing into events" in shown
     out, shown = on_a_terminal("export", f"{root}/sales/events", str(folder / "all.parquet"))
     assert b"exported 30 rows" in out and b"exporting events" in shown
+
+
+@pytest.mark.parametrize("fmt", ["avro", "csv", "jsonl", "parquet"])
+def test_an_export_makes_its_folder_and_infinities_import_back(tmp_path, fmt):  # issue 26.12
+    schema = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"},
+                                                       {"name": "f", "type": ["null", "float"], "default": None}]}
+    repo = DatasetRepository(f"file://{tmp_path}/lake")
+    ds = repo.create("d", DatasetDescriptor(schema))
+    rows = [{"id": 1, "f": float("inf")}, {"id": 2, "f": float("-inf")}, {"id": 3, "f": 1.5}, {"id": 4, "f": None}]
+    with ds.writer() as w:
+        for r in rows:
+            w.write(r)
+    out = tmp_path / "not" / "yet" / f"out.{fmt}"
+    run("export", f"file://{tmp_path}/lake/d", str(out))
+    repo.create("e", DatasetDescriptor(schema))
+    run("import", f"file://{tmp_path}/lake/e", str(out))
+    assert sorted(repo.load("e").reader(), key=lambda r: r["id"]) == rows
+
+
+def test_partition_value_errors_on_import_name_the_line(tmp_path):  # issue 26.12
+    schema = {"type": "record", "name": "R", "fields": [
+        {"name": "id", "type": "long"}, {"name": "country", "type": "string"},
+        {"name": "ts", "type": ["null", {"type": "long", "logicalType": "timestamp-micros"}], "default": None}]}
+    repo = DatasetRepository(f"file://{tmp_path}/lake")
+    repo.create("d", DatasetDescriptor(schema, "list(country, [['NZ', 'AU']]), day(ts)"))
+    (tmp_path / "a.csv").write_text("id,country,ts\n1,NZ,2026-03-01T00:00:00Z\n\n2,FR,2026-03-01T00:00:00Z\n")
+    (tmp_path / "b.csv").write_text("id,country,ts\n1,NZ,2026-03-01T00:00:00Z\n2,AU,\n")
+    done = run("import", f"file://{tmp_path}/lake/d", str(tmp_path / "a.csv"), code=1)
+    assert f"{tmp_path}/a.csv line 4: field 'country': value 'FR' is in none of the partition lists" in done.stderr
+    done = run("import", f"file://{tmp_path}/lake/d", str(tmp_path / "b.csv"), code=1)
+    assert f"{tmp_path}/b.csv line 3: field 'ts': null is not a partition value" in done.stderr
+    assert repo.load("d").version == 0 and not list((tmp_path / "lake" / "d" / "data").rglob("*.parquet"))

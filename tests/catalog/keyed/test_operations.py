@@ -232,7 +232,7 @@ def test_writer_appends_are_inserts_and_overwrite_replaces_the_index(users):
     (lambda d: d.upsert([{"tenant": "nz", "userId": 1, "updatedAt": at(1), "bogus": 1}]), "unknown field 'bogus'"),
     (lambda d: d.upsert(pa.table({"tenant": ["nz"], "userId": [None], "updatedAt": [at(1)]})), "userId"),
     (lambda d: d.update([{"tenant": "nz", "userId": 1, "nope": 1}]), "unknown column 'nope'"),
-    (lambda d: d.update([{"tenant": "nz", "userId": 1, "score": "high"}]), "update field 'score': value 'high' (str) is not an integer"),
+    (lambda d: d.update([{"tenant": "nz", "userId": 1, "score": "high"}]), "update field 'score': value 'high'"),
     (lambda d: d.update([{"tenant": "nz", "email": "x"}]), "no record key field 'userId'"),
     (lambda d: d.delete_keys([("nz",)]), "has 1 value(s)"),
     (lambda d: d.delete_keys([("nz", 1, 2)]), "has 3 value(s)"),

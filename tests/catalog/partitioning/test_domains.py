@@ -119,7 +119,7 @@ def test_values_beyond_the_domain_are_rejected_with_field_and_value(tmp_path):
     with ds.writer() as w:
         with pytest.raises(InvalidRecordError, match=r"dataset 't'.* value 1000000000000000 of field 't' is not a time"):
             w.write(row)
-        with pytest.raises(InvalidRecordError, match=r"value 70 of field 'x' is above the last range bound 65"):
+        with pytest.raises(InvalidRecordError, match=r"field 'x' \(row 0\): value 70 is above the last range bound 65"):
             w.write_batch(pa.Table.from_pylist([{**row, "t": 0, "x": 70}], schema=ds.descriptor.arrow_schema))
     assert ds.version == 0 and ds.files == []
     beyond = pa.array([253_402_300_800_000_000], pa.int64()).cast(pa.timestamp("us", tz="UTC"))
