@@ -73,6 +73,25 @@ def location(options: Mapping[str, str]) -> Location:
     return Location(path, storage_options, view)
 
 
+NO_WRITE_TARGET = (
+    "Spark does not tell the cdkds source which dataset this write goes to: a write into a catalog table "
+    "(INSERT INTO/OVERWRITE, insertInto, saveAsTable of an existing table, CREATE TABLE ... AS SELECT, writeTo) "
+    "and save() without a path pass a Python source no options, only the rows, whose column metadata names the "
+    "dataset they were read from, and cdkds never writes there. Name the dataset in the write: "
+    "df.write.format('cdkds').mode('append').save(url), INSERT INTO t WITH ('path' = url) SELECT ..., "
+    "df.writeTo(t).option('path', url).append(), or INSERT INTO a temporary view made with "
+    "CREATE TEMPORARY VIEW v USING cdkds OPTIONS (path url) (cdkds.connector.register(spark, repository_url) "
+    "makes one per dataset)")
+
+
+def write_location(options: Mapping[str, str]) -> Location:
+    """Where a write goes: the write's own ``path`` option, never a path carried in the
+    rows' schema (that names the dataset the rows were read from)."""
+    if not _get(options, "path"):
+        raise InvalidOptionError(NO_WRITE_TARGET)
+    return location(options)
+
+
 _RANGE = re.compile(r"^([\[(])([^,]*),([^,]*)([\])])$")
 
 

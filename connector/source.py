@@ -47,8 +47,9 @@ class CdkdsDataSource(DataSource):
         return "cdkds"
 
     def _options(self, schema: StructType | None = None) -> dict[str, str]:
-        """The options, plus those kept in the schema of a catalog table (Spark drops a
-        catalog table's OPTIONS, LOCATION and TBLPROPERTIES, but keeps its schema)."""
+        """A read's options, plus those kept in the schema of a catalog table (Spark drops a
+        catalog table's OPTIONS, LOCATION and TBLPROPERTIES, but keeps its schema). Reads
+        only: a write's rows carry the schema of wherever they were read from."""
         from cdkds.connector.options import OPTIONS_METADATA_KEY
 
         merged: dict[str, str] = {}
@@ -99,10 +100,15 @@ class CdkdsDataSource(DataSource):
         return cls(where, read.version, read.timestamp, read.where, schema, read.max_partition_bytes, read.batch_rows,
                    read.min_partitions or self.default_parallelism or os.cpu_count() or 1)
 
+    def _write_options(self) -> dict[str, str]:
+        """A write's options: only its own (the schema's carried options name the dataset the
+        rows were read from, never the one they go to; see :data:`NO_WRITE_TARGET`)."""
+        return {k: v for k, v in self.options.items() if v is not None}
+
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
         from cdkds.connector.writer import plan_write
 
-        return plan_write(self._options(schema), schema, overwrite)
+        return plan_write(self._write_options(), schema, overwrite)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802 - Spark's name
         from cdkds.connector.options import location, reads_change_feed
@@ -120,7 +126,7 @@ class CdkdsDataSource(DataSource):
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:  # noqa: N802
         from cdkds.connector.streaming import plan_stream_write
 
-        return plan_stream_write(self._options(schema), schema, overwrite)
+        return plan_stream_write(self._write_options(), schema, overwrite)
 
 
 # Never storageOptions: a schema is shown by df.schema and DESCRIBE, kept in the metastore and

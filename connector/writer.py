@@ -48,9 +48,9 @@ def plan_write(options: dict[str, str], schema: StructType, overwrite: bool,
     from cdkds.catalog import DatasetNotFoundError
     from cdkds.catalog.expressions import ALWAYS_TRUE
     from cdkds.catalog.write.writer import DEFAULT_TARGET_FILE_SIZE
-    from cdkds.connector.options import location, write_options
+    from cdkds.connector.options import write_location, write_options
 
-    where = location(options)
+    where = write_location(options)
     if where.view is not ALWAYS_TRUE:
         raise_option_error(f"dataset {where.name!r}: cannot write through a view URI; write to {where.url}")
     write = write_options(options, where.name)
