@@ -153,7 +153,8 @@ def _record_name(name: str) -> str:
 
 
 def check_write_options(dataset: "Dataset", write: Any) -> None:
-    """Options that would create a dataset must agree with an existing one."""
+    """Options that would create a dataset must agree with an existing one (they are not
+    ignored: a write that asks for other settings than the dataset has is refused)."""
     from cdkds.catalog import PartitionStrategy
     from cdkds.connector.options import InvalidOptionError
 
@@ -170,6 +171,12 @@ def check_write_options(dataset: "Dataset", write: Any) -> None:
         conflicts.append(f"recordKey={','.join(write.record_key)!r} but the dataset's is {','.join(d.record_key)!r}")
     if write.ordering_field is not None and write.ordering_field != d.ordering_field:
         conflicts.append(f"orderingField={write.ordering_field!r} but the dataset's is {d.ordering_field!r}")
+    if write.compression is not None and write.compression != d.compression:
+        conflicts.append(f"compression={write.compression!r} but the dataset's is {d.compression!r}")
+    for key, value in write.properties.items():
+        if d.properties.get(key) != value:
+            have = f"{d.properties[key]!r}" if key in d.properties else "no such property"
+            conflicts.append(f"property.{key}={value!r} but the dataset has {have} (change it with DatasetRepository.update)")
     if conflicts:
         raise InvalidOptionError(f"dataset {dataset.name!r} exists with other settings: " + "; ".join(conflicts))
 
