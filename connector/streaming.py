@@ -262,7 +262,7 @@ class CdkdsStreamWriter(DataSourceStreamArrowWriter):
                 if job.operation is None or attempt == KEYED_ATTEMPTS - 1:
                     raise
                 time.sleep(min(2.0, 0.01 * 2 ** attempt) * (0.5 + random.random()))
-                dataset.refresh()
+                dataset = job.target(prefer_latest=True)  # a first batch's dataset may have been unborn
 
     def abort(self, messages: list, batchId: int) -> None:  # noqa: N803 - Spark's name
         batch = StreamBatch.of(messages, batchId, self.job.where.name)
