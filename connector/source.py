@@ -41,6 +41,9 @@ class CdkdsDataSource(DataSource):
     # Spark's default parallelism, when register() could ask the session for it: a Python
     # source's planner sees only its options, never the session's configuration.
     default_parallelism: int | None = None
+    # The revision schema() described: Spark keeps this instance (pickled after schema())
+    # for planning the DataFrame's reads, so every action reads the revision its schema is of.
+    pinned_version: int | None = None
 
     @classmethod
     def name(cls) -> str:
@@ -73,6 +76,7 @@ class CdkdsDataSource(DataSource):
             return change_feed_schema(end, columns_option(options, where.name))
         read = read_options(options, where.view, where.name)
         dataset = open_dataset(where, read.version, read.timestamp)
+        self.pinned_version = dataset.version
         struct = dataset.descriptor.spark_schema_json()
         if read.columns is not None:
             by_name = {f["name"]: f for f in struct["fields"]}
@@ -96,8 +100,10 @@ class CdkdsDataSource(DataSource):
 
             return ChangeFeedReader(where, change_feed_options(options, where.name, False), schema)
         read = read_options(options, where.view, where.name)
+        version, timestamp = (read.version, read.timestamp) if self.pinned_version is None else \
+            (self.pinned_version, None)
         cls = CdkdsFilteringReader if read.push_filters else CdkdsReader
-        return cls(where, read.version, read.timestamp, read.where, schema, read.max_partition_bytes, read.batch_rows,
+        return cls(where, version, timestamp, read.where, schema, read.max_partition_bytes, read.batch_rows,
                    read.min_partitions or self.default_parallelism or os.cpu_count() or 1)
 
     def _write_options(self) -> dict[str, str]:
@@ -196,6 +202,7 @@ class CdkdsReader(DataSourceReader):
         from cdkds.formats.files import file_format
 
         dataset = open_dataset(self.where, self.version, self.timestamp)
+        check_planned_schema(dataset, self.schema)
         plan = dataset.plan(self.predicate, [f.name for f in self.schema.fields])
         descriptor = plan.snapshot.descriptor
         groups = input_partitions(plan.tasks, self.max_partition_bytes, self.parallelism,
@@ -206,6 +213,26 @@ class CdkdsReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator["pa.RecordBatch"]:
         assert isinstance(partition, FileGroup)
         return read_group(self.where, self.schema, self.batch_rows, partition)
+
+
+def check_planned_schema(dataset: "Dataset", schema: StructType) -> None:
+    """Refuse to read a revision whose columns no longer fit the schema Spark planned the
+    query with: a catalog table (or a reader given a schema) reads the latest revision, but
+    Spark keeps the schema of the revision the table was created on."""
+    from cdkds.catalog import SchemaMismatchError
+
+    current = {f.name: f.dataType for f in StructType.fromJson(dataset.descriptor.spark_schema_json()).fields}
+    problems = []
+    for f in schema.fields:
+        if f.name not in current:
+            problems.append(f"column {f.name!r} is not in it (its columns are {list(current)})")
+        elif current[f.name].simpleString() != f.dataType.simpleString():
+            problems.append(f"column {f.name!r} is {current[f.name].simpleString()}, planned as "
+                            f"{f.dataType.simpleString()}")
+    if problems:
+        raise SchemaMismatchError(f"dataset {dataset.name!r}: revision {dataset.version} no longer fits the schema "
+                                  f"the query was planned with: {'; '.join(problems)}; re-create the table (DROP "
+                                  f"TABLE, CREATE TABLE ... USING cdkds) or load the dataset again")
 
 
 def read_group(where: "Location", schema: StructType, batch_rows: int, group: FileGroup) -> Iterator["pa.RecordBatch"]:
