@@ -30,21 +30,20 @@ def upsert(df: "DataFrame", url: str, operation: str = "upsert", storage_options
     naming the key."""
     import pyarrow as pa
 
-    from cdkds.catalog import DatasetRepository
+    from cdkds.catalog import CdkdsError, DatasetNotFoundError, DatasetRepository
     from cdkds.catalog.keyed.keys import RecordKey
-    from cdkds.catalog.keyed.operations import UpsertResult
     from cdkds.catalog.repository import split_dataset_url
-    from cdkds.connector.options import InvalidOptionError, KEYED_OPERATIONS, write_options
-    from cdkds.connector.writer import new_descriptor
+    from cdkds.connector.options import InvalidOptionError, KEYED_OPERATIONS, Location, check_known_options, write_options
+    from cdkds.connector.writer import new_descriptor, take_result
 
     if operation not in KEYED_OPERATIONS:
         raise InvalidOptionError(f"dataset at {url}: operation must be one of {list(KEYED_OPERATIONS)}, got {operation!r}")
     parent, name = split_dataset_url(url)
-    repo = DatasetRepository(parent, storage_options)
-    if not repo.exists(name):
-        repo.create(name, new_descriptor(name, df.schema, write_options(options, name)))
-    dataset = repo.load(name)
-    descriptor = dataset.descriptor
+    check_known_options(options, name)
+    try:
+        descriptor = DatasetRepository(parent, storage_options).load(name).descriptor
+    except DatasetNotFoundError:  # the job creates it as it commits: a failed job creates nothing
+        descriptor = new_descriptor(name, df.schema, write_options(options, name))
     key = RecordKey.of(descriptor, name)
     buckets = descriptor.keyed.buckets
     missing = [k for k in key.names if k not in df.columns]
@@ -69,9 +68,7 @@ def upsert(df: "DataFrame", url: str, operation: str = "upsert", storage_options
     for k, v in options.items():
         writer = writer.option(k, v)
     writer.save(url)
-    dataset.refresh()
-    for entry in reversed(dataset.history()):
-        if entry.revision <= dataset.version and entry.info.get("job") == job:
-            info = entry.info
-            return UpsertResult(info["inserted"], info["updated"], info["deleted"], info["unchanged"], entry.revision)
-    return UpsertResult(revision=None)  # nothing needed committing
+    result = take_result(Location(url, storage_options or {}), job)
+    if result is None:  # the job's commit records it whatever it committed
+        raise CdkdsError(f"dataset {name!r}: the upsert job {job} left no result; see the Spark job's log")
+    return result

@@ -44,6 +44,54 @@ def _get(options: Mapping[str, str], *names: str) -> str | None:
     return None
 
 
+# Every option the source reads, by use (Spark hands a source every option it was given; a
+# misspelled one would otherwise be ignored without a word).
+KNOWN_OPTIONS = {
+    "location": ("path", "storageOptions"),
+    "read": ("where", "columns", "versionAsOf", "version", "timestampAsOf", "timestamp", "pushFilters",
+             "maxPartitionBytes", "batchRows", "minPartitions"),
+    "stream read": ("startingVersion", "startingTimestamp", "maxFilesPerTrigger", "maxBytesPerTrigger",
+                    "skipChangeCommits"),
+    "change feed": ("readChangeFeed", "endingVersion", "endingTimestamp"),
+    "write": ("partitionBy", "format", "compression", "recordKey", "orderingField", "schema", "partitionOverwrite",
+              "partitionOverwriteMode", "targetFileSize", "checkNulls", "operation", "sortBy", "txnAppId",
+              "txnVersion", "cdkds.clustered", "cdkds.job"),
+    "Spark": ("checkpointLocation", "queryName"),  # a streaming query's options reach its sink too
+}
+PROPERTY_PREFIX = "property."
+
+
+def check_known_options(options: Mapping[str, str], dataset: str) -> None:
+    """Refuse an option the source does not know, naming the nearest known one (a
+    ``property.`` option must name a descriptor property the library reads)."""
+    import difflib
+
+    from cdkds.catalog.descriptor import KNOWN_PROPERTIES
+
+    given = list(options)
+    if any(k.lower() == "provider" for k in given):
+        # a CREATE TABLE: Spark adds provider, location, owner... and the TBLPROPERTIES, and
+        # repeats each key of its OPTIONS as option.<key>: those (and path) are ours
+        given = [k[len("option."):] for k in given if k.lower().startswith("option.")]
+    known = {name.lower(): name for names in KNOWN_OPTIONS.values() for name in names}
+    for key in given:
+        lowered = key.lower()
+        if lowered.startswith(PROPERTY_PREFIX):
+            prop = key[len(PROPERTY_PREFIX):]
+            if prop not in KNOWN_PROPERTIES:
+                near = difflib.get_close_matches(prop, KNOWN_PROPERTIES, 1)
+                hint = f"did you mean {PROPERTY_PREFIX}{near[0]}? " if near else ""
+                raise InvalidOptionError(f"dataset {dataset!r}: unknown option {key!r} ({hint}the descriptor "
+                                         f"properties are {', '.join(KNOWN_PROPERTIES)})")
+            continue
+        if lowered in known:
+            continue
+        near = difflib.get_close_matches(lowered, list(known), 1, 0.6)
+        hint = f"did you mean {known[near[0]]}? " if near else ""
+        raise InvalidOptionError(f"dataset {dataset!r}: unknown option {key!r} ({hint}the options are listed in the "
+                                 f"README, Spark)")
+
+
 @dataclass(frozen=True)
 class Location:
     """Where a dataset is: its URL and the fsspec storage options to open it with."""
@@ -62,6 +110,7 @@ def location(options: Mapping[str, str]) -> Location:
     path = _get(options, "path")
     if not path:
         raise InvalidOptionError("the cdkds source needs a dataset URL: load(url), save(url) or option('path', url)")
+    check_known_options(options, path.rstrip("/").rsplit("/", 1)[-1])
     storage = _get(options, "storageOptions")
     try:
         storage_options = json.loads(storage) if storage else {}
@@ -75,6 +124,25 @@ def location(options: Mapping[str, str]) -> Location:
     if re.match(r"^file:/[^/]", path):
         path = "file://" + path[len("file:"):]  # Hadoop's file:/x is fsspec's file:///x
     return Location(path, storage_options, view)
+
+
+NO_WRITE_TARGET = (
+    "Spark does not tell the cdkds source which dataset this write goes to: a write into a catalog table "
+    "(INSERT INTO/OVERWRITE, insertInto, saveAsTable of an existing table, CREATE TABLE ... AS SELECT, writeTo) "
+    "and save() without a path pass a Python source no options, only the rows, whose column metadata names the "
+    "dataset they were read from, and cdkds never writes there. Name the dataset in the write: "
+    "df.write.format('cdkds').mode('append').save(url), INSERT INTO t WITH ('path' = url) SELECT ..., "
+    "df.writeTo(t).option('path', url).append(), or INSERT INTO a temporary view made with "
+    "CREATE TEMPORARY VIEW v USING cdkds OPTIONS (path url) (cdkds.connector.register(spark, repository_url) "
+    "makes one per dataset)")
+
+
+def write_location(options: Mapping[str, str]) -> Location:
+    """Where a write goes: the write's own ``path`` option, never a path carried in the
+    rows' schema (that names the dataset the rows were read from)."""
+    if not _get(options, "path"):
+        raise InvalidOptionError(NO_WRITE_TARGET)
+    return location(options)
 
 
 _RANGE = re.compile(r"^([\[(])([^,]*),([^,]*)([\])])$")

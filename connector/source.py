@@ -41,14 +41,18 @@ class CdkdsDataSource(DataSource):
     # Spark's default parallelism, when register() could ask the session for it: a Python
     # source's planner sees only its options, never the session's configuration.
     default_parallelism: int | None = None
+    # The revision schema() described: Spark keeps this instance (pickled after schema())
+    # for planning the DataFrame's reads, so every action reads the revision its schema is of.
+    pinned_version: int | None = None
 
     @classmethod
     def name(cls) -> str:
         return "cdkds"
 
     def _options(self, schema: StructType | None = None) -> dict[str, str]:
-        """The options, plus those kept in the schema of a catalog table (Spark drops a
-        catalog table's OPTIONS, LOCATION and TBLPROPERTIES, but keeps its schema)."""
+        """A read's options, plus those kept in the schema of a catalog table (Spark drops a
+        catalog table's OPTIONS, LOCATION and TBLPROPERTIES, but keeps its schema). Reads
+        only: a write's rows carry the schema of wherever they were read from."""
         from cdkds.connector.options import OPTIONS_METADATA_KEY
 
         merged: dict[str, str] = {}
@@ -72,6 +76,7 @@ class CdkdsDataSource(DataSource):
             return change_feed_schema(end, columns_option(options, where.name))
         read = read_options(options, where.view, where.name)
         dataset = open_dataset(where, read.version, read.timestamp)
+        self.pinned_version = dataset.version
         struct = dataset.descriptor.spark_schema_json()
         if read.columns is not None:
             from cdkds.connector.options import output_columns
@@ -94,14 +99,21 @@ class CdkdsDataSource(DataSource):
 
             return ChangeFeedReader(where, change_feed_options(options, where.name, False), schema)
         read = read_options(options, where.view, where.name)
+        version, timestamp = (read.version, read.timestamp) if self.pinned_version is None else \
+            (self.pinned_version, None)
         cls = CdkdsFilteringReader if read.push_filters else CdkdsReader
-        return cls(where, read.version, read.timestamp, read.where, schema, read.max_partition_bytes, read.batch_rows,
+        return cls(where, version, timestamp, read.where, schema, read.max_partition_bytes, read.batch_rows,
                    read.min_partitions or self.default_parallelism or os.cpu_count() or 1)
+
+    def _write_options(self) -> dict[str, str]:
+        """A write's options: only its own (the schema's carried options name the dataset the
+        rows were read from, never the one they go to; see :data:`NO_WRITE_TARGET`)."""
+        return {k: v for k, v in self.options.items() if v is not None}
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
         from cdkds.connector.writer import plan_write
 
-        return plan_write(self._options(schema), schema, overwrite)
+        return plan_write(self._write_options(), schema, overwrite)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802 - Spark's name
         from cdkds.connector.options import location, reads_change_feed
@@ -119,7 +131,7 @@ class CdkdsDataSource(DataSource):
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:  # noqa: N802
         from cdkds.connector.streaming import plan_stream_write
 
-        return plan_stream_write(self._options(schema), schema, overwrite)
+        return plan_stream_write(self._write_options(), schema, overwrite)
 
 
 # Never storageOptions: a schema is shown by df.schema and DESCRIBE, kept in the metastore and
@@ -189,6 +201,7 @@ class CdkdsReader(DataSourceReader):
         from cdkds.formats.files import file_format
 
         dataset = open_dataset(self.where, self.version, self.timestamp)
+        check_planned_schema(dataset, self.schema)
         plan = dataset.plan(self.predicate, [f.name for f in self.schema.fields])
         descriptor = plan.snapshot.descriptor
         groups = input_partitions(plan.tasks, self.max_partition_bytes, self.parallelism,
@@ -199,6 +212,26 @@ class CdkdsReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator["pa.RecordBatch"]:
         assert isinstance(partition, FileGroup)
         return read_group(self.where, self.schema, self.batch_rows, partition)
+
+
+def check_planned_schema(dataset: "Dataset", schema: StructType) -> None:
+    """Refuse to read a revision whose columns no longer fit the schema Spark planned the
+    query with: a catalog table (or a reader given a schema) reads the latest revision, but
+    Spark keeps the schema of the revision the table was created on."""
+    from cdkds.catalog import SchemaMismatchError
+
+    current = {f.name: f.dataType for f in StructType.fromJson(dataset.descriptor.spark_schema_json()).fields}
+    problems = []
+    for f in schema.fields:
+        if f.name not in current:
+            problems.append(f"column {f.name!r} is not in it (its columns are {list(current)})")
+        elif current[f.name].simpleString() != f.dataType.simpleString():
+            problems.append(f"column {f.name!r} is {current[f.name].simpleString()}, planned as "
+                            f"{f.dataType.simpleString()}")
+    if problems:
+        raise SchemaMismatchError(f"dataset {dataset.name!r}: revision {dataset.version} no longer fits the schema "
+                                  f"the query was planned with: {'; '.join(problems)}; re-create the table (DROP "
+                                  f"TABLE, CREATE TABLE ... USING cdkds) or load the dataset again")
 
 
 def read_group(where: "Location", schema: StructType, batch_rows: int, group: FileGroup) -> Iterator["pa.RecordBatch"]:

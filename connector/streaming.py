@@ -38,7 +38,7 @@ from cdkds.catalog.log.actions import SetTransaction
 from cdkds.catalog.log.commit import clock
 from cdkds.catalog.read.splits import pack
 from cdkds.connector.feed import INITIAL_OFFSET, Budget, StreamFeed, StreamLog, StreamOffset, StreamPosition
-from cdkds.connector.options import InvalidOptionError, Location, StreamReadOptions, location, stream_read_options
+from cdkds.connector.options import InvalidOptionError, Location, StreamReadOptions, location, stream_read_options, write_location
 from cdkds.connector.source import FileGroup, open_dataset, read_group
 from cdkds.connector.writer import CdkdsCommitMessage, CdkdsWriter, StagedRows, commit_once, plan_write
 
@@ -195,7 +195,7 @@ class StreamCommitMessage(CdkdsCommitMessage):
 def plan_stream_write(options: Mapping[str, str], schema: StructType, overwrite: bool) -> "CdkdsStreamWriter":
     """A stream writer, checked on the driver as batch writes are. Spark plans one for the
     tasks of each micro-batch, and another for each commit or abort."""
-    name = location(options).name
+    name = write_location(options).name
     for option in ("txnAppId", "txnVersion"):
         if any(k.lower() == option.lower() for k in options):
             raise InvalidOptionError(f"dataset {name!r}: option {option} is for batch writes (foreachBatch); a "
@@ -262,7 +262,7 @@ class CdkdsStreamWriter(DataSourceStreamArrowWriter):
                 if job.operation is None or attempt == KEYED_ATTEMPTS - 1:
                     raise
                 time.sleep(min(2.0, 0.01 * 2 ** attempt) * (0.5 + random.random()))
-                dataset.refresh()
+                dataset = job.target(prefer_latest=True)  # a first batch's dataset may have been unborn
 
     def abort(self, messages: list, batchId: int) -> None:  # noqa: N803 - Spark's name
         batch = StreamBatch.of(messages, batchId, self.job.where.name)

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from cdkds.catalog import Dataset, DatasetDescriptor
+    from cdkds.catalog.keyed.operations import UpsertResult
     from cdkds.catalog.log.actions import Action, AddFile, SetTransaction
     from cdkds.connector.options import Location
 
@@ -48,12 +49,14 @@ def plan_write(options: dict[str, str], schema: StructType, overwrite: bool,
     from cdkds.catalog import DatasetNotFoundError
     from cdkds.catalog.expressions import ALWAYS_TRUE
     from cdkds.catalog.write.writer import DEFAULT_TARGET_FILE_SIZE
-    from cdkds.connector.options import location, write_options
+    from cdkds.connector.options import write_location, write_options
+    from cdkds.connector.storable import check_storable_schema
 
-    where = location(options)
+    where = write_location(options)
     if where.view is not ALWAYS_TRUE:
         raise_option_error(f"dataset {where.name!r}: cannot write through a view URI; write to {where.url}")
     write = write_options(options, where.name)
+    check_storable_schema(where.name, schema)
     try:
         dataset = open_dataset(where)
     except DatasetNotFoundError:
@@ -124,8 +127,6 @@ def plan_keyed_write(where: "Location", write: Any, dataset: "Dataset | None", d
         if unknown:
             raise InvalidOptionError(f"dataset {name!r}: update gives unknown column {unknown[0]!r}; "
                                      f"the schema has {list(descriptor.fields)}")
-    if write.clustered and base is None:
-        raise InvalidOptionError(f"dataset {name!r} must exist before a clustered keyed write")
     target = write.target_file_size or DEFAULT_TARGET_FILE_SIZE
     return CdkdsWriter(where, descriptor, descriptor_version, base, write.job or uuid.uuid4().hex,
                        "overwrite" if overwrite else "append", target, operation, write.clustered,
@@ -153,7 +154,8 @@ def _record_name(name: str) -> str:
 
 
 def check_write_options(dataset: "Dataset", write: Any) -> None:
-    """Options that would create a dataset must agree with an existing one."""
+    """Options that would create a dataset must agree with an existing one (they are not
+    ignored: a write that asks for other settings than the dataset has is refused)."""
     from cdkds.catalog import PartitionStrategy
     from cdkds.connector.options import InvalidOptionError
 
@@ -170,6 +172,12 @@ def check_write_options(dataset: "Dataset", write: Any) -> None:
         conflicts.append(f"recordKey={','.join(write.record_key)!r} but the dataset's is {','.join(d.record_key)!r}")
     if write.ordering_field is not None and write.ordering_field != d.ordering_field:
         conflicts.append(f"orderingField={write.ordering_field!r} but the dataset's is {d.ordering_field!r}")
+    if write.compression is not None and write.compression != d.compression:
+        conflicts.append(f"compression={write.compression!r} but the dataset's is {d.compression!r}")
+    for key, value in write.properties.items():
+        if d.properties.get(key) != value:
+            have = f"{d.properties[key]!r}" if key in d.properties else "no such property"
+            conflicts.append(f"property.{key}={value!r} but the dataset has {have} (change it with DatasetRepository.update)")
     if conflicts:
         raise InvalidOptionError(f"dataset {dataset.name!r} exists with other settings: " + "; ".join(conflicts))
 
@@ -218,8 +226,10 @@ class CdkdsWriter(DataSourceArrowWriter):
 
         from cdkds.catalog.storage import ObjectStore
         from cdkds.catalog.write.writer import PartitionedWriter
+        from cdkds.connector.storable import storable_batches
 
         store = ObjectStore.open(self.where.url, dict(self.where.storage_options))
+        iterator = storable_batches(self.where.name, iterator)
         if self.operation is not None:
             return self._write_keyed(store, iterator)
         files = PartitionedWriter(store, self.where.name, self.descriptor, self.descriptor_version,
@@ -251,18 +261,15 @@ class CdkdsWriter(DataSourceArrowWriter):
         import pyarrow.parquet as pq
 
         if self.clustered:
-            from cdkds.catalog import DatasetRepository
             from cdkds.catalog.keyed import operations
             from cdkds.catalog.keyed.keys import RecordKey
-            from cdkds.catalog.repository import split_dataset_url
 
             batches = list(iterator)
             if not batches:
                 return CdkdsCommitMessage([])
             table = pa.Table.from_batches(batches)
-            parent, name = split_dataset_url(self.where.url)
-            dataset = DatasetRepository(parent, dict(self.where.storage_options)).load(name, version=self.base)
-            key = RecordKey.of(dataset.descriptor, name)
+            dataset = self.planned_on()
+            key = RecordKey.of(dataset.descriptor, dataset.name)
             keys = key.conform(table.select([n for n in key.names if n in table.schema.names]))
             buckets = frozenset(np.unique(key.buckets(key.hashes(keys), dataset.descriptor.keyed.buckets)).tolist())
             change = operations.prepare(dataset, self.operation, table, buckets=buckets, sort_by=self.sort_by,
@@ -301,31 +308,64 @@ class CdkdsWriter(DataSourceArrowWriter):
         finally:
             staged.drop()
 
-    def target(self, prefer_latest: bool = False) -> "Dataset":
-        """The dataset to commit onto: as of the revision the job was planned on (created
-        first when the job creates it), or with ``prefer_latest`` the latest revision when
-        it still has the job's descriptor (or the job plans keyed rows on the driver)."""
-        from cdkds.catalog import CommitConflictError, DatasetExistsError, DatasetRepository
+    def _repository(self) -> "tuple[Any, str]":
+        from cdkds.catalog import DatasetRepository
         from cdkds.catalog.repository import split_dataset_url
 
         parent, name = split_dataset_url(self.where.url)
-        repo = DatasetRepository(parent, dict(self.where.storage_options))
-        dataset = None
+        return DatasetRepository(parent, dict(self.where.storage_options)), name
+
+    def planned_on(self) -> "Dataset":
+        """The dataset as of the revision the job is planned on; for a job that creates the
+        dataset, an :class:`UnbornDataset` (created only as the job commits)."""
+        from cdkds.connector.unborn import UnbornDataset
+
+        repo, name = self._repository()
+        if self.base is None:
+            return UnbornDataset.of(repo, name, self.descriptor)
+        return repo.load(name, version=self.base)
+
+    def target(self, prefer_latest: bool = False) -> "Dataset":
+        """The dataset to commit onto: as of the revision the job was planned on (for a job
+        that creates it and finds it absent: unborn, created by :meth:`created` as the job
+        commits), or with ``prefer_latest`` the latest revision when it still has the job's
+        descriptor (or the job plans keyed rows on the driver)."""
+        from cdkds.catalog import DatasetNotFoundError
+
+        repo, name = self._repository()
+        dataset = self.planned_on()
         if self.base is None:
             try:
-                dataset = repo.create(name, self.descriptor)
-            except DatasetExistsError:
-                dataset = repo.load(name, version=0)  # a concurrent first write won: commit onto it
-                if dataset.descriptor != self.descriptor:
-                    raise CommitConflictError(
-                        f"dataset {name!r} was created by a concurrent write with another descriptor "
-                        f"while this write created it; nothing of this write was committed") from None
+                dataset = self.created(repo.load(name, version=0))  # a concurrent first write created it
+            except DatasetNotFoundError:
+                return dataset
         if prefer_latest:
             latest = repo.load(name)
             if (self.operation is not None and not self.clustered) or \
                     latest.descriptor_version == self.descriptor_version:
                 return latest
-        return dataset if dataset is not None else repo.load(name, version=self.base)
+        return dataset
+
+    def created(self, dataset: "Dataset") -> "Dataset":
+        """``dataset``, created now if it is unborn: the job's commit is the first moment a
+        job that creates its dataset makes it exist, so a job that fails before creates
+        nothing. A dataset a concurrent first write created is committed onto when it has
+        the job's descriptor."""
+        from cdkds.catalog import CommitConflictError, DatasetExistsError
+        from cdkds.connector.unborn import UnbornDataset
+
+        if not isinstance(dataset, UnbornDataset) and not (self.base is None and dataset.version == 0):
+            return dataset
+        repo, name = self._repository()
+        if isinstance(dataset, UnbornDataset):
+            try:
+                return repo.create(name, self.descriptor)
+            except DatasetExistsError:
+                dataset = repo.load(name, version=0)
+        if dataset.descriptor != self.descriptor:
+            raise CommitConflictError(f"dataset {name!r} was created by a concurrent write with another descriptor "
+                                      f"while this write created it; nothing of this write was committed")
+        return dataset
 
     def commit_to(self, dataset: "Dataset", messages: list, staged: "StagedRows",
                   extra: "Sequence[Action]" = ()) -> None:
@@ -335,6 +375,7 @@ class CdkdsWriter(DataSourceArrowWriter):
 
         if self.operation is not None:
             return self._commit_keyed(dataset, messages, staged.table(), extra)
+        dataset = self.created(dataset)
         adds = [a for m in messages if m is not None for a in m.adds]
         mode = write_mode(self.mode, self.descriptor)
         removes, rule = mode.plan(dataset.snapshot, adds, set(), True)
@@ -343,26 +384,31 @@ class CdkdsWriter(DataSourceArrowWriter):
 
     def _commit_keyed(self, dataset: "Dataset", messages: list, table: "pa.Table | None",
                       extra: "Sequence[Action]") -> None:
+        """Plan (on ``dataset``, unborn for a first write: a planning failure creates
+        nothing) and commit a keyed job; a clustered job records its counts for
+        :func:`cdkds.connector.upsert`."""
         from cdkds.catalog.keyed import operations
 
         info = {"engine.spark": True, "job": self.transaction}
         if self.clustered:
             changes = [m.change for m in messages if m is not None and m.change is not None]
-            operations.commit(dataset, changes, info, commit_uuid=self.transaction, extra_actions=extra)
+            result = operations.commit(self._created_for(dataset, changes), changes, info,
+                                       commit_uuid=self.transaction, extra_actions=extra)
+            self.record_result(result)
             return
         if self.mode == "overwrite":
             from cdkds.catalog.keyed.writer import KeyedWriter
 
-            writer = KeyedWriter(dataset, mode="overwrite", commit_uuid=self.transaction, extra_actions=extra,
-                                 sort_by=self.sort_by, target_file_size=self.target_file_size)
+            writer = KeyedWriter(self.created(dataset), mode="overwrite", commit_uuid=self.transaction,
+                                 extra_actions=extra, sort_by=self.sort_by, target_file_size=self.target_file_size)
             if table is not None:
                 writer.write_batch(table)
             writer.close()
             return
         if table is None:
             if extra:
-                operations.commit(dataset, [], info, commit_uuid=self.transaction, operation=self.operation,
-                                  extra_actions=extra)
+                operations.commit(self.created(dataset), [], info, commit_uuid=self.transaction,
+                                  operation=self.operation, extra_actions=extra)
             return
         if self.operation == "delete":
             names = [*dataset.descriptor.record_key, *(
@@ -370,7 +416,30 @@ class CdkdsWriter(DataSourceArrowWriter):
             table = table.select(names)  # other columns of the DataFrame are ignored
         change = operations.prepare(dataset, self.operation, table, sort_by=self.sort_by,
                                     target_file_size=self.target_file_size)
-        operations.commit(dataset, [change], info, commit_uuid=self.transaction, extra_actions=extra)
+        operations.commit(self._created_for(dataset, [change]), [change], info, commit_uuid=self.transaction,
+                          extra_actions=extra)
+
+    def _created_for(self, dataset: "Dataset", changes: list) -> "Dataset":
+        """:meth:`created`, deleting the files of ``changes`` when it fails."""
+        try:
+            return self.created(dataset)
+        except BaseException:
+            for change in changes:
+                change.discard(dataset)
+            raise
+
+    def record_result(self, result: "UpsertResult") -> None:
+        """Keep what the job did where :func:`cdkds.connector.upsert` reads it (the job's
+        staging folder): the counts of the one commit path, made even when nothing needed
+        committing (then no commit records them)."""
+        import dataclasses
+        import json
+
+        from cdkds.catalog.storage import ObjectStore
+
+        store = ObjectStore.open(self.where.url, dict(self.where.storage_options))
+        with store.fs.open(store.open_output(result_path(self.transaction)), "wb") as f:
+            f.write(json.dumps(dataclasses.asdict(result)).encode())
 
     def discard(self, dataset: "Dataset", messages: list) -> None:
         """Delete the files of a job whose batch an earlier attempt committed: those not live
@@ -399,6 +468,31 @@ class CdkdsWriter(DataSourceArrowWriter):
         _delete_quietly(store, [p for m in messages if m is not None for p in m.staged])  # never committed
         if landed is None:
             delete_files(store, [a.path for m in messages if m is not None for a in m.adds])
+
+
+def result_path(job: str) -> str:
+    """Where a clustered keyed job keeps its :class:`UpsertResult` (see ``record_result``)."""
+    from cdkds.catalog.write.writer import STAGING_FOLDER
+
+    return f"{STAGING_FOLDER}/{job}/result.json"
+
+
+def take_result(where: "Location", job: str) -> "UpsertResult | None":
+    """The result job ``job`` recorded (``None``: it recorded none), deleted once read."""
+    import json
+
+    from cdkds.catalog.keyed.operations import UpsertResult
+    from cdkds.catalog.storage import ObjectStore
+
+    store = ObjectStore.open(where.url, dict(where.storage_options))
+    path = result_path(job)
+    try:
+        with store.fs.open(store.path(path), "rb") as f:
+            result = UpsertResult(**json.loads(f.read()))
+    except FileNotFoundError:
+        return None
+    _delete_quietly(store, [path])
+    return result
 
 
 class StagedRows:

@@ -66,11 +66,16 @@ class TransactionLog:
         complete read of the log shows it absent (store and log errors propagate: unknown)."""
         return self.replay.landed(commit_uuid, after)
 
-    def create(self, descriptor: DatasetDescriptor, info: Mapping[str, Any] | None = None) -> Snapshot:
+    def first_commit(self, descriptor: DatasetDescriptor, info: Mapping[str, Any] | None = None) -> Commit:
+        """The commit 0 that :meth:`create` writes (``Snapshot.first`` of it is the dataset
+        as created, for planning a write that creates the dataset only when it commits)."""
         descriptor = DatasetDescriptor.from_json(descriptor.to_json())  # as every reader of the log sees it
-        commit = Commit(0, uuid.uuid4().hex, None, next_timestamp(0), "create", engine_info(info),
-                        (SetProtocol(KEYED_PROTOCOL, KEYED_PROTOCOL) if descriptor.record_key else SetProtocol(),
-                         SetMetadata(descriptor)))
+        return Commit(0, uuid.uuid4().hex, None, next_timestamp(0), "create", engine_info(info),
+                      (SetProtocol(KEYED_PROTOCOL, KEYED_PROTOCOL) if descriptor.record_key else SetProtocol(),
+                       SetMetadata(descriptor)))
+
+    def create(self, descriptor: DatasetDescriptor, info: Mapping[str, Any] | None = None) -> Snapshot:
+        commit = self.first_commit(descriptor, info)
         try:
             self.store.put_if_absent(commit_key(0), commit.to_bytes(None))
         except FileExistsError:

@@ -99,3 +99,48 @@ def test_uuid_keys_in_any_spelling_through_both_paths(spark, tmp_path):
     assert {r["v"] for r in ds.to_table().to_pylist()} == {"clustered", "plain"}
     report = ds.check(read_data=True)
     assert report.ok, report.to_json()
+
+
+def test_a_failed_first_write_creates_nothing(spark, tmp_path):
+    """Issue 27.3: a job that fails commits nothing, the dataset's creation included."""
+    from pyspark.sql.functions import udf
+
+    repo = DatasetRepository(f"file://{tmp_path}/lake")
+    twice = spark.createDataFrame([(1, "a"), (1, "b"), (2, "c")], "userId long, email string")
+    for name, write in {
+        "plain": lambda url: twice.write.format("cdkds").mode("append").option("recordKey", "userId").save(url),
+        "upsert": lambda url: upsert(twice, url, recordKey="userId"),
+    }.items():
+        url = f"{repo.url}/{name}"
+        with pytest.raises(Exception, match="duplicate|more than once|twice|ordering"):
+            write(url)  # duplicate keys and no ordering field: the driver's plan fails
+        assert not repo.exists(name) and not list(repo.store.child(name).walk_files(""))
+        twice.dropDuplicates(["userId"]).write.format("cdkds").mode("append").option("recordKey", "userId") \
+            .save(url)  # the corrected retry creates it
+        assert repo.load(name).version == 1 and repo.load(name).snapshot.row_count == 2
+
+    @udf("long")
+    def fail(value):
+        raise ValueError("task failure injected")
+
+    url = f"{repo.url}/failed_task"
+    with pytest.raises(Exception, match="task failure injected"):
+        upsert(users(spark, 0, 3).withColumn("userId", fail("userId")), url, recordKey="userId",
+               orderingField="updatedAt")
+    assert not repo.exists("failed_task")
+
+
+def test_upsert_counts_as_dataset_upsert_does(spark, tmp_path):
+    """Issue 27.4: one counting path: a row that loses last-write-wins is unchanged, committed or not."""
+    repo = DatasetRepository(f"file://{tmp_path}/lake")
+    url = f"{repo.url}/counted"
+    first = upsert(users(spark, 0, 2, millis=1770000000000), url, recordKey="userId", orderingField="updatedAt")
+    twin = repo.create("twin", repo.load("counted").descriptor)
+    twin.upsert(users(spark, 0, 2, millis=1770000000000).toArrow())
+    for rows in (users(spark, 0, 1, "stale", 1769000000000),  # loses: nothing to commit
+                 users(spark, 0, 1, "stale", 1769000000000).union(users(spark, 5, 6, "new"))):
+        spark_result, python_result = upsert(rows, url), twin.upsert(rows.toArrow())
+        assert (spark_result.inserted, spark_result.updated, spark_result.unchanged) == \
+            (python_result.inserted, python_result.updated, python_result.unchanged)
+        assert spark_result.unchanged == 1 and (spark_result.revision is None) == (python_result.revision is None)
+    assert first.inserted == 2 and spark.read.format("cdkds").load(url).filter("email = 'stale'").count() == 0

@@ -137,3 +137,44 @@ def test_an_unknown_column_is_the_same_error_for_every_spark_read(tmp_path, entr
         else:  # a stream's columns are its schema's (Spark's, or one given to readStream)
             schema = StructType([StructField("id", LongType()), StructField("nope", LongType())])
             plan_stream_read({"path": url}, schema).feed
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"partitonBy": "identity(c)"}, "unknown option 'partitonBy' \\(did you mean partitionBy\\?"),
+    ({"verisonAsOf": "1"}, "unknown option 'verisonAsOf' \\(did you mean versionAsOf\\?"),
+    ({"property.no.such": "1"}, "unknown option 'property.no.such' \\(the descriptor properties are checkpoint"),
+    ({"property.index.bucket": "4"}, "unknown option .property.index.bucket. \\(did you mean property.index.buckets\\?"),
+    ({"zzz": "1"}, "unknown option 'zzz' \\(the options are listed"),
+])
+def test_unknown_options_are_refused_naming_the_nearest_known_one(options, message):
+    with pytest.raises(InvalidOptionError, match=f"dataset 't': {message}"):
+        location({"path": "file:///x/t", **options})
+
+
+def test_a_create_table_is_checked_on_its_options_not_spark_s_keys_or_tblproperties():
+    table = {"path": "file:/x/t", "location": "file:/x/t", "provider": "cdkds", "owner": "me", "tp": "1",
+             "option.where": "id > 1", "where": "id > 1"}
+    assert location(table).url == "file:///x/t"
+    with pytest.raises(InvalidOptionError, match="unknown option 'colums' \\(did you mean columns\\?"):
+        location({**table, "option.colums": "a", "colums": "a"})
+    assert location({"path": "file:///x/t", "PushFilters": "true", "property.ttl": "1d", "storageoptions": "{}"})
+
+
+def test_write_options_that_contradict_the_dataset_are_refused(tmp_path):
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    from cdkds.catalog import DatasetDescriptor, DatasetRepository
+    from cdkds.connector.writer import plan_write
+
+    repo = DatasetRepository(f"file://{tmp_path}/lake")
+    repo.create("t", DatasetDescriptor({"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}]},
+                                       properties={"checkpoint.interval": "5"}))
+    url, schema = f"{repo.url}/t", StructType([StructField("id", LongType(), False)])
+    for options, message in [({"compression": "zstd"}, "compression='zstd' but the dataset's is 'snappy'"),
+                             ({"property.checkpoint.interval": "7"}, "property.checkpoint.interval='7' but the dataset "
+                                                                     "has '5'"),
+                             ({"property.ttl": "1d"}, "property.ttl='1d' but the dataset has no such property")]:
+        with pytest.raises(InvalidOptionError, match=f"dataset 't' exists with other settings: {message}"):
+            plan_write({"path": url, **options}, schema, False)
+    assert plan_write({"path": url, "compression": "snappy", "property.checkpoint.interval": "5"}, schema, False)
+    assert repo.load("t").version == 0

@@ -51,3 +51,48 @@ def test_spark_reads_after_each_kind_of_change_and_refuses_old_names(spark, tmp_
     assert read().where("note = 'n'").select("score").first().score == 7  # the default fills an omitted column
     assert DatasetRepository(f"file://{tmp_path}/lake").load("events").descriptor.partition_strategy.names == \
         ["country_copy"]  # the partition keeps its name, so paths do not move
+
+
+def test_a_dataframe_reads_the_revision_its_schema_was_decided_on(spark, tmp_path):
+    """Issue 27.2: a DataFrame built before a schema change and run after it reads the
+    revision it describes; a catalog table, whose schema Spark keeps, is refused clearly
+    once the latest revision no longer fits it."""
+    repo = DatasetRepository(f"file://{tmp_path}/lake")
+    url = f"{repo.url}/t"
+    spark.createDataFrame([(1, 1, "a")], "id long, q int, note string").write.format("cdkds").mode("append") \
+        .option("checkNulls", "values").save(url)
+    ds = repo.load("t")
+    spark.sql("DROP TABLE IF EXISTS t_table")
+    spark.sql(f"CREATE TABLE t_table USING cdkds OPTIONS (path '{url}')")
+    load = lambda: spark.read.format("cdkds").load(url)  # noqa: E731
+    rows = lambda df: sorted(tuple(r) for r in df.collect())  # noqa: E731
+
+    def append(record):
+        with ds.refresh().writer() as w:
+            w.write(record)
+    try:
+        before_widen = load()
+        ds.alter().widen("q", "long").commit()
+        append({"id": 2, "q": 2 ** 40, "note": "b"})
+        assert rows(before_widen) == [(1, 1, "a")]  # the revision it describes, twice
+        assert rows(before_widen.where("q > 0")) == [(1, 1, "a")]
+        assert rows(load()) == [(1, 1, "a"), (2, 2 ** 40, "b")]
+        with pytest.raises(Exception, match="dataset 't': revision 3 no longer fits the schema the query was "
+                                            "planned with: column 'q' is bigint, planned as int; re-create"):
+            spark.table("t_table").collect()
+
+        before_rename = load()
+        ds.refresh().alter().rename("note", "text").commit()
+        assert rows(before_rename) == [(1, 1, "a"), (2, 2 ** 40, "b")]
+        with pytest.raises(Exception, match="revision 4 no longer fits .* column 'note' is not in it \\(its "
+                                            "columns are \\['id', 'q', 'text'\\]\\)"):
+            spark.table("t_table").collect()
+
+        before_readd = load()
+        ds.refresh().alter().drop("text").commit()
+        ds.refresh().alter().add("text", "string").commit()
+        append({"id": 3, "q": 3, "text": "c"})
+        assert rows(before_readd) == [(1, 1, "a"), (2, 2 ** 40, "b")]  # not nulls
+        assert rows(load()) == [(1, 1, None), (2, 2 ** 40, None), (3, 3, "c")]
+    finally:
+        spark.sql("DROP TABLE IF EXISTS t_table")

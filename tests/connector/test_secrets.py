@@ -48,7 +48,7 @@ def test_a_catalog_table_keeps_no_storage_options(spark, lake):
         for statement in ("DESCRIBE TABLE EXTENDED ev_secret", "SHOW CREATE TABLE ev_secret",
                           "EXPLAIN EXTENDED SELECT * FROM ev_secret"):
             assert SECRET not in shown(spark, statement), statement
-        spark.sql("INSERT INTO ev_secret VALUES (3)")  # reads and writes still find the dataset
+        spark.sql(f"INSERT INTO ev_secret WITH ('path' = '{lake}') VALUES (3)")  # reads and writes find the dataset
         assert sorted(r.id for r in spark.table("ev_secret").collect()) == [1, 2, 3]
     finally:
         spark.sql("DROP TABLE ev_secret")

@@ -165,12 +165,15 @@ def test_a_dataframe_keeps_its_snapshot_and_a_new_load_sees_new_commits(spark, l
     assert df.count() == 300 and spark.read.format("cdkds").load(url).count() == 305
 
 
-def test_sql_catalog_table_keeps_its_path_in_the_schema(spark, lake):
+def test_sql_catalog_table_reads_by_the_path_in_its_schema_and_writes_by_a_path_option(spark, lake):
     _, url = lake
     spark.sql("DROP TABLE IF EXISTS ev_table")
     spark.sql(f"CREATE TABLE ev_table USING cdkds OPTIONS (path '{url}')")
     assert spark.sql("SELECT count(*) AS n FROM ev_table").collect()[0].n == 300
-    spark.sql("INSERT INTO ev_table SELECT id + 5000, userId, country, ts, amount, d, small FROM ev_table WHERE id < 2")
+    with pytest.raises(Exception, match="does not tell the cdkds source which dataset"):
+        spark.sql("INSERT INTO ev_table SELECT id + 5000, userId, country, ts, amount, d, small FROM ev_table")
+    spark.sql(f"INSERT INTO ev_table WITH ('path' = '{url}') "
+              f"SELECT id + 5000, userId, country, ts, amount, d, small FROM ev_table WHERE id < 2")
     assert spark.sql("SELECT count(*) AS n FROM ev_table").collect()[0].n == 302
     assert spark.sql("SELECT count(*) AS n FROM ev_table WITH ('version' = '1')").collect()[0].n == 300
     spark.sql("DROP TABLE ev_table")

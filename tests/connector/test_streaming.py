@@ -448,11 +448,13 @@ def all_ids(repo, name="events"):
     return Counter(r["id"] for r in repo.load(name).reader(columns=["id"]))
 
 
-def copy_query(spark, url, out, checkpoint, trigger, **options):
+def copy_query(spark, url, out, checkpoint, trigger, sink_options=None, **options):
     stream = spark.readStream.format("cdkds")
     for k, v in options.items():
         stream = stream.option(k, v)
     writer = stream.load(url).writeStream.format("cdkds").option("checkpointLocation", checkpoint)
+    for k, v in (sink_options or {}).items():  # a write takes only its own options, never the source's
+        writer = writer.option(k, v)
     return writer.trigger(**trigger).start(out)
 
 
@@ -660,7 +662,7 @@ def test_sink_output_modes_and_concurrent_queries(spark, lake, tmp_path):
     with changes.load("events").writer() as w:
         w.write_batch(rows(0, 20))
     query = copy_query(spark, changes_url, keyed_url, str(tmp_path / "c3"), {"availableNow": True},
-                       recordKey="id")
+                       sink_options={"recordKey": "id"})
     assert query.awaitTermination(180) and query.exception() is None
     with changes.load("events").writer() as w:
         w.write_batch(rows(10, 30).set_column(2, "v", pa.array([-1.0] * 20)))
