@@ -50,13 +50,11 @@ def plan_write(options: dict[str, str], schema: StructType, overwrite: bool,
     from cdkds.catalog.expressions import ALWAYS_TRUE
     from cdkds.catalog.write.writer import DEFAULT_TARGET_FILE_SIZE
     from cdkds.connector.options import write_location, write_options
-    from cdkds.connector.storable import check_storable_schema
 
     where = write_location(options)
     if where.view is not ALWAYS_TRUE:
         raise_option_error(f"dataset {where.name!r}: cannot write through a view URI; write to {where.url}")
     write = write_options(options, where.name)
-    check_storable_schema(where.name, schema)
     try:
         dataset = open_dataset(where)
     except DatasetNotFoundError:
@@ -226,10 +224,8 @@ class CdkdsWriter(DataSourceArrowWriter):
 
         from cdkds.catalog.storage import ObjectStore
         from cdkds.catalog.write.writer import PartitionedWriter
-        from cdkds.connector.storable import storable_batches
 
         store = ObjectStore.open(self.where.url, dict(self.where.storage_options))
-        iterator = storable_batches(self.where.name, iterator)
         if self.operation is not None:
             return self._write_keyed(store, iterator)
         files = PartitionedWriter(store, self.where.name, self.descriptor, self.descriptor_version,
