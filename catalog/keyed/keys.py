@@ -190,7 +190,8 @@ class RecordKey:
         """Keys given as dicts, tuples (in key order), single values (one-field keys), or an
         Arrow table/batch of the key columns, as a table of the key columns with the key's
         types, normalised as :meth:`conform` does; :class:`InvalidKeyError` for a wrong
-        arity, unknown field, wrong type, value out of range or null. ``ordering``: a key
+        arity, unknown field, wrong type, value out of range or null, or a lone value
+        (``"abc"`` is not the keys ``a``, ``b``, ``c``). ``ordering``: a key
         may give the ordering field too (a delete's), a last column, null where not given."""
         extra = (self.ordering,) if ordering and self.ordering is not None else ()
         if isinstance(keys, (pa.Table, pa.RecordBatch)):
@@ -207,6 +208,9 @@ class RecordKey:
             return pa.Table.from_arrays(columns, schema=pa.schema([*self.schema, *(f.field for f in extra)]))
         if isinstance(keys, abc.Mapping):
             keys = [keys]
+        elif isinstance(keys, (str, bytes, bytearray)) or not isinstance(keys, abc.Iterable):
+            raise InvalidKeyError(f"dataset {self.dataset!r}: keys are dicts, tuples or values in an iterable, or an "
+                                  f"Arrow table; got {type(keys).__name__}: {keys!r:.100}")
         fields = (*self.fields, *extra)
         allowed = frozenset(f.name for f in fields)
         rows = [self._values(k, i, fields, allowed) for i, k in enumerate(keys)]

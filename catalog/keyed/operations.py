@@ -31,7 +31,7 @@ from cdkds.catalog.keyed.deletion import DeletionVector, DeletionVectorRef, load
 from cdkds.catalog.keyed.index import RecordIndex, by_file
 from cdkds.catalog.keyed.keys import RecordKey
 from cdkds.catalog.keyed.reconcile import compare_orders, greater_rows, reduce_delete, reduce_write
-from cdkds.catalog.keyed.rows import delete_keys_table, full_rows, partial_rows
+from cdkds.catalog.keyed.rows import full_rows, partial_rows
 from cdkds.catalog.log.actions import KEYED_PROTOCOL, Action, AddFile, AddIndex, DeleteRows, SetProtocol
 from cdkds.catalog.log.commit import clock
 from cdkds.catalog.log.conflicts import BlindAppend, ConflictRule, Exclusive
@@ -110,7 +110,7 @@ def prepare(dataset: "Dataset", operation: str, rows: Any, buckets: frozenset[in
     ordering = descriptor.ordering_field
     masks: dict[str, np.ndarray] = {}
     if operation == "delete":
-        table = delete_keys_table(dataset, key, rows)
+        table = key.keys(rows, ordering=True)  # the ordering field a last column, null where not given
     elif operation == "update":
         table, masks = partial_rows(dataset, rows)
         table = key.conform(table)

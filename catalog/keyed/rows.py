@@ -1,7 +1,7 @@
-"""The rows and keys a keyed operation is given (dicts, Arrow, pandas), checked against the
+"""The rows a keyed operation is given (dicts, Arrow, pandas), checked against the
 dataset's schema and made Arrow tables: whole rows for upserts and inserts, partial rows
-(with which columns each row sets) for updates, keys for deletes. Errors name the dataset,
-the field and the value."""
+(with which columns each row sets) for updates (keys, for deletes and lookups, are
+:meth:`RecordKey.keys`'s). Errors name the dataset, the field and the value."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 import numpy as np
 import pyarrow as pa
 
-from cdkds.catalog.errors import InvalidKeyError, InvalidRecordError
-from cdkds.catalog.keyed.keys import RecordKey
+from cdkds.catalog.errors import InvalidRecordError
 from cdkds.formats.errors import SchemaMismatchError
 from cdkds.formats.records import batch_conformer, field_validator, record_validator
 
@@ -127,13 +126,3 @@ def partial_rows(dataset: "Dataset", rows: Any) -> tuple[pa.Table, dict[str, np.
     table = pa.concat_tables(tables) if tables else pa.table([pa.array([], schema.field(n).type) for n in columns], names=columns)
     return table.combine_chunks(), {n: np.concatenate(m) for n, m in masks.items()}
 
-
-def delete_keys_table(dataset: "Dataset", key: RecordKey, keys: Any) -> pa.Table:
-    """Keys to delete, typed and normalised, with the ordering field (when the dataset has
-    one) as a last column: null for a key given without it."""
-    if not isinstance(keys, (pa.Table, pa.RecordBatch)):
-        if keys is None or isinstance(keys, (str, bytes)) or not isinstance(keys, (Mapping, Iterable)):
-            raise InvalidKeyError(f"dataset {dataset.name!r}: delete_keys takes dicts, tuples, values or an Arrow table "
-                                  f"of keys; got {type(keys).__name__}: {keys!r:.100}")
-        keys = [keys] if isinstance(keys, Mapping) else list(keys)
-    return key.keys(keys, ordering=True)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pyarrow as pa
 import pytest
 
 from cdkds.catalog import (
-    CdkdsError, CommitConflictError, CorruptIndexError, InvalidDescriptorError, InvalidKeyError, InvalidRecordError,
-    KeyExistsError,
+    CdkdsError, CommitConflictError, CorruptIndexError, DatasetDescriptor, DatasetRepository, InvalidDescriptorError,
+    InvalidKeyError, InvalidRecordError, KeyExistsError,
 )
 from cdkds.catalog.keyed import operations
 from tests.catalog.keyed.conftest import at, state, user, users_descriptor
@@ -399,3 +401,17 @@ def test_a_failed_connection_reading_the_index_is_a_storage_error_not_damage(use
     monkeypatch.setattr(type(users.store.fs), "info", closed)
     with pytest.raises(StorageConnectionError, match="reading index file .*_index/"):
         users.get_many([("nz", i) for i in range(20)])
+
+
+@pytest.mark.parametrize("keys", ["abc", b"abc", 5, None])
+def test_many_keys_given_as_one_value_are_refused_by_every_entry_point(keys):
+    """A string is not the keys 'a', 'b', 'c' (get_many("abc") looked up its letters and
+    found the row of 'a'); every entry point taking many keys refuses it, naming the dataset."""
+    schema = {"type": "record", "name": "r", "fields": [{"name": "k", "type": "string"}, {"name": "v", "type": "long"}]}
+    repo = DatasetRepository(f"memory://letters-{uuid.uuid4().hex}")
+    ds = repo.create("letters", DatasetDescriptor(schema, record_key="k"))
+    ds.upsert([{"k": "a", "v": 1}, {"k": "abc", "v": 2}])
+    for call in (ds.get_many, ds.delete_keys):
+        with pytest.raises(InvalidKeyError, match="dataset 'letters': .*keys are .*; got"):
+            call(keys)
+    assert ds.version == 1 and ds.get("abc") == {"k": "abc", "v": 2}
