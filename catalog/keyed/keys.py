@@ -76,6 +76,19 @@ def _column_hash(array: pa.Array) -> np.ndarray:
         return _splitmix(values)
 
 
+def arrow_table(value: Any) -> pa.Table | None:
+    """``value`` as an Arrow table when it is one: an Arrow table or batch, or a frame that
+    exports an Arrow stream (pandas, Polars) — which iterates over its column names, so it
+    must never be taken for an iterable of rows or keys; else ``None``."""
+    if isinstance(value, pa.Table):
+        return value
+    if isinstance(value, pa.RecordBatch):
+        return pa.Table.from_batches([value])
+    if hasattr(value, "__arrow_c_stream__"):
+        return pa.table(value)
+    return None
+
+
 @dataclass(frozen=True)
 class KeyField:
     """A field a keyed operation takes values of to find rows — a record key field, or the
@@ -188,13 +201,14 @@ class RecordKey:
 
     def keys(self, keys: Any, ordering: bool = False) -> pa.Table:
         """Keys given as dicts, tuples (in key order), single values (one-field keys), or an
-        Arrow table/batch of the key columns, as a table of the key columns with the key's
+        Arrow table/batch (or a frame, see :func:`arrow_table`) of the key columns, as a table of the key columns with the key's
         types, normalised as :meth:`conform` does; :class:`InvalidKeyError` for a wrong
         arity, unknown field, wrong type, value out of range or null, or a lone value
         (``"abc"`` is not the keys ``a``, ``b``, ``c``). ``ordering``: a key
         may give the ordering field too (a delete's), a last column, null where not given."""
         extra = (self.ordering,) if ordering and self.ordering is not None else ()
-        if isinstance(keys, (pa.Table, pa.RecordBatch)):
+        keys = arrow_table(keys) if arrow_table(keys) is not None else keys
+        if isinstance(keys, pa.Table):
             allowed = [*self.names, *(f.name for f in extra)]
             unknown = [n for n in keys.schema.names if n not in allowed]
             if unknown:

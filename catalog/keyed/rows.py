@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 
 from cdkds.catalog.errors import InvalidRecordError
+from cdkds.catalog.keyed.keys import arrow_table
 from cdkds.formats.errors import SchemaMismatchError
 from cdkds.formats.records import batch_conformer, field_validator, record_validator
 
@@ -21,23 +22,24 @@ if TYPE_CHECKING:
 
 def _tables(rows: Any, dataset: str, what: str) -> Iterable[pa.Table | list]:
     """Arrow tables and lists of dicts from any accepted input."""
-    if rows is None or isinstance(rows, (str, bytes)) or not isinstance(rows, (pa.Table, pa.RecordBatch, Mapping,
-                                                                                  Iterable)):
+    table = arrow_table(rows)
+    if table is not None:
+        yield table
+        return
+    if rows is None or isinstance(rows, (str, bytes)) or not isinstance(rows, (Mapping, Iterable)):
         raise InvalidRecordError(f"dataset {dataset!r}: the {what} takes dicts, an Arrow table or batch, or an "
                                  f"iterable of them; got {type(rows).__name__}: {rows!r:.100}")
-    if isinstance(rows, (pa.Table, pa.RecordBatch)):
-        yield pa.Table.from_batches([rows]) if isinstance(rows, pa.RecordBatch) else rows
-        return
     if isinstance(rows, Mapping):
         yield [rows]
         return
     records: list = []
     for item in rows:
-        if isinstance(item, (pa.Table, pa.RecordBatch)):
+        table = arrow_table(item)
+        if table is not None:
             if records:
                 yield records
                 records = []
-            yield pa.Table.from_batches([item]) if isinstance(item, pa.RecordBatch) else item
+            yield table
         else:
             records.append(item)
     if records:

@@ -415,3 +415,16 @@ def test_many_keys_given_as_one_value_are_refused_by_every_entry_point(keys):
         with pytest.raises(InvalidKeyError, match="dataset 'letters': .*keys are .*; got"):
             call(keys)
     assert ds.version == 1 and ds.get("abc") == {"k": "abc", "v": 2}
+
+
+def test_pandas_frames_are_tables_of_rows_and_keys_not_iterables_of_column_names():
+    """A DataFrame iterates over its column names: get_many/delete_keys took those for keys
+    (deleting the row whose key is 'k'), and upsert refused it."""
+    pd = pytest.importorskip("pandas")
+    schema = {"type": "record", "name": "r", "fields": [{"name": "k", "type": "string"}, {"name": "v", "type": "long"}]}
+    ds = DatasetRepository(f"memory://frames-{uuid.uuid4().hex}").create("frames", DatasetDescriptor(schema, record_key="k"))
+    assert ds.upsert(pd.DataFrame({"k": ["k", "x"], "v": [1, 2]})).inserted == 2
+    assert ds.get_many(pd.DataFrame({"k": ["zz", "x"]})).column("k").to_pylist() == ["x"]
+    assert ds.delete_keys(pd.DataFrame({"k": ["zz"]})).deleted == 0
+    assert ds.update(pd.DataFrame({"k": ["x"], "v": [3]})).updated == 1
+    assert sorted((r["k"], r["v"]) for r in ds.reader()) == [("k", 1), ("x", 3)]
