@@ -201,14 +201,16 @@ class RecordKey:
 
     def keys(self, keys: Any, ordering: bool = False) -> pa.Table:
         """Keys given as dicts, tuples (in key order), single values (one-field keys), or an
-        Arrow table/batch (or a frame, see :func:`arrow_table`) of the key columns, as a table of the key columns with the key's
-        types, normalised as :meth:`conform` does; :class:`InvalidKeyError` for a wrong
-        arity, unknown field, wrong type, value out of range or null, or a lone value
-        (``"abc"`` is not the keys ``a``, ``b``, ``c``). ``ordering``: a key
-        may give the ordering field too (a delete's), a last column, null where not given."""
+        Arrow table/batch (or a frame, see :func:`arrow_table`) of the key columns, as a
+        table of the key columns with the key's types, normalised as :meth:`conform` does;
+        :class:`InvalidKeyError` for a wrong arity, unknown field, wrong type, value out of
+        range or null, or a lone value (``"abc"`` is not the keys ``a``, ``b``, ``c``).
+        ``ordering``: a key may give the ordering field too (a delete's), a last column,
+        null where not given."""
         extra = (self.ordering,) if ordering and self.ordering is not None else ()
-        keys = arrow_table(keys) if arrow_table(keys) is not None else keys
-        if isinstance(keys, pa.Table):
+        table = arrow_table(keys)
+        if table is not None:
+            keys = table
             allowed = [*self.names, *(f.name for f in extra)]
             unknown = [n for n in keys.schema.names if n not in allowed]
             if unknown:

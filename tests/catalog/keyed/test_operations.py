@@ -422,7 +422,8 @@ def test_pandas_frames_are_tables_of_rows_and_keys_not_iterables_of_column_names
     (deleting the row whose key is 'k'), and upsert refused it."""
     pd = pytest.importorskip("pandas")
     schema = {"type": "record", "name": "r", "fields": [{"name": "k", "type": "string"}, {"name": "v", "type": "long"}]}
-    ds = DatasetRepository(f"memory://frames-{uuid.uuid4().hex}").create("frames", DatasetDescriptor(schema, record_key="k"))
+    repo = DatasetRepository(f"memory://frames-{uuid.uuid4().hex}")
+    ds = repo.create("frames", DatasetDescriptor(schema, record_key="k"))
     assert ds.upsert(pd.DataFrame({"k": ["k", "x"], "v": [1, 2]})).inserted == 2
     assert ds.get_many(pd.DataFrame({"k": ["zz", "x"]})).column("k").to_pylist() == ["x"]
     assert ds.delete_keys(pd.DataFrame({"k": ["zz"]})).deleted == 0
