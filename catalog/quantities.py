@@ -22,11 +22,17 @@ _QUANTITY = re.compile(r"\s*(-?\d+(?:\.\d+)?)\s*([a-z]*)\s*")
 def parse_duration(text: str) -> dt.timedelta:
     """``<number> [unit]`` (``30 days``, ``12h``, ``90 s``, ``1.5w``; units s, m, h, d, w and
     their long names; a bare number is seconds). ``ValueError`` if it is not one."""
-    number, unit = _quantity(text, _SECONDS, "a duration (e.g. 7d, 12h, 30 days)")
     try:
-        return dt.timedelta(seconds=number * _SECONDS[unit])
+        return dt.timedelta(seconds=duration_seconds(text))
     except OverflowError:
         raise ValueError(f"{text!r} is longer than a duration can be") from None
+
+
+def duration_seconds(text: str) -> float:
+    """The seconds of a duration written as :func:`parse_duration` reads it, however long
+    (``inf`` beyond a float); ``ValueError`` if it is not one."""
+    number, unit = _quantity(text, _SECONDS, "a duration (e.g. 7d, 12h, 30 days)")
+    return number * _SECONDS[unit]
 
 
 def parse_size(text: str) -> int:

@@ -76,6 +76,19 @@ def _column_hash(array: pa.Array) -> np.ndarray:
         return _splitmix(values)
 
 
+def arrow_table(value: Any) -> pa.Table | None:
+    """``value`` as an Arrow table when it is one: an Arrow table or batch, or a frame that
+    exports an Arrow stream (pandas, Polars) — which iterates over its column names, so it
+    must never be taken for an iterable of rows or keys; else ``None``."""
+    if isinstance(value, pa.Table):
+        return value
+    if isinstance(value, pa.RecordBatch):
+        return pa.Table.from_batches([value])
+    if hasattr(value, "__arrow_c_stream__"):
+        return pa.table(value)
+    return None
+
+
 @dataclass(frozen=True)
 class KeyField:
     """A field a keyed operation takes values of to find rows — a record key field, or the
@@ -191,12 +204,16 @@ class RecordKey:
 
     def keys(self, keys: Any, ordering: bool = False) -> pa.Table:
         """Keys given as dicts, tuples (in key order), single values (one-field keys), or an
-        Arrow table/batch of the key columns, as a table of the key columns with the key's
-        types, normalised as :meth:`conform` does; :class:`InvalidKeyError` for a wrong
-        arity, unknown field, wrong type, value out of range or null. ``ordering``: a key
-        may give the ordering field too (a delete's), a last column, null where not given."""
+        Arrow table/batch (or a frame, see :func:`arrow_table`) of the key columns, as a
+        table of the key columns with the key's types, normalised as :meth:`conform` does;
+        :class:`InvalidKeyError` for a wrong arity, unknown field, wrong type, value out of
+        range or null, or a lone value (``"abc"`` is not the keys ``a``, ``b``, ``c``).
+        ``ordering``: a key may give the ordering field too (a delete's), a last column,
+        null where not given."""
         extra = (self.ordering,) if ordering and self.ordering is not None else ()
-        if isinstance(keys, (pa.Table, pa.RecordBatch)):
+        table = arrow_table(keys)
+        if table is not None:
+            keys = table
             allowed = [*self.names, *(f.name for f in extra)]
             unknown = [n for n in keys.schema.names if n not in allowed]
             if unknown:
@@ -210,6 +227,9 @@ class RecordKey:
             return pa.Table.from_arrays(columns, schema=pa.schema([*self.schema, *(f.field for f in extra)]))
         if isinstance(keys, abc.Mapping):
             keys = [keys]
+        elif isinstance(keys, (str, bytes, bytearray)) or not isinstance(keys, abc.Iterable):
+            raise InvalidKeyError(f"dataset {self.dataset!r}: keys are dicts, tuples or values in an iterable, or an "
+                                  f"Arrow table; got {type(keys).__name__}: {keys!r:.100}")
         fields = (*self.fields, *extra)
         allowed = frozenset(f.name for f in fields)
         rows = [self._values(k, i, fields, allowed) for i, k in enumerate(keys)]

@@ -29,9 +29,9 @@ from cdkds.catalog.errors import (
 )
 from cdkds.catalog.keyed.deletion import DeletionVector, DeletionVectorRef, load_deletes
 from cdkds.catalog.keyed.index import RecordIndex, by_file
-from cdkds.catalog.keyed.keys import RecordKey
+from cdkds.catalog.keyed.keys import RecordKey, arrow_table
 from cdkds.catalog.keyed.reconcile import compare_orders, greater_rows, reduce_delete, reduce_write
-from cdkds.catalog.keyed.rows import delete_keys_table, full_rows, partial_rows
+from cdkds.catalog.keyed.rows import full_rows, partial_rows
 from cdkds.catalog.log.actions import KEYED_PROTOCOL, Action, AddFile, AddIndex, DeleteRows, SetProtocol
 from cdkds.catalog.log.commit import clock
 from cdkds.catalog.log.conflicts import BlindAppend, ConflictRule, Exclusive
@@ -110,7 +110,7 @@ def prepare(dataset: "Dataset", operation: str, rows: Any, buckets: frozenset[in
     ordering = descriptor.ordering_field
     masks: dict[str, np.ndarray] = {}
     if operation == "delete":
-        table = delete_keys_table(dataset, key, rows)
+        table = key.keys(rows, ordering=True)  # the ordering field a last column, null where not given
     elif operation == "update":
         table, masks = partial_rows(dataset, rows)
         table = key.conform(table)
@@ -448,7 +448,10 @@ def run(dataset: "Dataset", operation: str, rows: Any, sort_by: "str | Sequence[
     """Prepare and commit a keyed write, re-planning on the new snapshot when a concurrent
     commit wrote the same keys (bounded, with exponential backoff and jitter); ``sort_by``,
     ``target_file_size`` and ``max_open_files`` as for :func:`prepare`."""
-    if isinstance(rows, Iterable) and not isinstance(rows, (pa.Table, pa.RecordBatch, Mapping, list, tuple, str, bytes)):
+    table = arrow_table(rows)
+    if table is not None:
+        rows = table
+    elif isinstance(rows, Iterable) and not isinstance(rows, (Mapping, list, tuple, str, bytes)):
         rows = list(rows)  # an iterator is read once; a retry needs the rows again
     for attempt in range(MAX_ATTEMPTS):
         change = prepare(dataset, operation, rows, sort_by=sort_by, target_file_size=target_file_size,

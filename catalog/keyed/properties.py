@@ -14,8 +14,9 @@ Durations are read by :func:`cdkds.catalog.quantities.parse_duration` (``30 days
 and must lie from 1 millisecond to :data:`MAX_DURATION` (365,000 days, about 1,000 years):
 ``ttl`` is counted back from now to a date that must exist (year 1 or later) and forward
 from any date to an expiry Arrow holds, ``gc.grace`` forward from now. A descriptor read
-back from a log written before the limit takes a longer value as the limit (in effect
-never, either way), so that no operation on such a dataset fails.
+back from a log written before the range was checked takes a value outside it as the nearer
+end (a longer one: in effect never; a shorter one, such as ``0.0001``: at once, as then), so
+that no operation on such a dataset fails.
 """
 
 from __future__ import annotations
@@ -39,33 +40,23 @@ _TIME_KINDS = TIMESTAMP_KINDS | {"date"}
 
 def parse_duration(text: str, what: str, recorded: bool = False) -> dt.timedelta:
     """A duration property's value; :class:`InvalidDescriptorError` naming ``what`` if malformed
-    or outside :data:`MIN_DURATION` .. :data:`MAX_DURATION` (``recorded``: a longer one, from a
-    log written before the limit, is taken as the limit)."""
+    or outside :data:`MIN_DURATION` .. :data:`MAX_DURATION` (``recorded``: one outside, from a
+    log written before the range was checked, is taken as the nearer end)."""
     try:
-        duration = quantities.parse_duration(text)
+        seconds = quantities.duration_seconds(text)
     except ValueError:
-        if recorded and _longer_than_a_duration(text):
-            return MAX_DURATION
         raise InvalidDescriptorError(f"property {what} must be a duration such as '30 days' or '12h', got {text!r}") \
             from None
-    if duration <= dt.timedelta(0):
+    if seconds <= 0:
         raise InvalidDescriptorError(f"property {what} must be a positive duration, got {text!r}")
-    if duration < MIN_DURATION:
+    if recorded:  # a log written before the range was checked: its value held in range
+        return max(dt.timedelta(seconds=min(seconds, MAX_DURATION.total_seconds())), MIN_DURATION)
+    if seconds < MIN_DURATION.total_seconds():
         raise InvalidDescriptorError(f"property {what} must be at least 1 millisecond, got {text!r}")
-    if duration > MAX_DURATION:
-        if recorded:
-            return MAX_DURATION
+    if seconds > MAX_DURATION.total_seconds():
         raise InvalidDescriptorError(f"property {what} must be at most {MAX_DURATION.days} days (about 1,000 "
                                      f"years), got {text!r}")
-    return duration
-
-
-def _longer_than_a_duration(text: str) -> bool:
-    try:
-        quantities.parse_duration(text)
-    except ValueError as e:
-        return "longer than a duration can be" in str(e)
-    return False
+    return dt.timedelta(seconds=seconds)
 
 
 def _positive_int(props: Mapping[str, str], name: str, default: int, most: int | None = None) -> int:

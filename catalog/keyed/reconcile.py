@@ -80,14 +80,22 @@ def reduce_delete(table: pa.Table, key: RecordKey) -> tuple[np.ndarray, np.ndarr
 
 def compare_orders(incoming: pa.Array, stored: pa.Array) -> np.ndarray:
     """Per row: 1 where the incoming ordering value is greater, -1 where smaller, 0 where
-    equal (null is the smallest value)."""
-    incoming_null = incoming.is_null().to_numpy(zero_copy_only=False)
-    stored_null = stored.is_null().to_numpy(zero_copy_only=False)
+    equal, by the order one write's own rows are sorted in (Arrow's, nulls first): null is
+    the smallest value, then NaN (equal to NaN), then the numbers (-0.0 equal to 0.0)."""
+    incoming_rank, stored_rank = _order_class(incoming), _order_class(stored)
     greater = pc.fill_null(pc.greater(incoming, stored), False).to_numpy(zero_copy_only=False)
     less = pc.fill_null(pc.less(incoming, stored), False).to_numpy(zero_copy_only=False)
     out = np.where(greater, 1, np.where(less, -1, 0))
-    out = np.where(incoming_null & ~stored_null, -1, out)
-    return np.where(~incoming_null & stored_null, 1, out)
+    return np.where(incoming_rank > stored_rank, 1, np.where(incoming_rank < stored_rank, -1, out))
+
+
+def _order_class(values: pa.Array) -> np.ndarray:
+    """0 for null, 1 for NaN, 2 for every other value: the order comparisons cannot tell."""
+    ranks = np.where(values.is_null().to_numpy(zero_copy_only=False), 0, 2)
+    if pa.types.is_floating(values.type):
+        nan = pc.fill_null(pc.is_nan(values), False).to_numpy(zero_copy_only=False)
+        ranks = np.where(nan, 1, ranks)
+    return ranks
 
 
 def greater_rows(incoming: pa.Table, stored: pa.Table) -> np.ndarray:

@@ -1,7 +1,7 @@
-"""The rows and keys a keyed operation is given (dicts, Arrow, pandas), checked against the
+"""The rows a keyed operation is given (dicts, Arrow, pandas), checked against the
 dataset's schema and made Arrow tables: whole rows for upserts and inserts, partial rows
-(with which columns each row sets) for updates, keys for deletes. Errors name the dataset,
-the field and the value."""
+(with which columns each row sets) for updates (keys, for deletes and lookups, are
+:meth:`RecordKey.keys`'s). Errors name the dataset, the field and the value."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 import numpy as np
 import pyarrow as pa
 
-from cdkds.catalog.errors import InvalidKeyError, InvalidRecordError
-from cdkds.catalog.keyed.keys import RecordKey
+from cdkds.catalog.errors import InvalidRecordError
+from cdkds.catalog.keyed.keys import arrow_table
 from cdkds.formats.errors import SchemaMismatchError
 from cdkds.formats.conversion import as_nullable, conform_column
 from cdkds.formats.records import batch_conformer, field_validator, record_validator
@@ -23,23 +23,24 @@ if TYPE_CHECKING:
 
 def _tables(rows: Any, dataset: str, what: str) -> Iterable[pa.Table | list]:
     """Arrow tables and lists of dicts from any accepted input."""
-    if rows is None or isinstance(rows, (str, bytes)) or not isinstance(rows, (pa.Table, pa.RecordBatch, Mapping,
-                                                                                  Iterable)):
+    table = arrow_table(rows)
+    if table is not None:
+        yield table
+        return
+    if rows is None or isinstance(rows, (str, bytes)) or not isinstance(rows, (Mapping, Iterable)):
         raise InvalidRecordError(f"dataset {dataset!r}: the {what} takes dicts, an Arrow table or batch, or an "
                                  f"iterable of them; got {type(rows).__name__}: {rows!r:.100}")
-    if isinstance(rows, (pa.Table, pa.RecordBatch)):
-        yield pa.Table.from_batches([rows]) if isinstance(rows, pa.RecordBatch) else rows
-        return
     if isinstance(rows, Mapping):
         yield [rows]
         return
     records: list = []
     for item in rows:
-        if isinstance(item, (pa.Table, pa.RecordBatch)):
+        table = arrow_table(item)
+        if table is not None:
             if records:
                 yield records
                 records = []
-            yield pa.Table.from_batches([item]) if isinstance(item, pa.RecordBatch) else item
+            yield table
         else:
             records.append(item)
     if records:
@@ -125,13 +126,3 @@ def partial_rows(dataset: "Dataset", rows: Any) -> tuple[pa.Table, dict[str, np.
     table = pa.concat_tables(tables) if tables else pa.table([pa.array([], schema.field(n).type) for n in columns], names=columns)
     return table.combine_chunks(), {n: np.concatenate(m) for n, m in masks.items()}
 
-
-def delete_keys_table(dataset: "Dataset", key: RecordKey, keys: Any) -> pa.Table:
-    """Keys to delete, typed and normalised, with the ordering field (when the dataset has
-    one) as a last column: null for a key given without it."""
-    if not isinstance(keys, (pa.Table, pa.RecordBatch)):
-        if keys is None or isinstance(keys, (str, bytes)) or not isinstance(keys, (Mapping, Iterable)):
-            raise InvalidKeyError(f"dataset {dataset.name!r}: delete_keys takes dicts, tuples, values or an Arrow table "
-                                  f"of keys; got {type(keys).__name__}: {keys!r:.100}")
-        keys = [keys] if isinstance(keys, Mapping) else list(keys)
-    return key.keys(keys, ordering=True)

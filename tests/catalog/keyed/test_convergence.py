@@ -4,11 +4,12 @@ give one state — the state of a dict model of the rule."""
 from __future__ import annotations
 
 import datetime as dt
+import uuid
 
 import pyarrow as pa
 from hypothesis import given, settings, strategies as st
 
-from cdkds.catalog import DatasetRepository
+from cdkds.catalog import DatasetDescriptor, DatasetRepository
 from tests.catalog.keyed.conftest import at, state, user, users_descriptor
 
 KEYS = [("nz", 1), ("nz", 2), ("au", 1)]
@@ -125,3 +126,49 @@ def tombstones(ds) -> dict:
     found = index.lookup(keys, index.key.hashes(keys))
     held = found.filter(pa.array(index.tombstone_alive(found, clock())))
     return {KEYS[r]: o for r, o in zip(held.column("_row").to_pylist(), held.column("_order").to_pylist())}
+
+
+FLOAT_ORDERS = [None, float("-inf"), -0.0, 0.0, 1.5, float("inf"), float("nan")]
+FLOATS = {"type": "record", "name": "r", "fields": [
+    {"name": "k", "type": "long"}, {"name": "v", "type": "long"}, {"name": "o", "type": ["null", "double"]}]}
+
+
+def float_rank(o: float | None) -> tuple:
+    """Arrow's order of a double, nulls first: null, NaN, then the numbers (-0.0 equal to 0.0)."""
+    return (0,) if o is None else (1,) if o != o else (2, o)
+
+
+def float_model(writes) -> dict:
+    """Key -> (v, o) of the winner: greatest ordering value; on a tie a delete, else the greater v."""
+    best: dict = {}
+    for kind, k, o, v in writes:
+        rank = (float_rank(o), kind == "delete", v)
+        if k not in best or rank > best[k][0]:
+            best[k] = (rank, kind, v, o)
+    return {k: (v, float_rank(o)) for k, (_, kind, v, o) in best.items() if kind == "upsert"}
+
+
+@settings(max_examples=30)
+@given(st.lists(st.tuples(st.sampled_from(["upsert", "upsert", "delete"]), st.integers(0, 1),
+                          st.sampled_from(FLOAT_ORDERS), st.integers(0, 2)), min_size=1, max_size=6),
+       st.randoms(use_true_random=False))
+def test_float_ordering_values_converge_with_nan_and_signed_zeros(writes, rnd):
+    """Across writes, ordering values compare as one write's own rows are sorted (Arrow's
+    order, nulls first): NaN above null and below every number, -0.0 equal to 0.0."""
+    writes = [(kind, k, 0.0 if kind == "delete" and o is None else o, v) for kind, k, o, v in writes]  # no bare deletes
+    repo = DatasetRepository(f"memory://floats-{uuid.uuid4().hex}")
+    shuffled = list(writes)
+    rnd.shuffle(shuffled)
+    ds = repo.create("f", DatasetDescriptor(FLOATS, record_key="k", ordering_field="o"))
+    for kind, k, o, v in shuffled:
+        if kind == "upsert":
+            ds.upsert([{"k": k, "v": v, "o": o}])
+        else:
+            ds.delete_keys([{"k": k, "o": o}])
+    got = {r["k"]: (r["v"], float_rank(r["o"])) for r in ds.reader()}
+    assert got == float_model(writes)
+    upserts = [w for w in writes if w[0] == "upsert"]
+    if upserts:
+        batch = repo.create("b", DatasetDescriptor(FLOATS, record_key="k", ordering_field="o"))
+        batch.upsert([{"k": k, "v": v, "o": o} for _, k, o, v in upserts])
+        assert {r["k"]: (r["v"], float_rank(r["o"])) for r in batch.reader()} == float_model(upserts)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pyarrow as pa
 import pytest
 
 from cdkds.catalog import (
-    CdkdsError, CommitConflictError, CorruptIndexError, InvalidDescriptorError, InvalidKeyError, InvalidRecordError,
-    KeyExistsError,
+    CdkdsError, CommitConflictError, CorruptIndexError, DatasetDescriptor, DatasetRepository, InvalidDescriptorError,
+    InvalidKeyError, InvalidRecordError, KeyExistsError,
 )
 from cdkds.catalog.keyed import operations
 from tests.catalog.keyed.conftest import at, state, user, users_descriptor
@@ -399,3 +401,31 @@ def test_a_failed_connection_reading_the_index_is_a_storage_error_not_damage(use
     monkeypatch.setattr(type(users.store.fs), "info", closed)
     with pytest.raises(StorageConnectionError, match="reading index file .*_index/"):
         users.get_many([("nz", i) for i in range(20)])
+
+
+@pytest.mark.parametrize("keys", ["abc", b"abc", 5, None])
+def test_many_keys_given_as_one_value_are_refused_by_every_entry_point(keys):
+    """A string is not the keys 'a', 'b', 'c' (get_many("abc") looked up its letters and
+    found the row of 'a'); every entry point taking many keys refuses it, naming the dataset."""
+    schema = {"type": "record", "name": "r", "fields": [{"name": "k", "type": "string"}, {"name": "v", "type": "long"}]}
+    repo = DatasetRepository(f"memory://letters-{uuid.uuid4().hex}")
+    ds = repo.create("letters", DatasetDescriptor(schema, record_key="k"))
+    ds.upsert([{"k": "a", "v": 1}, {"k": "abc", "v": 2}])
+    for call in (ds.get_many, ds.delete_keys):
+        with pytest.raises(InvalidKeyError, match="dataset 'letters': .*keys are .*; got"):
+            call(keys)
+    assert ds.version == 1 and ds.get("abc") == {"k": "abc", "v": 2}
+
+
+def test_pandas_frames_are_tables_of_rows_and_keys_not_iterables_of_column_names():
+    """A DataFrame iterates over its column names: get_many/delete_keys took those for keys
+    (deleting the row whose key is 'k'), and upsert refused it."""
+    pd = pytest.importorskip("pandas")
+    schema = {"type": "record", "name": "r", "fields": [{"name": "k", "type": "string"}, {"name": "v", "type": "long"}]}
+    repo = DatasetRepository(f"memory://frames-{uuid.uuid4().hex}")
+    ds = repo.create("frames", DatasetDescriptor(schema, record_key="k"))
+    assert ds.upsert(pd.DataFrame({"k": ["k", "x"], "v": [1, 2]})).inserted == 2
+    assert ds.get_many(pd.DataFrame({"k": ["zz", "x"]})).column("k").to_pylist() == ["x"]
+    assert ds.delete_keys(pd.DataFrame({"k": ["zz"]})).deleted == 0
+    assert ds.update(pd.DataFrame({"k": ["x"], "v": [3]})).updated == 1
+    assert sorted((r["k"], r["v"]) for r in ds.reader()) == [("k", 1), ("x", 3)]

@@ -9,7 +9,7 @@ from hypothesis import given, strategies as st
 
 from cdkds.catalog import DatasetDescriptor, DatasetRepository, InvalidDescriptorError
 import importlib
-from cdkds.catalog.keyed.properties import DEFAULT_BUCKETS, MAX_DURATION, parse_duration
+from cdkds.catalog.keyed.properties import DEFAULT_BUCKETS, MAX_DURATION, MIN_DURATION, parse_duration
 from tests.cli.running import run
 
 SCHEMA = {"type": "record", "name": "u", "fields": [
@@ -148,3 +148,27 @@ def test_a_longer_duration_recorded_before_the_limit_reads_as_the_limit(tmp_path
         old.alter().add("x", "long").commit()  # a change must bring the property within the limit
     repo.update("d", old.descriptor.replace(properties={"ttl": "36500 days", "gc.grace": "30 days"}))
     repo.load("d").alter().add("x", "long").commit()
+
+
+@pytest.mark.parametrize("text", ["100000000000000000000 days", "1" + "0" * 400])
+def test_a_duration_longer_than_python_holds_is_refused_as_too_long(text):
+    with pytest.raises(InvalidDescriptorError, match="property gc.grace must be at most 365000 days"):
+        parse_duration(text, "gc.grace")
+    assert parse_duration(text, "gc.grace", recorded=True) == MAX_DURATION
+
+
+def test_a_shorter_duration_recorded_before_the_limit_reads_as_the_least(tmp_path, monkeypatch):
+    """A log written before the 1 ms floor may hold ttl '0.0001' (accepted then): the dataset
+    still loads, reads and writes, with 1 ms; a change must bring the property within range."""
+    repo = DatasetRepository(f"file://{tmp_path}/lake")
+    module = importlib.import_module("cdkds.catalog.keyed.properties")
+    monkeypatch.setattr(module, "MIN_DURATION", dt.timedelta(microseconds=1))  # the code before the limit
+    repo.create("d", DatasetDescriptor(_timed_schema("date"), record_key="k", ordering_field="t",
+                                       properties={"ttl": "0.0001", "gc.grace": "0.0005 s"}))
+    monkeypatch.undo()
+    old = repo.load("d")
+    assert (old.descriptor.keyed.ttl, old.descriptor.keyed.gc_grace) == (MIN_DURATION, MIN_DURATION)
+    old.upsert([{"k": 1, "t": dt.date(2026, 1, 1)}])
+    assert list(old.reader()) == [] and old.check(read_data=True).ok  # expired at once, as then
+    with pytest.raises(InvalidDescriptorError, match="property ttl must be at least 1 millisecond"):
+        old.alter().add("x", "long").commit()
