@@ -324,6 +324,12 @@ class CdkdsWriter(DataSourceArrowWriter):
                 return latest
         return dataset if dataset is not None else repo.load(name, version=self.base)
 
+    @property
+    def planned_on(self) -> int:
+        """The revision the tasks' files were written on: the driver may commit onto a later
+        one (``target(prefer_latest=True)``), past a vacuum those files must have survived."""
+        return self.base if self.base is not None else 0
+
     def commit_to(self, dataset: "Dataset", messages: list, staged: "StagedRows",
                   extra: "Sequence[Action]" = ()) -> None:
         """Commit the job onto ``dataset`` as one commit, with ``extra`` actions (``staged``:
@@ -336,7 +342,8 @@ class CdkdsWriter(DataSourceArrowWriter):
         mode = write_mode(self.mode, self.descriptor)
         removes, rule = mode.plan(dataset.snapshot, adds, set(), True)
         info = {"rows": sum(a.row_count for a in adds), "files": len(adds), "engine.spark": True}
-        dataset._commit(mode.operation, [*removes, *adds, *extra], info, self.transaction, rule)
+        dataset._commit(mode.operation, [*removes, *adds, *extra], info, self.transaction, rule,
+                        planned_on=self.planned_on)
 
     def _commit_keyed(self, dataset: "Dataset", messages: list, table: "pa.Table | None",
                       extra: "Sequence[Action]") -> None:
@@ -345,7 +352,8 @@ class CdkdsWriter(DataSourceArrowWriter):
         info = {"engine.spark": True, "job": self.transaction}
         if self.clustered:
             changes = [m.change for m in messages if m is not None and m.change is not None]
-            operations.commit(dataset, changes, info, commit_uuid=self.transaction, extra_actions=extra)
+            operations.commit(dataset, changes, info, commit_uuid=self.transaction, extra_actions=extra,
+                              planned_on=self.planned_on)
             return
         if self.mode == "overwrite":
             from cdkds.catalog.keyed.writer import KeyedWriter
