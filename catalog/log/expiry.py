@@ -62,9 +62,13 @@ class LogExpiry:
         return None if raw is None else int(raw["timestamp"])
 
     def _mark(self, ours: ExpiryMarker) -> None:
-        """Raise the expiry marker to say at least what ``ours`` says."""
+        """Raise the expiry marker to say at least what ``ours`` says, and at least the oldest
+        retained checkpoint: a concurrent expiry that kept a later one may have finished after
+        we read the marker, and the commits below its checkpoint are gone (no store offers a
+        compare-and-set here, so the log itself is the other witness)."""
         there = self.listing.expiry_marker() or ExpiryMarker()
-        merged = there.merge(ours)
+        oldest = min(self.listing.list().checkpoints, default=0)
+        merged = there.merge(ours).merge(ExpiryMarker(oldest))
         if merged != there:
             self.listing.store.put(EXPIRED_KEY, merged.to_bytes())
 

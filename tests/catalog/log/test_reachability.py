@@ -14,6 +14,7 @@ import pytest
 from cdkds.catalog import DatasetDescriptor, DatasetRepository
 from cdkds.catalog.errors import CommitConflictError
 from cdkds.catalog.log import LOG_FOLDER, checkpoint_key, commit_key
+from cdkds.catalog.log.listing import ExpiryMarker
 EXPIRED_KEY = f"{LOG_FOLDER}/_expired"  # the expiry marker (FORMAT.md §4)
 
 SCHEMA = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}]}
@@ -109,6 +110,41 @@ def test_the_expiry_marker_is_written_before_any_commit_is_deleted_and_never_low
     ds.store.put(EXPIRED_KEY, json.dumps({"expiredBefore": 30}).encode())  # a later expiry's, say
     ds.expire_log(dt.datetime.now(dt.timezone.utc), force=True)
     assert json.loads(ds.store.read(EXPIRED_KEY))["expiredBefore"] == 30
+
+
+def test_a_slower_concurrent_expiry_never_leaves_the_marker_lowered(local):
+    """Two forced expiries: the one that read the log (and the marker) first writes its lower
+    marker after the other finished. The marker must still say what was expired, or a stale
+    writer in the freed names would be acknowledged and lost."""
+    repo = local
+    ds = appends(repo.create("t", DatasetDescriptor(SCHEMA)), 22)  # checkpoints 10, 20
+    stale = repo.load("t")  # revision 22
+    slow = repo.load("t")
+    expiry = slow.log.expiry
+    real_mark = expiry._mark
+    marked = []
+
+    def mark_after_the_other_expiry(ours):
+        if not marked:  # it read the empty marker, then stalled while the other expiry ran
+            appends(repo.load("t"), 10, 100)  # revisions 23..32, checkpoint 30
+            repo.load("t").expire_log(dt.datetime.now(dt.timezone.utc), force=True)  # frees 1..29
+            real_get = expiry.listing.expiry_marker
+            expiry.listing.expiry_marker = ExpiryMarker  # what it read before the other expiry wrote
+            try:
+                real_mark(ours)
+            finally:
+                expiry.listing.expiry_marker = real_get
+        else:
+            real_mark(ours)
+        marked.append(ours)
+
+    expiry._mark = mark_after_the_other_expiry
+    slow.expire_log(dt.datetime.now(dt.timezone.utc), force=True)  # keeps 20 by its listing
+    assert json.loads(ds.store.read(EXPIRED_KEY))["expiredBefore"] >= 30
+    with pytest.raises(CommitConflictError, match="expired past it"):
+        appends(stale, 1, 1000)  # revision 23 is a freed name
+    assert ids(repo.load("t")) == list(range(22)) + list(range(100, 110))
+    assert_clean(repo)
 
 
 class CountingStore:
