@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from cdkds.catalog.errors import CdkdsError
+from cdkds.catalog.errors import CdkdsError, CorruptLogError
 from cdkds.catalog.log.actions import AddFile, AddIndex, DeleteRows
 from cdkds.catalog.log.commit import age_ms, commit_key, cutoff_millis
 from cdkds.catalog.log.listing import EXPIRED_KEY, ExpiryMarker, Listing, checkpoint_key
@@ -55,10 +55,14 @@ class LogExpiry:
         return doomed
 
     def _commit1_timestamp(self, listing: Listing) -> int | None:
-        """Commit 1's timestamp while it still exists: time travel needs it to tell revision 0 from an expired one."""
+        """Commit 1's timestamp while it still exists: time travel needs it to tell revision 0 from
+        an expired one. ``None`` when it is gone or damaged: no reader needs it, so it is expired all the same."""
         if 1 not in listing.commits:
             return None
-        raw = self.listing.raw(1)
+        try:
+            raw = self.listing.raw(1)
+        except CorruptLogError:
+            return None
         return None if raw is None else int(raw["timestamp"])
 
     def _mark(self, ours: ExpiryMarker) -> None:

@@ -202,3 +202,16 @@ def test_time_travel_to_revision_0_after_expiry(repo):
     with pytest.raises(InvalidTimeTravelError, match="has been expired"):
         repo.load("t", timestamp=times[0] + 1)  # revision 0 or an expired one: cannot be told
     assert repo.load("t").check(read_data=True).ok
+
+
+def test_a_damaged_commit_1_below_the_kept_checkpoint_does_not_stop_expiry(repo):
+    """Readers never need it (checkpoint 10 holds its state); expiry deletes it as before,
+    and time travel answers revision 0 for commit 0's own timestamp only (commit 1's is lost)."""
+    ds = appends(repo.create("t", DatasetDescriptor(SCHEMA)), 12)
+    times = {h.revision: h.timestamp for h in ds.history()}
+    ds.store.put(commit_key(1), b'{"revision": ')
+    assert commit_key(1) in repo.load("t").expire_log(soon(), force=True)
+    assert repo.load("t", timestamp=times[0]).version == 0 and ids(repo.load("t")) == list(range(12))
+    with pytest.raises(InvalidTimeTravelError, match="has been expired"):
+        repo.load("t", timestamp=times[0] + 1)
+    assert repo.load("t").check(read_data=True).ok
