@@ -74,7 +74,7 @@ def _files(n: int) -> str:
 @click.option("--retention", type=Duration(), default="7d", show_default=True,
               help="keep unreferenced files younger than this")
 @click.option("--dry-run/--no-dry-run", default=True, show_default=True, help="only list what would be deleted")
-@click.option("--force", is_flag=True, help="allow a retention under an hour (no writer may be running)")
+@click.option("--force", is_flag=True, help="allow a retention under an hour (a running writer whose files it deletes fails)")
 @common
 def vacuum(url: str, retention: dt.timedelta, dry_run: bool, force: bool, storage: Sequence[str],
            as_json: bool) -> None:

@@ -363,6 +363,12 @@ class CdkdsWriter(DataSourceArrowWriter):
                                       f"while this write created it; nothing of this write was committed")
         return dataset
 
+    @property
+    def base_revision(self) -> int:
+        """The revision the tasks' files were written on: the driver may commit onto a later
+        one (``target(prefer_latest=True)``), past a vacuum those files must have survived."""
+        return self.base if self.base is not None else 0
+
     def commit_to(self, dataset: "Dataset", messages: list, staged: "StagedRows",
                   extra: "Sequence[Action]" = ()) -> None:
         """Commit the job onto ``dataset`` as one commit, with ``extra`` actions (``staged``:
@@ -376,7 +382,8 @@ class CdkdsWriter(DataSourceArrowWriter):
         mode = write_mode(self.mode, self.descriptor)
         removes, rule = mode.plan(dataset.snapshot, adds, set(), True)
         info = {"rows": sum(a.row_count for a in adds), "files": len(adds), "engine.spark": True}
-        dataset._commit(mode.operation, [*removes, *adds, *extra], info, self.transaction, rule)
+        dataset._commit(mode.operation, [*removes, *adds, *extra], info, self.transaction, rule,
+                        planned_on=self.base_revision)
 
     def _commit_keyed(self, dataset: "Dataset", messages: list, table: "pa.Table | None",
                       extra: "Sequence[Action]") -> None:
@@ -389,7 +396,8 @@ class CdkdsWriter(DataSourceArrowWriter):
         if self.clustered:
             changes = [m.change for m in messages if m is not None and m.change is not None]
             result = operations.commit(self._created_for(dataset, changes), changes, info,
-                                       commit_uuid=self.transaction, extra_actions=extra)
+                                       commit_uuid=self.transaction, extra_actions=extra,
+                                       planned_on=self.base_revision)
             self.record_result(result)
             return
         if self.mode == "overwrite":

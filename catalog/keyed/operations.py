@@ -369,13 +369,14 @@ class KeyedWrite(ConflictRule):
 def commit(dataset: "Dataset", changes: Sequence[KeyedChange], info: Mapping[str, Any] | None = None,
            now_ms: int | None = None, removes: Sequence[Action] = (), rule: ConflictRule | None = None,
            operation: str | None = None, commit_uuid: str | None = None,
-           extra_actions: Sequence[Action] = ()) -> UpsertResult:
+           extra_actions: Sequence[Action] = (), planned_on: int | None = None) -> UpsertResult:
     """Commit ``changes`` (planned on the dataset's current snapshot) as one commit: deleted
     positions become deletion vectors, entries become index files; ``removes`` and
     ``extra_actions`` (such as a :class:`SetTransaction`) go into the same commit, which is
     made even without changes when they are given. Raises :class:`CommitConflictError`
     naming a key when a concurrent commit wrote one of them; files of a commit known not to
-    have landed are deleted."""
+    have landed are deleted. ``planned_on``: the revision files of ``changes`` were written
+    on, when earlier than the current snapshot (see :meth:`TransactionLog.commit`)."""
     snapshot = dataset.snapshot
     now = clock() if now_ms is None else now_ms
     operations = sorted({c.operation for c in changes}) or ["upsert"]
@@ -420,7 +421,8 @@ def commit(dataset: "Dataset", changes: Sequence[KeyedChange], info: Mapping[str
         operation = operation or (operations[0] if len(operations) == 1 else "keyed")
         if rule is None:
             rule = KeyedWrite(dataset, keys) if keys is not None else BlindAppend()
-        dataset._commit(operation, actions, {**result_info(result), **(info or {})}, commit_uuid, rule=rule)
+        dataset._commit(operation, actions, {**result_info(result), **(info or {})}, commit_uuid, rule=rule,
+                        planned_on=planned_on)
     except CommitFailedError:
         delete_files(dataset.store, written)
         for c in changes:

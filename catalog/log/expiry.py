@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from cdkds.catalog.errors import CdkdsError
+from cdkds.catalog.errors import CdkdsError, CorruptLogError
 from cdkds.catalog.log.actions import AddFile, AddIndex, DeleteRows
 from cdkds.catalog.log.commit import age_ms, commit_key, cutoff_millis
 from cdkds.catalog.log.listing import EXPIRED_KEY, ExpiryMarker, Listing, checkpoint_key
@@ -55,16 +55,24 @@ class LogExpiry:
         return doomed
 
     def _commit1_timestamp(self, listing: Listing) -> int | None:
-        """Commit 1's timestamp while it still exists: time travel needs it to tell revision 0 from an expired one."""
+        """Commit 1's timestamp while it still exists: time travel needs it to tell revision 0 from
+        an expired one. ``None`` when it is gone or damaged: no reader needs it, so it is expired all the same."""
         if 1 not in listing.commits:
             return None
-        raw = self.listing.raw(1)
+        try:
+            raw = self.listing.raw(1)
+        except CorruptLogError:
+            return None
         return None if raw is None else int(raw["timestamp"])
 
     def _mark(self, ours: ExpiryMarker) -> None:
-        """Raise the expiry marker to say at least what ``ours`` says."""
+        """Raise the expiry marker to say at least what ``ours`` says, and at least the oldest
+        retained checkpoint: a concurrent expiry that kept a later one may have finished after
+        we read the marker, and the commits below its checkpoint are gone (no store offers a
+        compare-and-set here, so the log itself is the other witness)."""
         there = self.listing.expiry_marker() or ExpiryMarker()
-        merged = there.merge(ours)
+        oldest = min(self.listing.list().checkpoints, default=0)
+        merged = there.merge(ours).merge(ExpiryMarker(oldest))
         if merged != there:
             self.listing.store.put(EXPIRED_KEY, merged.to_bytes())
 

@@ -53,12 +53,19 @@ def endangered(store: ObjectStore, ours: Iterable[Action], trace: Commit) -> str
     return None if cutoff is None else files_at_risk(store, ours, cutoff)
 
 
+def older(info: Mapping[str, object], cutoff: int) -> bool:
+    """Whether a file (its store ``info``) was modified before ``cutoff`` (epoch ms): the one
+    comparison by which a vacuum lists what it may delete and a commit checks its files
+    against the vacuum's trace, so the two never disagree about a file near the cut-off."""
+    return modified(dict(info)) * 1000 < cutoff
+
+
 def files_at_risk(store: ObjectStore, ours: Iterable[Action], cutoff: int) -> str | None:
     """Why a vacuum with cut-off ``cutoff`` (ms) has deleted, or may delete, a file ``ours`` brings."""
     for path in new_files(ours):
         found = dict(store.walk_files(path))
         if path not in found:
             return f"it deleted {path}, a file this commit adds"
-        if modified(found[path]) * 1000 < cutoff:
+        if older(found[path], cutoff):
             return f"it may delete {path}, a file this commit adds, older than its cut-off"
     return None

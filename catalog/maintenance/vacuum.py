@@ -10,6 +10,7 @@ commit planned before it learns (rebasing over it) whether its own files survive
 from __future__ import annotations
 
 import datetime as dt
+import math
 import time
 from typing import TYPE_CHECKING
 
@@ -18,8 +19,7 @@ from cdkds.catalog.keyed.deletion import DELETES_FOLDER
 from cdkds.catalog.keyed.index import INDEX_FOLDER
 from cdkds.catalog.log import LOG_FOLDER
 from cdkds.catalog.log.conflicts import Trace
-from cdkds.catalog.log.vacuum_trace import VACUUM, trace_info
-from cdkds.catalog.storage import modified
+from cdkds.catalog.log.vacuum_trace import VACUUM, older, trace_info
 from cdkds.catalog.write.writer import DATA_FOLDER, STAGING_FOLDER
 
 if TYPE_CHECKING:
@@ -39,26 +39,26 @@ def vacuum(dataset: "Dataset", retention: dt.timedelta = DEFAULT_RETENTION, dry_
         raise CdkdsError(
             f"dataset {dataset.name!r}: a retention of {retention} is below the safe minimum of {MINIMUM_RETENTION}: "
             f"files of writers that have not committed yet could be deleted; pass force=True if none are running")
-    cutoff = time.time() - retention.total_seconds()
+    cutoff = math.ceil((time.time() - retention.total_seconds()) * 1000)  # ms, as the trace records it
     old = _older_than(dataset, cutoff)
     doomed = _unreferenced(dataset, old)
     if dry_run or not doomed:
         return doomed
     # the listing above, then the trace, then the log: what landed before the trace is kept
-    dataset._commit(VACUUM, [], trace_info(int(cutoff * 1000)), rule=Trace())
+    dataset._commit(VACUUM, [], trace_info(cutoff), rule=Trace())
     doomed = _unreferenced(dataset, old)
     for key in doomed:
         dataset.store.delete(key)
     return doomed
 
 
-def _older_than(dataset: "Dataset", cutoff: float) -> list[str]:
-    """The files a vacuum may collect that were modified before ``cutoff`` (epoch seconds)."""
+def _older_than(dataset: "Dataset", cutoff: int) -> list[str]:
+    """The files a vacuum may collect that were modified before ``cutoff`` (epoch ms)."""
     old = []
     for folder in (DATA_FOLDER, INDEX_FOLDER, DELETES_FOLDER, STAGING_FOLDER):
-        old += [key for key, info in dataset.store.walk_files(folder) if modified(info) < cutoff]
+        old += [key for key, info in dataset.store.walk_files(folder) if older(info, cutoff)]
     for key, info in dataset.store.walk_files(LOG_FOLDER):
-        if key.rsplit("/", 1)[-1].startswith(".") and key.endswith(".tmp") and modified(info) < cutoff:
+        if key.rsplit("/", 1)[-1].startswith(".") and key.endswith(".tmp") and older(info, cutoff):
             old.append(key)
     return old
 

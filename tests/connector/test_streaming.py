@@ -25,7 +25,7 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, ReadMaxFiles
 from pyspark.sql.types import StructType
 
-from cdkds.catalog import DatasetDescriptor, DatasetRepository
+from cdkds.catalog import CommitConflictError, DatasetDescriptor, DatasetRepository
 from cdkds.connector.feed import StreamingReadError
 from cdkds.connector.options import InvalidOptionError
 from cdkds.connector.writer import plan_write
@@ -352,6 +352,21 @@ def test_sink_commits_each_batch_once(lake):
     assert dict((k, v.version) for k, v in ds.snapshot.transactions.items()) == {"query-1": 1, "query-2": 0}
     entry = ds.history()[-1]
     assert entry.operation == "append" and entry.info["engine.spark"] is True
+
+
+def test_sink_refuses_a_batch_whose_files_a_forced_vacuum_deleted(lake):
+    """The driver commits onto the latest revision, past a vacuum that ran while the tasks
+    wrote: the commits after the revision the tasks' files were written on are checked."""
+    repo, url = lake
+    append(repo, 0, 3)
+    schema = spark_schema(repo)
+    messages = write(stream_writer(url, schema), rows(10, 20), "q", 0)
+    assert repo.load("events").vacuum(retention=dt.timedelta(0), dry_run=False, force=True)
+    with pytest.raises(CommitConflictError, match="'vacuum'.*it deleted data/"):
+        stream_writer(url, schema).commit(messages, 0)
+    ds = repo.load("events")
+    assert sorted(r["id"] for r in ds.reader()) == [0, 1, 2] and ds.transaction_version("q") is None
+    assert ds.check(read_data=True).ok
 
 
 def test_sink_abort_and_empty_batches(lake):

@@ -22,6 +22,13 @@ SCHEMA = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long
 HOURS = 3600 * 1000
 
 
+def soon() -> dt.datetime:
+    """A cut-off past every commit so far: commits made within a few milliseconds get
+    timestamps a few milliseconds ahead of the clock (they grow strictly), and a cut-off of
+    now would find no checkpoint at or before it."""
+    return dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=1)
+
+
 @pytest.fixture
 def repo(tmp_path):
     return DatasetRepository(f"file://{tmp_path}/lake")
@@ -53,7 +60,7 @@ def later(monkeypatch):
 
 def test_a_damaged_checkpoint_after_expiry_fails_reads_vacuum_and_writers(repo):
     ds = appends(repo.create("t", DatasetDescriptor(SCHEMA)), 12)
-    ds.expire_log(dt.datetime.now(dt.timezone.utc), force=True)
+    ds.expire_log(soon(), force=True)
     assert sorted(ds.store.list("_log")) == ["00000000000000000000.json", "00000000000000000010.checkpoint.parquet",
                                              "00000000000000000010.json", "00000000000000000011.json",
                                              "00000000000000000012.json", "_expired", "_last_checkpoint"]
@@ -183,7 +190,7 @@ def test_rewriting_a_damaged_checkpoint_repairs_it(repo):
 def test_time_travel_to_revision_0_after_expiry(repo):
     ds = appends(repo.create("t", DatasetDescriptor(SCHEMA)), 12)
     times = {h.revision: h.timestamp for h in ds.history()}
-    ds.expire_log(dt.datetime.now(dt.timezone.utc), force=True)  # keeps 0 and 10..12
+    ds.expire_log(soon(), force=True)  # keeps 0 and 10..12
     assert repo.load("t", version=0).version == 0
     assert repo.load("t", timestamp=times[0]).version == 0  # its own timestamp
     assert repo.load("t", timestamp=times[1] - 1).version == 0  # any time before commit 1 (the marker keeps it)
@@ -194,4 +201,17 @@ def test_time_travel_to_revision_0_after_expiry(repo):
     assert repo.load("t", timestamp=times[0]).version == 0
     with pytest.raises(InvalidTimeTravelError, match="has been expired"):
         repo.load("t", timestamp=times[0] + 1)  # revision 0 or an expired one: cannot be told
+    assert repo.load("t").check(read_data=True).ok
+
+
+def test_a_damaged_commit_1_below_the_kept_checkpoint_does_not_stop_expiry(repo):
+    """Readers never need it (checkpoint 10 holds its state); expiry deletes it as before,
+    and time travel answers revision 0 for commit 0's own timestamp only (commit 1's is lost)."""
+    ds = appends(repo.create("t", DatasetDescriptor(SCHEMA)), 12)
+    times = {h.revision: h.timestamp for h in ds.history()}
+    ds.store.put(commit_key(1), b'{"revision": ')
+    assert commit_key(1) in repo.load("t").expire_log(soon(), force=True)
+    assert repo.load("t", timestamp=times[0]).version == 0 and ids(repo.load("t")) == list(range(12))
+    with pytest.raises(InvalidTimeTravelError, match="has been expired"):
+        repo.load("t", timestamp=times[0] + 1)
     assert repo.load("t").check(read_data=True).ok

@@ -14,9 +14,17 @@ import pytest
 from cdkds.catalog import DatasetDescriptor, DatasetRepository
 from cdkds.catalog.errors import CommitConflictError
 from cdkds.catalog.log import LOG_FOLDER, checkpoint_key, commit_key
+from cdkds.catalog.log.listing import ExpiryMarker
 EXPIRED_KEY = f"{LOG_FOLDER}/_expired"  # the expiry marker (FORMAT.md §4)
 
 SCHEMA = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}]}
+
+
+def soon() -> dt.datetime:
+    """A cut-off past every commit so far: commits made within a few milliseconds get
+    timestamps a few milliseconds ahead of the clock (they grow strictly), and a cut-off of
+    now would find no checkpoint at or before it."""
+    return dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=1)
 
 
 @pytest.fixture
@@ -48,7 +56,7 @@ def test_a_stale_writer_after_a_forced_expiry_is_refused_not_lost(repo):
     ds = appends(repo.create("t", DatasetDescriptor(SCHEMA)), 12)
     stale = repo.load("t")  # revision 12, seconds old: no age makes it suspect
     appends(ds, 13, 12)  # revisions 13..25, checkpoint 20
-    ds.expire_log(dt.datetime.now(dt.timezone.utc), force=True)
+    ds.expire_log(soon(), force=True)
     assert not ds.store.exists(commit_key(13)) and ds.store.exists(checkpoint_key(20))
     with pytest.raises(CommitConflictError, match="written as revision 13, but the log had been expired past it"):
         appends(stale, 1, 1000)
@@ -66,7 +74,7 @@ def test_a_stale_writer_on_revision_0_after_a_forced_expiry_is_refused(repo):
     ds = repo.create("t", DatasetDescriptor(SCHEMA))
     stale = repo.load("t")
     appends(ds, 11)
-    ds.expire_log(dt.datetime.now(dt.timezone.utc), force=True)  # keeps checkpoint 10, frees 1..9
+    ds.expire_log(soon(), force=True)  # keeps checkpoint 10, frees 1..9
     with pytest.raises(CommitConflictError, match="expired past it"):
         appends(stale, 1, 1000)
     assert ids(repo.load("t")) == list(range(11))
@@ -82,7 +90,7 @@ def test_a_commit_that_a_concurrent_expiry_deletes_after_it_landed_is_acknowledg
 
     def others_build_on_it_and_expire(commit, before):
         appends(repo.load("t"), 9, 100)  # revisions 14..22, checkpoint 20
-        repo.load("t").expire_log(dt.datetime.now(dt.timezone.utc), force=True)
+        repo.load("t").expire_log(soon(), force=True)
         return real(commit, before)
 
     committer.accept = others_build_on_it_and_expire
@@ -103,12 +111,47 @@ def test_the_expiry_marker_is_written_before_any_commit_is_deleted_and_never_low
         real(key)
 
     ds.store.delete = delete
-    ds.expire_log(dt.datetime.now(dt.timezone.utc), force=True)
+    ds.expire_log(soon(), force=True)
     assert deleted and all(marker == 10 for _, marker in deleted)
     ds.store.delete = real
     ds.store.put(EXPIRED_KEY, json.dumps({"expiredBefore": 30}).encode())  # a later expiry's, say
-    ds.expire_log(dt.datetime.now(dt.timezone.utc), force=True)
+    ds.expire_log(soon(), force=True)
     assert json.loads(ds.store.read(EXPIRED_KEY))["expiredBefore"] == 30
+
+
+def test_a_slower_concurrent_expiry_never_leaves_the_marker_lowered(local):
+    """Two forced expiries: the one that read the log (and the marker) first writes its lower
+    marker after the other finished. The marker must still say what was expired, or a stale
+    writer in the freed names would be acknowledged and lost."""
+    repo = local
+    ds = appends(repo.create("t", DatasetDescriptor(SCHEMA)), 22)  # checkpoints 10, 20
+    stale = repo.load("t")  # revision 22
+    slow = repo.load("t")
+    expiry = slow.log.expiry
+    real_mark = expiry._mark
+    marked = []
+
+    def mark_after_the_other_expiry(ours):
+        if not marked:  # it read the empty marker, then stalled while the other expiry ran
+            appends(repo.load("t"), 10, 100)  # revisions 23..32, checkpoint 30
+            repo.load("t").expire_log(soon(), force=True)  # frees 1..29
+            real_get = expiry.listing.expiry_marker
+            expiry.listing.expiry_marker = ExpiryMarker  # what it read before the other expiry wrote
+            try:
+                real_mark(ours)
+            finally:
+                expiry.listing.expiry_marker = real_get
+        else:
+            real_mark(ours)
+        marked.append(ours)
+
+    expiry._mark = mark_after_the_other_expiry
+    slow.expire_log(soon(), force=True)  # keeps 20 by its listing
+    assert json.loads(ds.store.read(EXPIRED_KEY))["expiredBefore"] >= 30
+    with pytest.raises(CommitConflictError, match="expired past it"):
+        appends(stale, 1, 1000)  # revision 23 is a freed name
+    assert ids(repo.load("t")) == list(range(22)) + list(range(100, 110))
+    assert_clean(repo)
 
 
 class CountingStore:
@@ -131,7 +174,7 @@ class CountingStore:
 def test_a_plain_append_pays_one_small_read_for_the_check(repo, expired):
     ds = appends(repo.create("t", DatasetDescriptor(SCHEMA)), 12)
     if expired:
-        ds.expire_log(dt.datetime.now(dt.timezone.utc), force=True)
+        ds.expire_log(soon(), force=True)
     ds = repo.load("t")
     counter = CountingStore(ds.store)
     appends(ds, 1, 12)
@@ -163,7 +206,7 @@ def test_a_stale_writer_in_another_process_is_refused_after_a_forced_expiry(loca
     try:
         assert ready.wait(120)
         appends(ds, 13, 12)
-        ds.expire_log(dt.datetime.now(dt.timezone.utc), force=True)
+        ds.expire_log(soon(), force=True)
         go.set()
         outcome = result.get(timeout=120)
     finally:

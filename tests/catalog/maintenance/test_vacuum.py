@@ -5,6 +5,7 @@ its own files survive it, and fails when they may not. Writers it cannot touch p
 import datetime as dt
 import os
 import time
+import types
 import uuid
 
 import pyarrow as pa
@@ -12,6 +13,7 @@ import pytest
 
 from cdkds.catalog import DatasetDescriptor, DatasetRepository
 from cdkds.catalog.errors import CommitConflictError
+import importlib
 
 SCHEMA = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}]}
 KEYED = {"type": "record", "name": "K", "fields": [{"name": "k", "type": "long"}, {"name": "v", "type": "string"}]}
@@ -143,4 +145,32 @@ def test_the_same_dataset_vacuuming_under_its_own_open_writer(repo):
     later.write_batch(pa.table({"id": [7]}))
     later.close()
     assert sorted(r["id"] for r in repo.load("t").reader()) == [0, 7]
+    assert_clean(repo)
+
+
+def test_a_file_modified_in_the_cutoffs_own_millisecond_is_checked_as_the_vacuum_deletes(local, monkeypatch):
+    """The vacuum and a commit's check compare modification times with one cut-off: a file
+    the vacuum is about to delete as older than its cut-off is never taken as younger by a
+    commit landing between the trace and the deletes."""
+    repo = local
+    ds = repo.create("t", DatasetDescriptor(SCHEMA))
+    writer = repo.load("t").writer(target_file_size=1)
+    writer.write_batch(pa.table({"id": [1]}))
+    (written,) = data_files(ds)
+    cutoff = int(time.time()) + 0.0008  # 0.8 ms into a millisecond
+    os.utime(ds.store.path(written), ns=(int(cutoff * 1e9) - 300_000,) * 2)  # 0.3 ms before it
+    monkeypatch.setattr(importlib.import_module("cdkds.catalog.maintenance.vacuum"), "time",
+                        types.SimpleNamespace(time=lambda: cutoff))
+    vacuuming = repo.load("t")
+    real = vacuuming.log.commit
+
+    def commit_after_the_trace(*args, **kwargs):
+        snapshot = real(*args, **kwargs)
+        with pytest.raises(CommitConflictError, match="'vacuum'.*it may delete data/part-"):
+            writer.close()
+        return snapshot
+
+    vacuuming.log.commit = commit_after_the_trace
+    assert vacuuming.vacuum(retention=dt.timedelta(0), dry_run=False, force=True) == [written]
+    assert repo.load("t").version == 1
     assert_clean(repo)
