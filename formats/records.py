@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping
 
 import pyarrow as pa
 
-from cdkds.formats.conversion import MILLIS_KINDS, conform_column, safe_cast  # noqa: F401 - safe_cast re-exported
+from cdkds.formats.conversion import MILLIS_KINDS, conform_column
 from cdkds.formats.errors import InvalidSchemaError, SchemaMismatchError
 from cdkds.formats.schema import (
     FLOAT_KINDS, INT_RANGES, INTEGER_KINDS, TIMESTAMP_KINDS, AvroType, field_defaults, renamed_hint, to_arrow,
