@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cdkds.formats.errors import SchemaMismatchError
-from cdkds.formats.schema import AvroType, TIMESTAMP_KINDS, arrow_type, type_kind, unwrap
+from cdkds.formats.schema import AvroType, TIMESTAMP_KINDS, arrow_type, default_value, type_kind, unwrap
 
 MILLIS_KINDS = {"timestamp-millis", "local-timestamp-millis", "time-millis"}
 _CANONICAL_UUID = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
@@ -249,7 +249,8 @@ def _record(column: pa.Array, avro: dict, target: pa.DataType, path: str) -> pa.
             except RefusedValue as e:
                 raise e.at(e.path, row(e.row)) from None
         elif "default" in f:
-            children.append(pa.array([f["default"]] * len(present), arrow_type(unwrap(f["type"]).avro, child_path)))
+            default = default_value(f["type"], f["default"])
+            children.append(pa.array([default] * len(present), arrow_type(unwrap(f["type"]).avro, child_path)))
         else:
             raise SchemaMismatchError(f"field {child_path!r} is required and missing from the column (it has no "
                                       f"default)")

@@ -145,3 +145,27 @@ def test_a_null_map_entry_is_refused_not_made_up():  # review: [[None]] became [
     entries = pa.array([[None]], pa.list_(pa.struct([("key", pa.string()), ("value", pa.int64())])))
     with pytest.raises(RefusedValue, match=r"null"):
         conform_column(entries, LONG_MAP, "x")
+
+
+BYTES_DEFAULTS = [
+    {"name": "b", "type": "bytes", "default": "\u00ff\u0000"},
+    {"name": "f", "type": {"type": "fixed", "name": "F", "size": 2}, "default": "\u00ff\u0001"},
+    {"name": "u", "type": {"type": "string", "logicalType": "uuid"}, "default": "12345678-1234-5678-1234-56781234567A"},
+    {"name": "l", "type": {"type": "array", "items": "bytes"}, "default": ["\u00e9"]},
+]
+BYTES_VALUES = {"b": b"\xff\x00", "f": b"\xff\x01", "u": "12345678-1234-5678-1234-56781234567a", "l": [b"\xe9"]}
+
+
+def test_defaults_are_read_in_avros_json_form_everywhere():  # review: "\u00ff" was stored as b'\xc3\xbf', fixed raw
+    from cdkds.formats.projection import filled
+    from cdkds.formats.records import record_validator
+    from cdkds.formats.schema import arrow_type
+    schema = {"type": "record", "name": "T", "fields": [{"name": "id", "type": "long"}, *BYTES_DEFAULTS]}
+    batch = batch_conformer(schema)(pa.RecordBatch.from_pydict({"id": [1]}))
+    assert batch.to_pylist() == [{"id": 1, **BYTES_VALUES}]
+    assert batch_conformer(schema)(pa.RecordBatch.from_pylist([record_validator(schema)({"id": 1})])).to_pylist() == \
+        [{"id": 1, **BYTES_VALUES}]
+    nested = {"type": "record", "name": "N", "fields": [{"name": "a", "type": "long"}, *BYTES_DEFAULTS]}
+    assert conform_column(pa.array([{"a": 1}]), nested, "r").to_pylist() == [{"a": 1, **BYTES_VALUES}]
+    for f in BYTES_DEFAULTS:  # a file written before the field was added
+        assert filled(f, arrow_type(f["type"], f["name"]), 1).to_pylist() == [BYTES_VALUES[f["name"]]]
