@@ -347,7 +347,8 @@ def _leaf(column: pa.Array, avro: AvroType, kind: str, target: pa.DataType, path
         column = _cast(column, kind, target, path)
     if kind == "enum":
         symbols = avro["symbols"]
-        _refuse_first(column, pc.and_(column.is_valid(), pc.invert(pc.is_in(column, pa.array(symbols)))), path,
+        bad = pc.and_(column.is_valid(), pc.invert(pc.is_in(column, pa.array(symbols))))
+        _refuse_first(column, pc.index(bad, True).as_py(), path,
                       f"is not one of the enum symbols {sorted(symbols)}")
     elif kind == "uuid":
         if pc.all(pc.match_substring_regex(column, _CANONICAL_UUID)).as_py() is False:
@@ -355,25 +356,29 @@ def _leaf(column: pa.Array, avro: AvroType, kind: str, target: pa.DataType, path
                                for i, v in enumerate(column.to_pylist())], column.type)
     elif kind in ("time-millis", "time-micros"):
         ticks = column.cast(pa.int32() if pa.types.is_time32(target) else pa.int64())
-        day = _DAY_SECONDS * _PER_SECOND[target.unit]
-        first = pc.index(pc.or_(pc.less(ticks, 0), pc.greater_equal(ticks, day)), True).as_py()
+        first = _first_outside(ticks, 0, _DAY_SECONDS * _PER_SECOND[target.unit] - 1)
         if first >= 0:  # (Python would show it wrapped into the day)
             raise RefusedValue(path, first, f"{ticks[first].as_py()} {target.unit} since midnight",
                                "is not a time of day (00:00 to 23:59:59.999999)")
     elif kind == "date":
-        days = column.cast(pa.int32())
-        _refuse_first(column, pc.or_(pc.less(days, FIRST_DAY), pc.greater(days, LAST_DAY)), path,
+        _refuse_first(column, _first_outside(column.cast(pa.int32()), FIRST_DAY, LAST_DAY), path,
                       "is not a date in the years 1 to 9999")
     elif kind in TIMESTAMP_KINDS:
         per_day = _DAY_SECONDS * _PER_SECOND[target.unit]
-        ticks = column.cast(pa.int64())
-        _refuse_first(column, pc.or_(pc.less(ticks, FIRST_DAY * per_day), pc.greater_equal(ticks, (LAST_DAY + 1) * per_day)),
-                      path, "is not a timestamp in the years 1 to 9999")
+        first = _first_outside(column.cast(pa.int64()), FIRST_DAY * per_day, (LAST_DAY + 1) * per_day - 1)
+        _refuse_first(column, first, path, "is not a timestamp in the years 1 to 9999")
     return column
 
 
-def _refuse_first(column: pa.Array, bad: pa.Array, path: str, reason: str) -> None:
-    first = pc.index(bad, True).as_py()
+def _first_outside(ticks: pa.Array, lo: int, hi: int) -> int:
+    """The index of the first value outside ``lo..hi``, -1 if none (one pass when all lie within)."""
+    least, most = pc.min_max(ticks).values()
+    if least.as_py() is None or lo <= least.as_py() and most.as_py() <= hi:
+        return -1
+    return pc.index(pc.or_(pc.less(ticks, lo), pc.greater(ticks, hi)), True).as_py()
+
+
+def _refuse_first(column: pa.Array, first: int, path: str, reason: str) -> None:
     if first >= 0:
         raise RefusedValue(path, first, shown(column, first), reason)
 

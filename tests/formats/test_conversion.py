@@ -6,8 +6,10 @@ import decimal
 
 import pyarrow as pa
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from cdkds.formats.conversion import RefusedValue, conform_column
+from cdkds.formats.conversion import FIRST_DAY, LAST_DAY, RefusedValue, conform_column
 from cdkds.formats.errors import SchemaMismatchError
 from cdkds.formats.records import batch_conformer
 
@@ -169,3 +171,19 @@ def test_defaults_are_read_in_avros_json_form_everywhere():  # review: "\u00ff" 
     assert conform_column(pa.array([{"a": 1}]), nested, "r").to_pylist() == [{"a": 1, **BYTES_VALUES}]
     for f in BYTES_DEFAULTS:  # a file written before the field was added
         assert filled(f, arrow_type(f["type"], f["name"]), 1).to_pylist() == [BYTES_VALUES[f["name"]]]
+
+
+_DAYS = st.sampled_from([FIRST_DAY - 1, FIRST_DAY, 0, LAST_DAY, LAST_DAY + 1, -(2**31), 2**31 - 1]) | \
+    st.integers(FIRST_DAY - 3, LAST_DAY + 3)
+
+
+@given(st.lists(st.none() | _DAYS, max_size=20))
+def test_the_range_check_finds_the_first_value_outside(days):  # review: one min/max pass when all lie within
+    outside = [i for i, d in enumerate(days) if d is not None and not FIRST_DAY <= d <= LAST_DAY]
+    column = pa.array(days, pa.int32()).cast(pa.date32())
+    try:
+        out = conform_column(column, ["null", {"type": "int", "logicalType": "date"}], "d")
+    except RefusedValue as e:
+        assert outside and e.row == outside[0]
+    else:
+        assert not outside and out.equals(column)
