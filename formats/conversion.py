@@ -391,6 +391,9 @@ def _canonical_uuid(value: Any, path: str, row: int) -> str:
 
 
 def _cast(column: pa.Array, kind: str, target: pa.DataType, path: str) -> pa.Array:
+    if pa.types.is_boolean(column.type) and (pa.types.is_integer(target) or pa.types.is_floating(target)
+                                             or pa.types.is_decimal(target)):  # (as write() and keys refuse True)
+        raise _mismatch(column, path, kind, target, "a boolean is not a number")
     if kind in MILLIS_KINDS and (pa.types.is_timestamp(column.type) or pa.types.is_time(column.type)):
         try:
             whole = column.cast(target, safe=False)

@@ -187,3 +187,9 @@ def test_the_range_check_finds_the_first_value_outside(days):  # review: one min
         assert outside and e.row == outside[0]
     else:
         assert not outside and out.equals(column)
+
+
+@pytest.mark.parametrize("avro", ["int", "long", "float", "double", DECIMAL_5_2])
+def test_a_boolean_column_is_not_a_number(avro):  # review: True became 1 (a key True found row 1); write() refuses it
+    with pytest.raises(SchemaMismatchError, match="a boolean is not a number"):
+        conform_column(pa.array([True, False]), avro, "x")
