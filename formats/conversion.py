@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cdkds.formats.errors import SchemaMismatchError
-from cdkds.formats.schema import AvroType, TIMESTAMP_KINDS, arrow_type, type_kind, unwrap
+from cdkds.formats.schema import AvroType, TIMESTAMP_KINDS, arrow_type, default_value, type_kind, unwrap
 
 MILLIS_KINDS = {"timestamp-millis", "local-timestamp-millis", "time-millis"}
 _CANONICAL_UUID = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
@@ -68,6 +68,8 @@ def safe_cast(array: pa.Array, t: pa.DataType) -> pa.Array:
     """``array`` as type ``t`` without losing a value: Arrow's safe cast, and ``pa.ArrowInvalid``
     for a finite number that would overflow a float to infinity (Arrow's safe cast lets it)."""
     cast = array.cast(t, safe=True)
+    if _may_lose(array.type, t):
+        _check_round_trip(array, cast)
     if pa.types.is_floating(t) and not array.type.equals(t) and cast.null_count < len(cast):
         overflow = pc.is_inf(cast)
         if pa.types.is_floating(array.type):
@@ -80,6 +82,27 @@ def safe_cast(array: pa.Array, t: pa.DataType) -> pa.Array:
         if pa.types.is_integer(array.type):
             _check_whole_numbers_kept(array, cast)
     return cast
+
+
+def _may_lose(source: pa.DataType, t: pa.DataType) -> bool:
+    """Whether Arrow's safe cast from ``source`` to ``t`` may change a value without an error:
+    a timestamp to a date or time (it drops the rest), a number to a boolean (2 becomes true),
+    a float to a decimal (it rounds to the scale) and a decimal to a float (it rounds digits)."""
+    if pa.types.is_timestamp(source):
+        return pa.types.is_date(t) or pa.types.is_time(t)
+    if pa.types.is_boolean(t):
+        return pa.types.is_integer(source) or pa.types.is_floating(source) or pa.types.is_decimal(source)
+    return pa.types.is_floating(source) and pa.types.is_decimal(t) or \
+        pa.types.is_decimal(source) and pa.types.is_floating(t)
+
+
+def _check_round_trip(array: pa.Array, cast: pa.Array) -> None:
+    """``pa.ArrowInvalid`` if a value of ``cast`` does not cast back to the one it came from
+    (``pa.ArrowNotImplementedError`` where there is no way back: a time is not a timestamp)."""
+    back = cast.cast(array.type, safe=False)
+    first = pc.index(pc.fill_null(pc.not_equal(back, array), False), True).as_py()
+    if first >= 0:
+        raise pa.ArrowInvalid(f"value {array[first].as_py()!r} would become {cast[first].as_py()!r}")
 
 
 def _check_whole_numbers_kept(array: pa.Array, cast: pa.Array) -> None:
@@ -155,10 +178,21 @@ def conform_column(column: pa.Array | pa.ChunkedArray, avro: AvroType, path: str
 def _plain(column: pa.Array) -> pa.Array:
     if pa.types.is_dictionary(column.type):
         return column.dictionary_decode()
-    if pa.types.is_large_list(column.type) or pa.types.is_list_view(column.type) \
-            or pa.types.is_large_list_view(column.type) or pa.types.is_fixed_size_list(column.type):
+    if pa.types.is_list_view(column.type) or pa.types.is_large_list_view(column.type):
+        return _from_view(column)
+    if pa.types.is_large_list(column.type) or pa.types.is_fixed_size_list(column.type):
         return column.cast(pa.list_(column.type.value_field))
     return column
+
+
+def _from_view(column: pa.Array) -> pa.Array:
+    """A list view as a list (Arrow's cast between them makes an invalid array: values lost)."""
+    sizes = column.sizes.to_numpy(zero_copy_only=False).astype(np.int64)
+    if column.null_count:
+        sizes[~column.is_valid().to_numpy(zero_copy_only=False)] = 0
+    offsets = pa.array(np.concatenate(([0], np.cumsum(sizes))), pa.int32())
+    mask = column.is_null() if column.null_count else None
+    return pa.ListArray.from_arrays(offsets, column.flatten(), type=pa.list_(column.type.value_field), mask=mask)
 
 
 def _mismatch(column: pa.Array, path: str, kind: str, target: pa.DataType, detail: str = "") -> SchemaMismatchError:
@@ -215,7 +249,8 @@ def _record(column: pa.Array, avro: dict, target: pa.DataType, path: str) -> pa.
             except RefusedValue as e:
                 raise e.at(e.path, row(e.row)) from None
         elif "default" in f:
-            children.append(pa.array([f["default"]] * len(present), arrow_type(unwrap(f["type"]).avro, child_path)))
+            default = default_value(f["type"], f["default"])
+            children.append(pa.array([default] * len(present), arrow_type(unwrap(f["type"]).avro, child_path)))
         else:
             raise SchemaMismatchError(f"field {child_path!r} is required and missing from the column (it has no "
                                       f"default)")
@@ -270,10 +305,15 @@ def _map(column: pa.Array, avro: dict, target: pa.DataType, path: str) -> pa.Arr
         entries = column.values
         keys, items = entries.field(0), entries.field(1)
     elif pa.types.is_map(column.type):
-        keys, items = column.keys, column.items
+        entries, keys, items = None, column.keys, column.items
     else:
         raise _mismatch(column, path, "map", target)
     offsets, positions = _entries(column)
+    if entries is not None and entries.null_count:  # (its key and value read as '' and zero)
+        null = np.flatnonzero(entries.is_null().to_numpy(zero_copy_only=False)[positions])
+        if len(null):
+            raise RefusedValue(path, _entry_row(offsets, int(null[0])), None, "as a map entry (an entry is a key and "
+                                                                                "its value)")
     try:
         keys = conform_column(_children(keys, positions), "string", f"{path} key")
         items = conform_column(_children(items, positions), avro["values"], f"{path}[]")
@@ -307,7 +347,8 @@ def _leaf(column: pa.Array, avro: AvroType, kind: str, target: pa.DataType, path
         column = _cast(column, kind, target, path)
     if kind == "enum":
         symbols = avro["symbols"]
-        _refuse_first(column, pc.and_(column.is_valid(), pc.invert(pc.is_in(column, pa.array(symbols)))), path,
+        bad = pc.and_(column.is_valid(), pc.invert(pc.is_in(column, pa.array(symbols))))
+        _refuse_first(column, pc.index(bad, True).as_py(), path,
                       f"is not one of the enum symbols {sorted(symbols)}")
     elif kind == "uuid":
         if pc.all(pc.match_substring_regex(column, _CANONICAL_UUID)).as_py() is False:
@@ -315,25 +356,29 @@ def _leaf(column: pa.Array, avro: AvroType, kind: str, target: pa.DataType, path
                                for i, v in enumerate(column.to_pylist())], column.type)
     elif kind in ("time-millis", "time-micros"):
         ticks = column.cast(pa.int32() if pa.types.is_time32(target) else pa.int64())
-        day = _DAY_SECONDS * _PER_SECOND[target.unit]
-        first = pc.index(pc.or_(pc.less(ticks, 0), pc.greater_equal(ticks, day)), True).as_py()
+        first = _first_outside(ticks, 0, _DAY_SECONDS * _PER_SECOND[target.unit] - 1)
         if first >= 0:  # (Python would show it wrapped into the day)
             raise RefusedValue(path, first, f"{ticks[first].as_py()} {target.unit} since midnight",
                                "is not a time of day (00:00 to 23:59:59.999999)")
     elif kind == "date":
-        days = column.cast(pa.int32())
-        _refuse_first(column, pc.or_(pc.less(days, FIRST_DAY), pc.greater(days, LAST_DAY)), path,
+        _refuse_first(column, _first_outside(column.cast(pa.int32()), FIRST_DAY, LAST_DAY), path,
                       "is not a date in the years 1 to 9999")
     elif kind in TIMESTAMP_KINDS:
         per_day = _DAY_SECONDS * _PER_SECOND[target.unit]
-        ticks = column.cast(pa.int64())
-        _refuse_first(column, pc.or_(pc.less(ticks, FIRST_DAY * per_day), pc.greater_equal(ticks, (LAST_DAY + 1) * per_day)),
-                      path, "is not a timestamp in the years 1 to 9999")
+        first = _first_outside(column.cast(pa.int64()), FIRST_DAY * per_day, (LAST_DAY + 1) * per_day - 1)
+        _refuse_first(column, first, path, "is not a timestamp in the years 1 to 9999")
     return column
 
 
-def _refuse_first(column: pa.Array, bad: pa.Array, path: str, reason: str) -> None:
-    first = pc.index(bad, True).as_py()
+def _first_outside(ticks: pa.Array, lo: int, hi: int) -> int:
+    """The index of the first value outside ``lo..hi``, -1 if none (one pass when all lie within)."""
+    least, most = pc.min_max(ticks).values()
+    if least.as_py() is None or lo <= least.as_py() and most.as_py() <= hi:
+        return -1
+    return pc.index(pc.or_(pc.less(ticks, lo), pc.greater(ticks, hi)), True).as_py()
+
+
+def _refuse_first(column: pa.Array, first: int, path: str, reason: str) -> None:
     if first >= 0:
         raise RefusedValue(path, first, shown(column, first), reason)
 
@@ -346,11 +391,14 @@ def _canonical_uuid(value: Any, path: str, row: int) -> str:
 
 
 def _cast(column: pa.Array, kind: str, target: pa.DataType, path: str) -> pa.Array:
+    if pa.types.is_boolean(column.type) and (pa.types.is_integer(target) or pa.types.is_floating(target)
+                                             or pa.types.is_decimal(target)):  # (as write() and keys refuse True)
+        raise _mismatch(column, path, kind, target, "a boolean is not a number")
     if kind in MILLIS_KINDS and (pa.types.is_timestamp(column.type) or pa.types.is_time(column.type)):
         try:
             whole = column.cast(target, safe=False)
             lost = pc.index(pc.not_equal(whole.cast(column.type), column), True).as_py()
-        except pa.ArrowInvalid:
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # (safe_cast says why)
             lost = -1
         if lost >= 0:
             raise RefusedValue(path, lost, shown(column, lost), f"has a sub-millisecond part, but a {kind} field holds "

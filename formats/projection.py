@@ -21,7 +21,7 @@ import pyarrow as pa
 from cdkds.formats.errors import DataFileError
 from cdkds.formats.nulls import null_column
 from cdkds.formats.schema import (
-    FIELD_ID, NAME_MAPPING, PARQUET_FIELD_ID, AvroType, record_field, record_of, type_kind, unwrap,
+    FIELD_ID, NAME_MAPPING, PARQUET_FIELD_ID, AvroType, default_value, record_field, record_of, type_kind, unwrap,
 )
 
 
@@ -182,7 +182,7 @@ class _Missing(_Reader):
 def filled(field: dict, t: pa.DataType, rows: int) -> pa.Array:
     """A column of ``rows`` values of a field a file does not have: its default, or null
     (with placeholders under a null record: see :mod:`cdkds.formats.nulls`)."""
-    default = field.get("default")
+    default = default_value(field["type"], field.get("default"))
     if default is None:
         return null_column(t, rows)
     return pa.repeat(pa.scalar(default, t), rows)

@@ -35,7 +35,6 @@ from cdkds.formats.schema import (
 from cdkds.formats.values import DECIMAL_CONTEXT
 
 
-
 def to_records(batch: pa.RecordBatch | pa.Table) -> list[dict]:
     """The rows of a batch as records that can be written back: maps as dicts."""
     return batch.to_pylist(maps_as_pydicts="lossy")
@@ -192,6 +191,8 @@ def _value_validator(avro: AvroType) -> Validator:  # noqa: C901 - one branch pe
         def check(v, p):
             if not isinstance(v, expected):
                 raise _mismatch(p, v, f"a datetime.{expected.__name__}")
+            if expected is dt.time and v.tzinfo is not None:  # (no date to convert it by: text refuses it too)
+                raise _mismatch(p, v, "a time of day without a zone")
             if kind in MILLIS_KINDS and v.microsecond % 1000:
                 raise _sub_millisecond(p, v, kind)
             return v

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -222,8 +223,31 @@ def fields(schema: dict) -> dict[str, FieldType]:
 
 
 def field_defaults(schema: dict) -> dict[str, Any]:
-    """Top-level fields that declare a default, with that default."""
-    return {f["name"]: f["default"] for f in schema["fields"] if "default" in f}
+    """Top-level fields that declare a default, with that default (as :func:`default_value`)."""
+    return {f["name"]: default_value(f["type"], f["default"]) for f in schema["fields"] if "default" in f}
+
+
+def default_value(avro: AvroType, default: Any) -> Any:
+    """A default of a field of type ``avro``, given in Avro's JSON form, as the value it stands
+    for: bytes and fixed defaults are text whose code points 0-255 are the bytes (not UTF-8),
+    UUIDs canonical, nested values likewise (every place that fills a default goes through here)."""
+    if default is None:
+        return None
+    t = unwrap(avro).avro
+    kind = type_kind(t)
+    if kind in ("bytes", "fixed"):
+        return default.encode("latin-1") if isinstance(default, str) else default
+    if kind == "uuid":
+        return str(uuid.UUID(default)) if isinstance(default, str) else default
+    if kind == "array" and isinstance(default, list):
+        return [default_value(t["items"], v) for v in default]
+    if kind == "map" and isinstance(default, dict):
+        return {k: default_value(t["values"], v) for k, v in default.items()}
+    if kind == "record" and isinstance(default, dict):
+        record = t if t.get("type") == "record" else t["type"]
+        return {f["name"]: default_value(f["type"], default.get(f["name"], f.get("default")))
+                for f in record["fields"] if f["name"] in default or "default" in f}
+    return default
 
 
 # ---------------------------------------------------------------- Avro -> Arrow

@@ -174,8 +174,18 @@ def json_number(text: str) -> float | Overflowed:
 
 
 def decoded_json(text: str) -> Any:
-    """JSON text decoded, numbers beyond a double kept as :class:`Overflowed` text."""
-    return json.loads(text, parse_float=json_number)
+    """JSON text decoded, numbers beyond a double kept as :class:`Overflowed` text; a key
+    given twice in one object is a ``json.JSONDecodeError`` (Python would keep the last)."""
+    def unique(pairs: list[tuple[str, Any]]) -> dict:
+        out = dict(pairs)
+        if len(out) < len(pairs):
+            key = next(k for i, (k, _) in enumerate(pairs) if k in (k2 for k2, _ in pairs[:i]))
+            quoted = json.dumps(key)
+            at = text.find(quoted, text.find(quoted) + 1)
+            raise json.JSONDecodeError(f"key {key!r} given twice in one object", text, max(at, 0))
+        return out
+
+    return json.loads(text, parse_float=json_number, object_pairs_hook=unique)
 
 
 def _json_scalar(value: Any, t: pa.DataType) -> Any:

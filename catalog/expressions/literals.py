@@ -118,7 +118,8 @@ def _float(q: float | fractions.Fraction, kind: str) -> Literal:
     if isinstance(q, float):
         return Literal(q)  # an infinity
     try:
-        value = float(q) if kind == "double" else float(np.float32(float(q)))
+        with np.errstate(over="ignore"):  # (an overflow to infinity is handled below)
+            value = float(q) if kind == "double" else float(np.float32(float(q)))
     except OverflowError:
         value = math.inf
     if math.isinf(value):  # a finite literal beyond the type: between its largest value and infinity

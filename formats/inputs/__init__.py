@@ -123,5 +123,6 @@ def infer_schema(paths: Sequence[str] | Sequence["InputFile"], fs: Any = None, f
 def read_batches(path: str, schema: pa.Schema, fs: Any = None, format: str | None = None,
                  defaults: Mapping[str, Any] | None = None, storage_options: Mapping[str, Any] | None = None,
                  delimiter: str = ",") -> Iterator[pa.RecordBatch]:
-    """The rows of one file as batches in ``schema``; ``defaults``: field name -> Avro default."""
+    """The rows of one file as batches in ``schema``; ``defaults``: field name -> default value
+    (as ``field_defaults`` gives it)."""
     return open_input(path, fs, format, storage_options, delimiter).read(schema, defaults)

@@ -577,3 +577,13 @@ def test_a_nullable_field_without_a_default_must_have_a_column_as_in_write_batch
     (tmp_path / "b.csv").write_text("id,n\n1,x\n")
     assert pa.Table.from_batches(open_input(str(tmp_path / "b.csv")).read(to_arrow(avro), {"d": None}, avro)).to_pylist() \
         == [{"id": 1, "n": "x", "d": None}]
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"id": 1}\n{"id": 2, "id": 3}\n', r"a.jsonl line 2: not valid JSON \(key 'id' given twice in one object"),
+    ('{"id": 1, "m": {"k": 1, "k": 2}}\n', r"a.jsonl line 1: not valid JSON \(key 'k' given twice in one object"),
+])
+def test_json_lines_key_given_twice_is_refused(tmp_path, text, message):  # review: the last one was kept
+    schema = pa.schema([pa.field("id", pa.int64(), False), pa.field("m", pa.map_(pa.string(), pa.int64()))])
+    with pytest.raises(InputError, match=message):
+        rows(write(tmp_path / "a.jsonl", text), schema)

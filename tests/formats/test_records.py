@@ -95,3 +95,13 @@ def test_text_with_a_lone_surrogate_is_a_mismatch_not_an_encoding_crash(record, 
         {"name": "m", "type": ["null", {"type": "map", "values": "string"}], "default": None}]}
     with pytest.raises(SchemaMismatchError, match=f"field {re.escape(path)}: text .* holds a lone surrogate"):
         record_validator(schema)(record)
+
+
+@pytest.mark.parametrize("kind", ["time-millis", "time-micros"])
+def test_a_time_with_a_zone_is_refused_as_in_text(kind):  # review: 01:00+05:00 was stored as 01:00
+    from cdkds.formats.errors import SchemaMismatchError
+    from cdkds.formats.records import field_validator
+    check = field_validator({"type": "int" if kind == "time-millis" else "long", "logicalType": kind})
+    assert check(dt.time(1, 0), "t") == dt.time(1, 0)
+    with pytest.raises(SchemaMismatchError, match=r"field 't': value .* is not a time of day without a zone"):
+        check(dt.time(1, 0, tzinfo=dt.timezone(dt.timedelta(hours=5))), "t")
