@@ -3,7 +3,6 @@ a forced expiry frees the names of the commits it deletes, and a stale writer's 
 takes one of them must fail, not vanish — whatever the age of its base, in this process or
 in another. A plain append pays one small read for the check, and no LIST."""
 
-import datetime as dt
 import json
 import multiprocessing
 import os
@@ -15,32 +14,16 @@ from cdkds.catalog import DatasetDescriptor, DatasetRepository
 from cdkds.catalog.errors import CommitConflictError
 from cdkds.catalog.log import LOG_FOLDER, checkpoint_key, commit_key
 from cdkds.catalog.log.listing import ExpiryMarker
+from tests.catalog.log.test_expiry import appends, ids, soon
+
 EXPIRED_KEY = f"{LOG_FOLDER}/_expired"  # the expiry marker (FORMAT.md §4)
 
 SCHEMA = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}]}
 
 
-def soon() -> dt.datetime:
-    """A cut-off past every commit so far: commits made within a few milliseconds get
-    timestamps a few milliseconds ahead of the clock (they grow strictly), and a cut-off of
-    now would find no checkpoint at or before it."""
-    return dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=1)
-
-
 @pytest.fixture
 def local(tmp_path):
     return DatasetRepository(f"file://{tmp_path}/lake")
-
-
-def appends(ds, n, start=0):
-    for i in range(start, start + n):
-        with ds.writer() as w:
-            w.write_batch(pa.table({"id": [i]}))
-    return ds
-
-
-def ids(ds):
-    return sorted(r["id"] for r in ds.reader())
 
 
 def data_files(ds):
