@@ -12,7 +12,7 @@ from typing import Any, Iterator, Sequence
 
 from cdkds.catalog.errors import InvalidFieldError, StorageError, TransactionConflictError
 from cdkds.catalog.expressions import BoundPredicate, BoundPredicateVisitor, Expression, visit
-from cdkds.catalog.expressions.visitors import balanced
+from cdkds.catalog.expressions.tree import balanced
 from cdkds.catalog.tables.keys import Range, after_prefix
 from cdkds.catalog.tables.spec import TableSpecification
 from cdkds.catalog.tables.table import StructuredTable
