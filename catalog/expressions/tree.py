@@ -16,6 +16,7 @@ import base64
 import datetime as dt
 import decimal
 import math
+import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field as dataclass_field
 from typing import Any, Callable, Iterable, Sequence, TypeVar
@@ -34,6 +35,17 @@ NEGATIONS = {
     "not_starts_with": "starts_with",
 }
 FLIPPED = {"eq": "eq", "ne": "ne", "lt": "gt", "gt": "lt", "le": "ge", "ge": "le"}
+RESERVED_WORDS = frozenset({"and", "or", "not", "in", "is", "null", "true", "false", "like", "starts"})
+"""Words of the text form that a bare name may not be, in any case (``\`and\``` names a field)."""
+_BARE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def text_name(name: str) -> str:
+    """``name`` as the text forms (predicates, partition strategies) read it back: bare, or
+    quoted in backticks when it is not a plain name or is a reserved word."""
+    if _BARE_NAME.fullmatch(name) and name.lower() not in RESERVED_WORDS:
+        return name
+    return "`" + name.replace("`", "``") + "`"
 
 
 class Expression(ABC):
@@ -207,7 +219,7 @@ class Predicate(Expression):
         return out
 
     def __str__(self) -> str:
-        name = self.name if self.name.isidentifier() else f"`{self.name}`"
+        name = text_name(self.name)
         if self.op in COMPARISONS:
             return f"{name} {COMPARISONS[self.op]} {literal_to_text(self.value)}"
         if self.op in SET_OPS:
