@@ -16,12 +16,12 @@ import base64
 import datetime as dt
 import decimal
 import math
-import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field as dataclass_field
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 from cdkds.catalog.errors import ExpressionError
+from cdkds.formats.schema_rules import is_field_name
 
 T = TypeVar("T")
 
@@ -37,13 +37,12 @@ NEGATIONS = {
 FLIPPED = {"eq": "eq", "ne": "ne", "lt": "gt", "gt": "lt", "le": "ge", "ge": "le"}
 RESERVED_WORDS = frozenset({"and", "or", "not", "in", "is", "null", "true", "false", "like", "starts"})
 """Words of the text form that a bare name may not be, in any case (``\`and\``` names a field)."""
-_BARE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def text_name(name: str) -> str:
     """``name`` as the text forms (predicates, partition strategies) read it back: bare, or
     quoted in backticks when it is not a plain name or is a reserved word."""
-    if _BARE_NAME.fullmatch(name) and name.lower() not in RESERVED_WORDS:
+    if is_field_name(name) and name.lower() not in RESERVED_WORDS:
         return name
     return "`" + name.replace("`", "``") + "`"
 
