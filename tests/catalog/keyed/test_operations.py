@@ -399,3 +399,31 @@ def test_a_failed_connection_reading_the_index_is_a_storage_error_not_damage(use
     monkeypatch.setattr(type(users.store.fs), "info", closed)
     with pytest.raises(StorageConnectionError, match="reading index file .*_index/"):
         users.get_many([("nz", i) for i in range(20)])
+
+
+@pytest.mark.parametrize("step", ["footer", "row groups"])
+def test_a_connection_failing_mid_read_of_the_index_is_a_storage_error(users, monkeypatch, step):
+    """s3fs passes a failed connection on as botocore raised it (not an OSError) while a file
+    is read: the footer's and the row groups' reads name it as a StorageError kind too."""
+    from botocore.exceptions import ConnectionClosedError, EndpointConnectionError
+
+    from cdkds.catalog.errors import StorageConnectionError, StorageUnreachableError
+    from cdkds.catalog.keyed import index
+    from cdkds.catalog.keyed.index import FOOTERS
+
+    users.upsert([user("nz", i, 1) for i in range(20)])
+    FOOTERS._items.clear()
+    if step == "row groups":
+        users.get_many([("nz", i) for i in range(20)])  # footers cached: only row groups are read below
+    opened = index.open_data_file
+
+    def failing(*args, **kwargs):
+        if step == "row groups":
+            raise ConnectionClosedError(endpoint_url="http://s3/lake/users/_index")
+        raise EndpointConnectionError(endpoint_url="http://s3/lake/users/_index")
+    monkeypatch.setattr(index, "open_data_file", failing)
+    kind = StorageConnectionError if step == "row groups" else StorageUnreachableError
+    with pytest.raises(kind, match="reading index file .*_index/"):
+        users.get_many([("nz", i) for i in range(20)])
+    monkeypatch.setattr(index, "open_data_file", opened)
+    assert len(users.get_many([("nz", i) for i in range(20)])) == 20
