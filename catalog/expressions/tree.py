@@ -36,7 +36,7 @@ NEGATIONS = {
 }
 FLIPPED = {"eq": "eq", "ne": "ne", "lt": "gt", "gt": "lt", "le": "ge", "ge": "le"}
 RESERVED_WORDS = frozenset({"and", "or", "not", "in", "is", "null", "true", "false", "like", "starts"})
-"""Words of the text form that a bare name may not be, in any case (``\`and\``` names a field)."""
+"""Words of the text form that a bare name may not be, in any case (a field so named is quoted in backticks)."""
 
 
 def text_name(name: str) -> str:
