@@ -144,7 +144,8 @@ def test_property_statistics_never_skip_a_matching_file(expr, rows):
         assert may_match(bound, len(rows), collector.result())
 
 
-@pytest.mark.parametrize("name", ["and", "OR", "not", "in", "is", "null", "true", "False", "like", "starts", "a b", "x"])
+@pytest.mark.parametrize("name", ["and", "OR", "not", "in", "is", "null", "true", "False", "like", "starts", "a b",
+                                  "x"])
 def test_the_text_of_a_predicate_parses_back_whatever_its_field_is_named(name):
     """A field may be named like a keyword of the text form (Avro allows ``and``): its text
     quotes it, so that text parses back to the same predicate."""
