@@ -6,7 +6,8 @@ file of ours could not hold, or a value a writer would refuse later.
 ``tags[]`` is an array's items, ``attrs{}`` a map's values):
 
 - names are letters, digits and ``_``, not starting with a digit (Avro's rule: Parquet,
-  Spark and the text form of predicates all read them); a record's field names are unique;
+  Spark and the text form of predicates all read them), namespaces such names joined by
+  ``.``; a record's field names are unique;
 - every type is written out where it is used: a named type referred to by name (a
   recursive record, or a record used twice) has no Arrow form;
 - a field holds something: no ``null`` type but in ``["null", T]``, no record without fields;
@@ -70,6 +71,11 @@ class _Checker:
         name, what = avro.get("name"), avro["type"]
         if not isinstance(name, str) or not all(NAME.fullmatch(part) for part in name.split(".")):
             raise _error(path, f"{what} name {name!r} is not a name (letters, digits and _, not starting with a digit)")
+        given = avro.get("namespace")
+        if given not in (None, "") and (not isinstance(given, str) or
+                                        not all(NAME.fullmatch(part) for part in given.split("."))):
+            raise _error(path, f"{what} namespace {given!r} is not a name or names joined by '.' (letters, digits "
+                               f"and _, not starting with a digit)")
         space = avro.get("namespace", namespace) if "." not in name else name.rsplit(".", 1)[0]
         full = name if "." in name or not space else f"{space}.{name}"
         if full in self.named:

@@ -13,8 +13,7 @@ from typing import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cdkds.catalog.expressions.tree import ALWAYS_FALSE, ALWAYS_TRUE, BoundPredicate, Expression
-from cdkds.catalog.expressions.tree import balanced
+from cdkds.catalog.expressions.tree import ALWAYS_FALSE, ALWAYS_TRUE, BoundPredicate, Expression, balanced
 from cdkds.catalog.expressions.visitors import BoundPredicateVisitor, visit
 
 _UNKNOWN = pa.scalar(None, pa.bool_())

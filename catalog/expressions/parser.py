@@ -25,7 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from cdkds.catalog.errors import ExpressionError
-from cdkds.catalog.expressions.tree import ALWAYS_TRUE, FLIPPED, Expression, Predicate, and_, not_, or_
+from cdkds.catalog.expressions.tree import (
+    ALWAYS_TRUE, FLIPPED, RESERVED_WORDS, Expression, Predicate, and_, not_, or_,
+)
 
 _TOKEN = re.compile(r"""
     (?P<space>\s+)
@@ -101,7 +103,7 @@ class TokenStream:
 
     def name(self) -> str:
         token = self.next()
-        if token.kind == "name" and token.keyword not in _RESERVED:
+        if token.kind == "name" and token.keyword not in RESERVED_WORDS:
             return token.text
         if token.kind == "quoted":
             quote = token.text[0]
@@ -134,7 +136,6 @@ class TokenStream:
         raise self.error("expected a literal (number, 'text', true, false, null, date '...')", token)
 
 
-_RESERVED = {"and", "or", "not", "in", "is", "null", "true", "false", "like", "starts"}
 
 
 def parse(text: str) -> Expression:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field as dataclass_field
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 from cdkds.catalog.errors import ExpressionError
+from cdkds.formats.schema_rules import is_field_name
 
 T = TypeVar("T")
 
@@ -34,13 +35,23 @@ NEGATIONS = {
     "not_starts_with": "starts_with",
 }
 FLIPPED = {"eq": "eq", "ne": "ne", "lt": "gt", "gt": "lt", "le": "ge", "ge": "le"}
+RESERVED_WORDS = frozenset({"and", "or", "not", "in", "is", "null", "true", "false", "like", "starts"})
+"""Words of the text form that a bare name may not be, in any case (a field so named is quoted in backticks)."""
+
+
+def text_name(name: str) -> str:
+    """``name`` as the text forms (predicates, partition strategies) read it back: bare, or
+    quoted in backticks when it is not a plain name or is a reserved word."""
+    if is_field_name(name) and name.lower() not in RESERVED_WORDS:
+        return name
+    return "`" + name.replace("`", "``") + "`"
 
 
 class Expression(ABC):
     """A boolean expression over the fields of a record."""
 
     __slots__ = ()
-    depth = 0  # levels of 'and', 'or' and 'not' above the predicates; at most MAX_DEPTH
+    depth = 0  # levels of pairs and 'not's above the predicates, as targets nest them; at most MAX_DEPTH
 
     def __and__(self, other: "Expression") -> "Expression":
         return and_(self, other)
@@ -79,13 +90,15 @@ ALWAYS_FALSE = _Constant(False)
 
 
 MAX_DEPTH = 100
-"""How deeply ``and``, ``or`` and ``not`` may nest (a chain of ``and`` or of ``or`` is one
-level however long it is): deeper trees are refused with :class:`ExpressionError`, so every
-traversal of a tree stays far inside Python's recursion limit."""
+"""How deeply ``and``, ``or`` and ``not`` may nest, a chain of n terms counting as the
+log2 n levels of the balanced pairs that JSON, Arrow and SQL hold it in (1,000 terms: 10
+levels, a million: 20): deeper trees are refused with :class:`ExpressionError`, so every
+traversal of a tree, and every form it is written in, stays far inside the recursion limits
+of Python, its JSON module and SQL parsers."""
 
 
 def _depth_of(terms: tuple[Expression, ...]) -> int:
-    depth = 1 + max(t.depth for t in terms)
+    depth = max(1, (len(terms) - 1).bit_length()) + max(t.depth for t in terms)
     if depth > MAX_DEPTH:
         raise ExpressionError(f"the predicate nests 'and', 'or' and 'not' more than {MAX_DEPTH} levels deep")
     return depth
@@ -205,7 +218,7 @@ class Predicate(Expression):
         return out
 
     def __str__(self) -> str:
-        name = self.name if self.name.isidentifier() else f"`{self.name}`"
+        name = text_name(self.name)
         if self.op in COMPARISONS:
             return f"{name} {COMPARISONS[self.op]} {literal_to_text(self.value)}"
         if self.op in SET_OPS:

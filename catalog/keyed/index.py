@@ -165,7 +165,8 @@ class RecordIndex:
         if size != entry.size:
             raise self._corrupt(entry, f"has {size} bytes, the log says {entry.size}")
         try:
-            with open_data_file(self.store.fs, self.store.path(entry.path), entry.size) as f:
+            with store_failures(f"reading index file {where}", unclassified=False), \
+                    open_data_file(self.store.fs, self.store.path(entry.path), entry.size) as f:
                 metadata = pq.read_metadata(f)
         except (pa.ArrowException, OSError, ValueError) as e:
             raise self._unreadable(entry, e, f"is unreadable ({type(e).__name__}: {e}) at {where}") from None
@@ -386,7 +387,8 @@ class _CheckedFile:
     def read_row_groups(self, groups: list[int]) -> pa.Table:
         store = self.index.store
         try:
-            with open_data_file(store.fs, store.path(self.entry.path), self.entry.size) as f:
+            with store_failures(f"reading index file {store.display(self.entry.path)}", unclassified=False), \
+                    open_data_file(store.fs, store.path(self.entry.path), self.entry.size) as f:
                 parquet = pq.ParquetFile(f, metadata=self.metadata, page_checksum_verification=True)
                 return parquet.read_row_groups(groups)
         except FileNotFoundError:

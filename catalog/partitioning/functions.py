@@ -20,7 +20,6 @@ Range predicates through the calendar functions are projected jointly by the str
 
 from __future__ import annotations
 
-import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Iterable
@@ -30,6 +29,7 @@ import pyarrow.compute as pc
 
 from cdkds.catalog.errors import InvalidPartitionStrategyError
 from cdkds.catalog.expressions import ALWAYS_FALSE, ALWAYS_TRUE, Expression, Predicate
+from cdkds.catalog.expressions.tree import text_name
 from cdkds.formats import values
 from cdkds.formats.errors import SchemaMismatchError
 from cdkds.formats.schema import INTEGER_KINDS, TIMESTAMP_KINDS, arrow_type
@@ -227,15 +227,11 @@ class PartitionFunction(ABC):
         return out
 
     def to_text(self) -> str:
-        args = ", ".join([_text_name(self.source), *self.args_text()])
+        args = ", ".join([text_name(self.source), *self.args_text()])
         text = f"{self.type}({args})"
         if self.name != default_name(self.type, self.source):
-            text += f" as {_text_name(self.name)}"
+            text += f" as {text_name(self.name)}"
         return text
-
-
-def _text_name(name: str) -> str:
-    return name if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) else f"`{name}`"
 
 
 def default_name(kind: str, source: str) -> str:

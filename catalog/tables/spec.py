@@ -3,15 +3,14 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from cdkds.catalog.errors import InvalidFieldError
+from cdkds.formats.schema_rules import is_field_name
 
 KINDS = ("int", "long", "float", "double", "string", "bytes", "boolean")
 KEY_KINDS = ("int", "long", "string")
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 RESERVED_PREFIXES = ("_cdkds", "sqlite_", "pg_")
 
 
@@ -23,7 +22,7 @@ class FieldSpec:
     kind: str
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
+        if not is_field_name(self.name):
             raise InvalidFieldError(f"a field name is letters, digits and _, not starting with a digit; got {self.name!r:.100}")
         if self.kind not in KINDS:
             raise InvalidFieldError(f"field {self.name!r}: kind must be one of {list(KINDS)}, got {self.kind!r:.100}")
@@ -72,7 +71,7 @@ class TableSpecification:
     indexes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
+        if not is_field_name(self.name):
             raise InvalidFieldError(f"a table name is letters, digits and _, not starting with a digit; got {self.name!r:.100}")
         where = f"table {self.name!r}"
         if self.name.lower().startswith(RESERVED_PREFIXES):

@@ -4,6 +4,7 @@ database's own transactions. SQLite (Python's ``sqlite3``) is the embedded defau
 
 from __future__ import annotations
 
+import itertools
 import json
 from abc import ABC, abstractmethod
 import sqlite3
@@ -11,7 +12,7 @@ import threading
 from typing import Any, Iterator, Sequence
 
 from cdkds.catalog.errors import InvalidFieldError, StorageError, TransactionConflictError
-from cdkds.catalog.expressions import BoundPredicate, BoundPredicateVisitor, Expression, visit
+from cdkds.catalog.expressions import ALWAYS_TRUE, BoundPredicate, BoundPredicateVisitor, Expression, evaluate, visit
 from cdkds.catalog.expressions.tree import balanced
 from cdkds.catalog.tables.keys import Range, after_prefix
 from cdkds.catalog.tables.spec import TableSpecification
@@ -23,6 +24,9 @@ _SQLITE_TYPES = {"int": "INTEGER", "long": "INTEGER", "float": "REAL", "double":
 _POSTGRES_TYPES = {"int": "INTEGER", "long": "BIGINT", "float": "DOUBLE PRECISION", "double": "DOUBLE PRECISION",
                    "string": "TEXT", "bytes": "BYTEA", "boolean": "BOOLEAN"}
 _SPECS = "_cdkds_tables"
+SQL_DEPTH = 24
+"""The deepest filter (``Expression.depth``) compiled to SQL: SQLite's parser holds about 30
+nested parentheses; a deeper filter (MAX_DEPTH allows 100) is evaluated on the rows read."""
 
 
 def quote(name: str) -> str:
@@ -156,13 +160,15 @@ class SqlTable(StructuredTable):
             sql, values = range_condition(self.spec, r)
             conditions.append(f"({sql})")
             params.extend(values)
-        where, values = compile_filter(filter, self._dialect)
+        in_sql = filter.depth <= SQL_DEPTH
+        where, values = compile_filter(filter if in_sql else ALWAYS_TRUE, self._dialect)
         direction = "ASC" if order == "asc" else "DESC"
         sql = (f"SELECT {self._columns_sql} FROM {quote(self.spec.name)} WHERE ({' OR '.join(conditions)}) AND {where} "
                f"ORDER BY {', '.join(f'{quote(k)} {direction}' for k in self.spec.primary_key)}")
-        if limit is not None:
+        if limit is not None and in_sql:
             sql += f" LIMIT {int(limit)}"
-        return (self._row(r) for r in self._db.execute(sql, params + values).fetchall())
+        rows = (self._row(r) for r in self._db.execute(sql, params + values).fetchall())
+        return rows if in_sql else itertools.islice((r for r in rows if evaluate(filter, r) is True), limit)
 
     def _put(self, row: dict) -> None:
         names = list(self.spec.kinds)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import gzip
-import re
 from abc import ABC, abstractmethod
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -17,6 +16,7 @@ from cdkds.formats.conversion import RefusedValue, as_nullable, conform_column
 from cdkds.formats.errors import CdkdsError, SchemaMismatchError
 from cdkds.formats.schema import from_arrow
 from cdkds.formats.text import BAD_VALUE, first_bad, is_text, misfit, text_converter, type_name
+from cdkds.formats.schema_rules import is_field_name
 
 FORMATS = ("csv", "jsonl", "parquet", "avro")
 EXTENSIONS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".parquet": "parquet",
@@ -25,7 +25,6 @@ BLOCK_BYTES = 1 << 20  # CSV and JSON text parsed per batch
 BATCH_ROWS = 65_536  # Parquet and Avro rows per batch
 JSON_CHUNK_LINES = 16_384  # JSON lines parsed by Python per batch
 FIELD_SIZE_LIMIT = 2**31 - 1  # Python's csv module refuses values over 128 KiB by default
-AVRO_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class InputError(CdkdsError, ValueError):
@@ -164,7 +163,7 @@ class InputFile(ABC):
     def infer(self, max_rows: int | None = None) -> pa.Schema:
         """The file's own schema (inferred from the values of CSV and JSON lines)."""
         fields = self._fields(max_rows)
-        bad = [f.name for f in fields if not AVRO_NAME.fullmatch(f.name)]
+        bad = [f.name for f in fields if not is_field_name(f.name)]
         if bad:
             raise InputError(f"{self.name}: column name {bad[0]!r} is not a valid field name (letters, digits and '_', "
                              f"not starting with a digit)", self.name, field=bad[0])

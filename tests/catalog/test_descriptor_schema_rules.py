@@ -44,6 +44,9 @@ CASES = {  # the schemas of the issue: (schema, the field named, the words of th
     "a.b": (with_field({"name": "a.b", "type": "long"}), "a.b", "not a field name"),
     "nested": ({**BASE, "fields": BASE["fields"] + [{"name": "r", "type": {"type": "record", "name": "In", "fields": [
         {"name": "x", "type": "int", "default": 2**40}]}}]}, "r.x", "outside"),
+    "namespace a-b": (with_field({"name": "r", "type": {"type": "record", "name": "In", "namespace": "a-b",
+                                                        "fields": [{"name": "x", "type": "int"}]}}), "r",
+                      "namespace 'a-b' is not"),
 }
 
 

@@ -88,7 +88,7 @@ def test_wide_predicates_parse_flat_and_evaluate(name):
 
 def test_chains_are_one_flat_node():
     assert parse(ors(3000)) == Or(*[field("x") == i for i in range(3000)])
-    assert len(parse(ands(1000)).terms) == 1000 and parse(ands(1000)).depth == 1
+    assert len(parse(ands(1000)).terms) == 1000 and parse(ands(1000)).depth == 10  # the log2 n pairs of its forms
     stored = parse(ors(3000)).to_json()  # pairs, as the format has them, nested log2(n) deep
     assert _json_depth(stored) <= 2 * 13 and set(stored) == {"or"} and len(stored["or"]) == 2
     assert parse("(x = 1 or (x = 2 or x = 3)) or x = 4") == Or(*[field("x") == i for i in (1, 2, 3, 4)])
@@ -104,7 +104,7 @@ def test_python_operator_chains_are_flat():
     terms = [field("x") == i for i in range(3000)]
     for combine, kind in ((operator.and_, And), (operator.or_, Or)):
         expr = functools.reduce(combine, terms)
-        assert isinstance(expr, kind) and expr.terms == tuple(terms) and expr.depth == 1
+        assert isinstance(expr, kind) and expr.terms == tuple(terms) and expr.depth == 12  # log2 3000, rounded up
         assert pickle.loads(pickle.dumps(expr)) == expr and hash(expr) == hash(kind(*terms))
     assert functools.reduce(lambda e, _: ~e, range(1000), field("x") == 3) == (field("x") == 3)
     assert functools.reduce(lambda e, _: ~e, range(1001), field("x") == 3) == Not(field("x") == 3)
@@ -186,3 +186,38 @@ def test_the_command_takes_wide_predicates_and_refuses_deep_ones(lake):
     assert done.stderr.startswith("error: dataset 'deep': cannot parse predicate")
     assert f"more than {MAX_DEPTH} levels deep" in done.stderr and "Recursion" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def wide_and_deep(width: int, levels: int):
+    """``levels`` nested chains alternating or/and, each of ``width`` terms; matches x = 5 alone."""
+    expr = field("x") == 5
+    for level in range(levels):
+        if level % 2:
+            expr = And(*[field("x") != 1000 + i for i in range(width - 1)], expr)
+        else:
+            expr = Or(*[field("x") == 1000 + level * width + i for i in range(width - 1)], expr)
+    return expr
+
+
+def test_a_tree_wide_at_every_level_is_refused_or_stored_and_read_back(lake):
+    """JSON and Arrow nest a chain as pairs: a tree the limit lets through has forms they
+    take (a chain of 32 terms counts 5 levels), and a delete by it commits a tombstone that
+    reads back (a RecursionError encoding the commit before)."""
+    accepted = None
+    for levels in range(1, 120):
+        try:
+            accepted = wide_and_deep(32, levels)
+        except ExpressionError as e:
+            assert f"more than {MAX_DEPTH} levels deep" in str(e)
+            break
+    assert accepted is not None and accepted.depth <= MAX_DEPTH
+    assert from_json(json.loads(json.dumps(accepted.to_json()))) == accepted
+    bound = bind(accepted, FIELDS)
+    batch = pa.record_batch({"x": pa.array(range(ROWS), pa.int64())})
+    assert filter_batch(batch, bound).column(0).to_pylist() == [5]
+    ds = DatasetRepository(lake).create("wide_and_deep", DatasetDescriptor(SCHEMA))
+    with ds.writer() as w:
+        w.write_batch(pa.table({"x": pa.array(range(ROWS), pa.int64())}))
+    ds.delete(accepted)
+    assert sorted(r["x"] for r in DatasetRepository(lake).load("wide_and_deep").reader()) == \
+        [x for x in range(ROWS) if x != 5]

@@ -142,3 +142,18 @@ def test_property_statistics_never_skip_a_matching_file(expr, rows):
     collector.update(pa.RecordBatch.from_pylist(rows, schema=ARROW))
     if any(evaluate(bound, r) is True for r in rows):
         assert may_match(bound, len(rows), collector.result())
+
+
+@pytest.mark.parametrize("name", ["and", "OR", "not", "in", "is", "null", "true", "False", "like", "starts", "a b",
+                                  "x"])
+def test_the_text_of_a_predicate_parses_back_whatever_its_field_is_named(name):
+    """A field may be named like a keyword of the text form (Avro allows ``and``): its text
+    quotes it, so that text parses back to the same predicate."""
+    expr = (field(name) == 1) & ~field(name).startswith("a") & field("y").isin([1, 2])
+    assert parse(str(expr)) == expr
+
+
+def test_the_text_of_a_partition_strategy_parses_back_whatever_its_source_is_named():
+    from cdkds.catalog.partitioning import PartitionStrategy
+    strategy = PartitionStrategy.parse("identity(`and`) as `in`, hash(`x``y`, 4)")
+    assert PartitionStrategy.parse(strategy.to_text()) == strategy

@@ -429,3 +429,31 @@ def test_pandas_frames_are_tables_of_rows_and_keys_not_iterables_of_column_names
     assert ds.delete_keys(pd.DataFrame({"k": ["zz"]})).deleted == 0
     assert ds.update(pd.DataFrame({"k": ["x"], "v": [3]})).updated == 1
     assert sorted((r["k"], r["v"]) for r in ds.reader()) == [("k", 1), ("x", 3)]
+
+
+@pytest.mark.parametrize("step", ["footer", "row groups"])
+def test_a_connection_failing_mid_read_of_the_index_is_a_storage_error(users, monkeypatch, step):
+    """s3fs passes a failed connection on as botocore raised it (not an OSError) while a file
+    is read: the footer's and the row groups' reads name it as a StorageError kind too."""
+    from botocore.exceptions import ConnectionClosedError, EndpointConnectionError
+
+    from cdkds.catalog.errors import StorageConnectionError, StorageUnreachableError
+    from cdkds.catalog.keyed import index
+    from cdkds.catalog.keyed.index import FOOTERS
+
+    users.upsert([user("nz", i, 1) for i in range(20)])
+    FOOTERS._items.clear()
+    if step == "row groups":
+        users.get_many([("nz", i) for i in range(20)])  # footers cached: only row groups are read below
+    opened = index.open_data_file
+
+    def failing(*args, **kwargs):
+        if step == "row groups":
+            raise ConnectionClosedError(endpoint_url="http://s3/lake/users/_index")
+        raise EndpointConnectionError(endpoint_url="http://s3/lake/users/_index")
+    monkeypatch.setattr(index, "open_data_file", failing)
+    kind = StorageConnectionError if step == "row groups" else StorageUnreachableError
+    with pytest.raises(kind, match="reading index file .*_index/"):
+        users.get_many([("nz", i) for i in range(20)])
+    monkeypatch.setattr(index, "open_data_file", opened)
+    assert len(users.get_many([("nz", i) for i in range(20)])) == 20

@@ -52,3 +52,23 @@ def test_sql_filters_match_the_row_evaluator(rows, where):
     bound = table._filter(where)
     expected = [r["k"] for r in records if evaluate(bound, r) is True]
     assert [r["k"] for r in table.scan(Range.all(), filter=where)] == expected, str(bound)
+
+
+def test_filters_nested_beyond_the_sql_parser_match_the_row_evaluator():
+    """SQLite's parser holds about 30 nested parentheses; a filter nested deeper (MAX_DEPTH
+    allows 100 levels) is evaluated on the rows rather than refused with 'parser stack overflow'."""
+    db = sqlite3.connect(":memory:", isolation_level=None)
+    db.execute('CREATE TABLE "t" ("k" INTEGER NOT NULL, "c1" INTEGER, "c3" TEXT, "c6" INTEGER, "c5" BLOB, "c7" REAL, '
+               'PRIMARY KEY ("k"))')
+    table = SqlTable(SPEC, db)
+    for k in range(40):
+        table.upsert({"k": k, "c1": k % 7, "c3": None, "c6": None, "c5": None, "c7": None})
+    for depth in (10, 40, 100):
+        where = field("c1") == depth % 7
+        for i in reversed(range(depth)):
+            where = or_(field("k") == i, where) if i % 2 == 0 else and_(field("k") != i, where)
+        bound = table._filter(where)
+        expected = [k for k in range(40) if evaluate(bound, {"k": k, "c1": k % 7}) is True]
+        assert [r["k"] for r in table.scan(Range.all(), filter=where)] == expected
+        assert [r["k"] for r in table.scan(Range.all(), filter=where, limit=3)] == expected[:3]
+        assert table.count([Range.all()], filter=where) == len(expected)
