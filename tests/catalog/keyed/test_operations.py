@@ -386,23 +386,6 @@ def test_files_with_overlapping_vectors_are_read_not_skipped(users):
     assert [r["userId"] for r in users.reader()] == [1]
 
 
-def test_a_failed_connection_reading_the_index_is_a_storage_error_not_damage(users, monkeypatch):
-    """A network failure says nothing about the index file: no "rebuild the index" (issue 25 item 10)."""
-    from botocore.exceptions import ConnectionClosedError
-
-    from cdkds.catalog.errors import StorageConnectionError
-    from cdkds.catalog.keyed.index import FOOTERS
-
-    users.upsert([user("nz", i, 1) for i in range(20)])
-    FOOTERS._items.clear()
-
-    def closed(*args, **kwargs):
-        raise ConnectionClosedError(endpoint_url="http://s3/lake/users/_index")
-    monkeypatch.setattr(type(users.store.fs), "info", closed)
-    with pytest.raises(StorageConnectionError, match="reading index file .*_index/"):
-        users.get_many([("nz", i) for i in range(20)])
-
-
 @pytest.mark.parametrize("keys", ["abc", b"abc", 5, None])
 def test_many_keys_given_as_one_value_are_refused_by_every_entry_point(keys):
     """A string is not the keys 'a', 'b', 'c' (get_many("abc") looked up its letters and
