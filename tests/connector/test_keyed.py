@@ -110,6 +110,7 @@ def test_a_failed_first_write_creates_nothing(spark, tmp_path):
     for name, write in {
         "plain": lambda url: twice.write.format("cdkds").mode("append").option("recordKey", "userId").save(url),
         "upsert": lambda url: upsert(twice, url, recordKey="userId"),
+        "overwrite": lambda url: twice.write.format("cdkds").mode("overwrite").option("recordKey", "userId").save(url),
     }.items():
         url = f"{repo.url}/{name}"
         with pytest.raises(Exception, match="duplicate|more than once|twice|ordering"):
