@@ -268,8 +268,8 @@ class CdkdsWriter(DataSourceArrowWriter):
             key = RecordKey.of(dataset.descriptor, dataset.name)
             keys = key.conform(table.select([n for n in key.names if n in table.schema.names]))
             buckets = frozenset(np.unique(key.buckets(key.hashes(keys), dataset.descriptor.keyed.buckets)).tolist())
-            change = operations.prepare(dataset, self.operation, table, buckets=buckets, sort_by=self.sort_by,
-                                        target_file_size=self.target_file_size)
+            change = operations.prepare(dataset, self.operation, operation_rows(dataset, self.operation, table),
+                                        buckets=buckets, sort_by=self.sort_by, target_file_size=self.target_file_size)
             return CdkdsCommitMessage(change.adds, change=change)
         from cdkds.catalog.storage import store_failures
         from cdkds.catalog.write.writer import STAGING_FOLDER
@@ -384,12 +384,8 @@ class CdkdsWriter(DataSourceArrowWriter):
                 operations.commit(dataset, [], info, commit_uuid=self.transaction,
                                   operation=self.operation, extra_actions=extra)
             return
-        if self.operation == "delete":
-            names = [*dataset.descriptor.record_key, *(
-                [dataset.descriptor.ordering_field] if dataset.descriptor.ordering_field in table.schema.names else [])]
-            table = table.select(names)  # other columns of the DataFrame are ignored
-        change = operations.prepare(dataset, self.operation, table, sort_by=self.sort_by,
-                                    target_file_size=self.target_file_size)
+        change = operations.prepare(dataset, self.operation, operation_rows(dataset, self.operation, table),
+                                    sort_by=self.sort_by, target_file_size=self.target_file_size)
         operations.commit(dataset, [change], info, commit_uuid=self.transaction, extra_actions=extra)
 
     def record_result(self, result: "UpsertResult") -> None:
@@ -432,6 +428,15 @@ class CdkdsWriter(DataSourceArrowWriter):
         _delete_quietly(store, [p for m in messages if m is not None for p in m.staged])  # never committed
         if landed is None:
             delete_files(store, [a.path for m in messages if m is not None for a in m.adds])
+
+
+def operation_rows(dataset: "Dataset", operation: str, table: "pa.Table") -> "pa.Table":
+    """The columns of a keyed job's rows its operation takes: a delete takes the record key
+    (and the ordering field when the rows have it) and ignores the DataFrame's other columns."""
+    if operation != "delete":
+        return table
+    d = dataset.descriptor
+    return table.select([*d.record_key, *([d.ordering_field] if d.ordering_field in table.schema.names else [])])
 
 
 def result_path(job: str) -> str:
