@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from cdkds.connector.source import open_dataset, raise_option_error
+from cdkds.connector.source import open_dataset
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -47,13 +47,10 @@ def plan_write(options: dict[str, str], schema: StructType, overwrite: bool,
     import uuid
 
     from cdkds.catalog import DatasetNotFoundError
-    from cdkds.catalog.expressions import ALWAYS_TRUE
     from cdkds.catalog.write.writer import DEFAULT_TARGET_FILE_SIZE
     from cdkds.connector.options import write_location, write_options
 
     where = write_location(options)
-    if where.view is not ALWAYS_TRUE:
-        raise_option_error(f"dataset {where.name!r}: cannot write through a view URI; write to {where.url}")
     write = write_options(options, where.name)
     try:
         dataset = open_dataset(where)
