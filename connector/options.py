@@ -137,12 +137,25 @@ NO_WRITE_TARGET = (
     "makes one per dataset)")
 
 
+# Read options by which a view shows part of its dataset (some rows, an older revision).
+VIEW_OPTIONS = ("where", "versionAsOf", "version", "timestampAsOf", "timestamp")
+
+
 def write_location(options: Mapping[str, str]) -> Location:
     """Where a write goes: the write's own ``path`` option, never a path carried in the
-    rows' schema (that names the dataset the rows were read from)."""
+    rows' schema (that names the dataset the rows were read from). A write through a view
+    (a view URI's constraints, or a temporary view's ``where`` or time travel option,
+    which Spark hands to its writes) is refused: its overwrite would replace rows the view
+    does not show, and its rows would land in a revision it does not show."""
     if not _get(options, "path"):
         raise InvalidOptionError(NO_WRITE_TARGET)
-    return location(options)
+    where = location(options)
+    shown = [k for k in options if k.lower() in {o.lower() for o in VIEW_OPTIONS}]
+    if where.view is not ALWAYS_TRUE or shown:
+        what = f"option {shown[0]}" if shown else "the URI's constraints"
+        raise InvalidOptionError(f"dataset {where.name!r}: cannot write through a view, which shows only part of "
+                                 f"the dataset ({what}); write to {where.url}")
+    return where
 
 
 _RANGE = re.compile(r"^([\[(])([^,]*),([^,]*)([\])])$")

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from cdkds.connector.source import open_dataset, raise_option_error
+from cdkds.connector.source import open_dataset
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -47,13 +47,10 @@ def plan_write(options: dict[str, str], schema: StructType, overwrite: bool,
     import uuid
 
     from cdkds.catalog import DatasetNotFoundError
-    from cdkds.catalog.expressions import ALWAYS_TRUE
     from cdkds.catalog.write.writer import DEFAULT_TARGET_FILE_SIZE
     from cdkds.connector.options import write_location, write_options
 
     where = write_location(options)
-    if where.view is not ALWAYS_TRUE:
-        raise_option_error(f"dataset {where.name!r}: cannot write through a view URI; write to {where.url}")
     write = write_options(options, where.name)
     try:
         dataset = open_dataset(where)
@@ -268,8 +265,8 @@ class CdkdsWriter(DataSourceArrowWriter):
             key = RecordKey.of(dataset.descriptor, dataset.name)
             keys = key.conform(table.select([n for n in key.names if n in table.schema.names]))
             buckets = frozenset(np.unique(key.buckets(key.hashes(keys), dataset.descriptor.keyed.buckets)).tolist())
-            change = operations.prepare(dataset, self.operation, table, buckets=buckets, sort_by=self.sort_by,
-                                        target_file_size=self.target_file_size)
+            change = operations.prepare(dataset, self.operation, operation_rows(dataset, self.operation, table),
+                                        buckets=buckets, sort_by=self.sort_by, target_file_size=self.target_file_size)
             return CdkdsCommitMessage(change.adds, change=change)
         from cdkds.catalog.storage import store_failures
         from cdkds.catalog.write.writer import STAGING_FOLDER
@@ -323,16 +320,17 @@ class CdkdsWriter(DataSourceArrowWriter):
 
     def target(self, prefer_latest: bool = False) -> "Dataset":
         """The dataset to commit onto: as of the revision the job was planned on (for a job
-        that creates it and finds it absent: unborn, created by :meth:`created` as the job
-        commits), or with ``prefer_latest`` the latest revision when it still has the job's
-        descriptor (or the job plans keyed rows on the driver)."""
+        that creates it and finds it absent: unborn, created by its commit), or with
+        ``prefer_latest`` the latest revision when it still has the job's descriptor (or the
+        job plans keyed rows on the driver)."""
         from cdkds.catalog import DatasetNotFoundError
+        from cdkds.connector.unborn import same_creation
 
         repo, name = self._repository()
         dataset = self.planned_on()
         if self.base is None:
-            try:
-                dataset = self.created(repo.load(name, version=0))  # a concurrent first write created it
+            try:  # a concurrent first write created it
+                dataset = same_creation(repo.load(name, version=0), self.descriptor)
             except DatasetNotFoundError:
                 return dataset
         if prefer_latest:
@@ -340,27 +338,6 @@ class CdkdsWriter(DataSourceArrowWriter):
             if (self.operation is not None and not self.clustered) or \
                     latest.descriptor_version == self.descriptor_version:
                 return latest
-        return dataset
-
-    def created(self, dataset: "Dataset") -> "Dataset":
-        """``dataset``, created now if it is unborn: the job's commit is the first moment a
-        job that creates its dataset makes it exist, so a job that fails before creates
-        nothing. A dataset a concurrent first write created is committed onto when it has
-        the job's descriptor."""
-        from cdkds.catalog import CommitConflictError, DatasetExistsError
-        from cdkds.connector.unborn import UnbornDataset
-
-        if not isinstance(dataset, UnbornDataset) and not (self.base is None and dataset.version == 0):
-            return dataset
-        repo, name = self._repository()
-        if isinstance(dataset, UnbornDataset):
-            try:
-                return repo.create(name, self.descriptor)
-            except DatasetExistsError:
-                dataset = repo.load(name, version=0)
-        if dataset.descriptor != self.descriptor:
-            raise CommitConflictError(f"dataset {name!r} was created by a concurrent write with another descriptor "
-                                      f"while this write created it; nothing of this write was committed")
         return dataset
 
     @property
@@ -377,7 +354,6 @@ class CdkdsWriter(DataSourceArrowWriter):
 
         if self.operation is not None:
             return self._commit_keyed(dataset, messages, staged.table(), extra)
-        dataset = self.created(dataset)
         adds = [a for m in messages if m is not None for a in m.adds]
         mode = write_mode(self.mode, self.descriptor)
         removes, rule = mode.plan(dataset.snapshot, adds, set(), True)
@@ -395,15 +371,14 @@ class CdkdsWriter(DataSourceArrowWriter):
         info = {"engine.spark": True, "job": self.transaction}
         if self.clustered:
             changes = [m.change for m in messages if m is not None and m.change is not None]
-            result = operations.commit(self._created_for(dataset, changes), changes, info,
-                                       commit_uuid=self.transaction, extra_actions=extra,
+            result = operations.commit(dataset, changes, info, commit_uuid=self.transaction, extra_actions=extra,
                                        planned_on=self.base_revision)
             self.record_result(result)
             return
         if self.mode == "overwrite":
             from cdkds.catalog.keyed.writer import KeyedWriter
 
-            writer = KeyedWriter(self.created(dataset), mode="overwrite", commit_uuid=self.transaction,
+            writer = KeyedWriter(dataset, mode="overwrite", commit_uuid=self.transaction,
                                  extra_actions=extra, sort_by=self.sort_by, target_file_size=self.target_file_size)
             if table is not None:
                 writer.write_batch(table)
@@ -411,26 +386,12 @@ class CdkdsWriter(DataSourceArrowWriter):
             return
         if table is None:
             if extra:
-                operations.commit(self.created(dataset), [], info, commit_uuid=self.transaction,
+                operations.commit(dataset, [], info, commit_uuid=self.transaction,
                                   operation=self.operation, extra_actions=extra)
             return
-        if self.operation == "delete":
-            names = [*dataset.descriptor.record_key, *(
-                [dataset.descriptor.ordering_field] if dataset.descriptor.ordering_field in table.schema.names else [])]
-            table = table.select(names)  # other columns of the DataFrame are ignored
-        change = operations.prepare(dataset, self.operation, table, sort_by=self.sort_by,
-                                    target_file_size=self.target_file_size)
-        operations.commit(self._created_for(dataset, [change]), [change], info, commit_uuid=self.transaction,
-                          extra_actions=extra)
-
-    def _created_for(self, dataset: "Dataset", changes: list) -> "Dataset":
-        """:meth:`created`, deleting the files of ``changes`` when it fails."""
-        try:
-            return self.created(dataset)
-        except BaseException:
-            for change in changes:
-                change.discard(dataset)
-            raise
+        change = operations.prepare(dataset, self.operation, operation_rows(dataset, self.operation, table),
+                                    sort_by=self.sort_by, target_file_size=self.target_file_size)
+        operations.commit(dataset, [change], info, commit_uuid=self.transaction, extra_actions=extra)
 
     def record_result(self, result: "UpsertResult") -> None:
         """Keep what the job did where :func:`cdkds.connector.upsert` reads it (the job's
@@ -472,6 +433,15 @@ class CdkdsWriter(DataSourceArrowWriter):
         _delete_quietly(store, [p for m in messages if m is not None for p in m.staged])  # never committed
         if landed is None:
             delete_files(store, [a.path for m in messages if m is not None for a in m.adds])
+
+
+def operation_rows(dataset: "Dataset", operation: str, table: "pa.Table") -> "pa.Table":
+    """The columns of a keyed job's rows its operation takes: a delete takes the record key
+    (and the ordering field when the rows have it) and ignores the DataFrame's other columns."""
+    if operation != "delete":
+        return table
+    d = dataset.descriptor
+    return table.select([*d.record_key, *([d.ordering_field] if d.ordering_field in table.schema.names else [])])
 
 
 def result_path(job: str) -> str:

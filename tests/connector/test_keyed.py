@@ -57,6 +57,9 @@ def test_the_clustered_helper(spark, tmp_path):
     assert back.count() == 300 and back.filter("email = 'v2'").count() == 200
     gone = upsert(spark.range(0, 50).selectExpr("id AS userId"), url, operation="delete")
     assert gone.deleted == 50 and spark.read.format("cdkds").load(url).count() == 250
+    # whole rows delete by their key, as through option("operation", "delete"): other columns are ignored
+    gone = upsert(users(spark, 50, 60, millis=1780000000000), url, operation="delete")
+    assert gone.deleted == 10 and spark.read.format("cdkds").load(url).count() == 240
 
 
 def test_bad_options_fail_before_any_task(spark, tmp_path):
@@ -110,6 +113,7 @@ def test_a_failed_first_write_creates_nothing(spark, tmp_path):
     for name, write in {
         "plain": lambda url: twice.write.format("cdkds").mode("append").option("recordKey", "userId").save(url),
         "upsert": lambda url: upsert(twice, url, recordKey="userId"),
+        "overwrite": lambda url: twice.write.format("cdkds").mode("overwrite").option("recordKey", "userId").save(url),
     }.items():
         url = f"{repo.url}/{name}"
         with pytest.raises(Exception, match="duplicate|more than once|twice|ordering"):

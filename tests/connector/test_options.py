@@ -178,3 +178,18 @@ def test_write_options_that_contradict_the_dataset_are_refused(tmp_path):
             plan_write({"path": url, **options}, schema, False)
     assert plan_write({"path": url, "compression": "snappy", "property.checkpoint.interval": "5"}, schema, False)
     assert repo.load("t").version == 0
+
+
+def test_a_write_through_a_view_is_refused():
+    """A view URI's constraints, or a view's where or time travel option (Spark hands a
+    temporary view's OPTIONS to its writes), show part of the dataset: no write through them."""
+    from cdkds.connector.options import write_location
+
+    assert write_location({"path": "file:/d/u", "columns": "a"}).name == "u"
+    for options, what in [({"path": "view:file:/d/u?x=1"}, "the URI's constraints"),
+                          ({"path": "file:/d/u", "WHERE": "x > 1"}, "option WHERE"),
+                          ({"path": "file:/d/u", "versionAsOf": "1"}, "option versionAsOf"),
+                          ({"path": "file:/d/u", "timestamp": "2026-01-01"}, "option timestamp")]:
+        with pytest.raises(InvalidOptionError, match=f"dataset 'u': cannot write through a view, which shows only "
+                                                     f"part of the dataset \\({what}\\); write to file:///d/u"):
+            write_location(options)

@@ -79,3 +79,18 @@ def test_each_write_path_lands_in_its_target_or_is_refused(spark, two_tables):
     spark.table("a_t").write.format("cdkds").option("path", urls["d"]).saveAsTable("d_t")
     assert (rows(repo, "a"), rows(repo, "d")) == ([1, 2, 3], [1, 2, 3])
     assert repo.load("a").version == 1
+
+
+def test_a_write_through_a_filtered_or_time_travelled_view_is_refused(spark, two_tables):
+    """A view whose OPTIONS filter its rows (where) or pick a revision shows part of the
+    dataset: an INSERT OVERWRITE through it would replace rows outside it, an INSERT would
+    land in the latest revision it does not show. Refused, like a view URI."""
+    repo, urls = two_tables
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW a_big USING cdkds OPTIONS (path '{urls['a']}', where 'id > 2')")
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW a_old USING cdkds OPTIONS (path '{urls['a']}', versionAsOf '1')")
+    assert [r.id for r in spark.table("a_big").collect()] == [3]
+    for statement in ("INSERT OVERWRITE a_big SELECT 30 AS id", "INSERT INTO a_big SELECT 30 AS id",
+                      "INSERT INTO a_old SELECT 30 AS id"):
+        with pytest.raises(Exception, match="dataset 'a': cannot write through a view"):
+            spark.sql(statement)
+        assert rows(repo, "a") == [1, 2, 3] and repo.load("a").version == 1
