@@ -133,3 +133,26 @@ def test_closing_a_batch_reader_stops_its_reading_at_once(tmp_path):
                 reader.read_next_batch()
     finally:
         gc.enable()
+
+
+def test_a_thread_still_reading_after_the_main_thread_ended_gets_every_item():
+    """Python waits for the threads that are not daemons: the readers keep serving one of them."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import threading, time
+        from cdkds.catalog.read.readahead import read_ahead
+        from tests.catalog.read.test_readahead import _reader
+
+        def consume():
+            scan = read_ahead([_reader(f"r{k}", 20) for k in range(6)], depth=3, buffered=1)
+            next(scan)  # the readers are running
+            time.sleep(0.3)  # and the main thread has ended by now
+            print(1 + len(list(scan)), flush=True)
+
+        threading.Thread(target=consume).start()
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "120", (done.stdout, done.stderr)
