@@ -14,7 +14,7 @@ from cdkds.catalog.expressions import Expression
 from cdkds.catalog.log.actions import Action, AddFile
 from cdkds.catalog.log import HistoryEntry, TransactionLog
 from cdkds.catalog.log.snapshot import Snapshot
-from cdkds.catalog.read.scan import ScanPlan, check_batch_rows, plan_scan, read_plan
+from cdkds.catalog.read.scan import ScanPlan, batch_reader, check_batch_rows, plan_scan, read_plan
 from cdkds.catalog.storage import ObjectStore
 from cdkds.catalog import maintenance
 from cdkds.catalog.write.delete import plan_delete, row_deletes
@@ -109,10 +109,11 @@ class Dataset:
     def to_batch_reader(self, where: Expression | str | None = None, columns: Sequence[str] | None = None,
                         batch_rows: int = DEFAULT_BATCH_ROWS) -> pa.RecordBatchReader:
         """The matching rows as a stream of Arrow batches (read once, file by file, as they are
-        taken: bounded memory). DuckDB queries it directly; ``read_all()`` gathers it."""
+        taken: bounded memory). DuckDB queries it directly; ``read_all()`` gathers it;
+        ``close()`` stops reading at once."""
         check_batch_rows(self.name, batch_rows)
         plan = self.plan(where, columns)
-        return pa.RecordBatchReader.from_batches(plan.output_schema, read_plan(self.store, plan, batch_rows))
+        return batch_reader(plan.output_schema, read_plan(self.store, plan, batch_rows))
 
     def to_arrow_dataset(self, where: Expression | str | None = None,
                          columns: Sequence[str] | None = None) -> "pyarrow.dataset.Dataset":
@@ -133,7 +134,7 @@ class Dataset:
         is checked now; rows are read as the batches are taken (``read_all()`` gathers them)."""
         from cdkds.catalog.read.changes import plan_changes, read_changes
         plan = plan_changes(self.log, start_version, end_version, columns)
-        return pa.RecordBatchReader.from_batches(plan.output_schema, read_changes(self.store, plan))
+        return batch_reader(plan.output_schema, read_changes(self.store, plan))
 
     def reader(self, where: Expression | str | None = None, columns: Sequence[str] | None = None) -> "DatasetReader":
         """The matching records as dicts (CDK's reader stream)."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Sequence
 
@@ -45,9 +44,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def entry_point() -> None:
-    code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # Arrow's thread pools can abort ("terminate called without an active exception") when the
-    # interpreter tears down right after a scan; all output is written, so leave without teardown
-    os._exit(code)
+    """The console script: exits with :func:`main`'s code, through the interpreter's normal teardown."""
+    sys.exit(main())

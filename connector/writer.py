@@ -480,14 +480,12 @@ class StagedRows:
 
     def table(self) -> "pa.Table | None":
         import pyarrow as pa
-        import pyarrow.parquet as pq
+
+        from cdkds.formats.parquet import parquet_in_memory
 
         if self._table is None and self.paths:
-            from cdkds.catalog.storage import store_failures
-
             store = self._store()
-            with store_failures(f"reading the staged rows of {store.url}"):
-                tables = [pq.read_table(store.fs.open(store.path(p), "rb")) for p in self.paths]
+            tables = [parquet_in_memory(store.read(p)).read() for p in self.paths]
             self._table = pa.concat_tables(tables, promote_options="permissive")
         return self._table
 

@@ -20,6 +20,21 @@ ROW_GROUP_BYTES = 64 * 1024 * 1024
 THREADED_ABOVE = 4 * 1024 * 1024  # smaller files decode faster on one thread (pyarrow's dispatch costs more)
 
 
+def parquet_in_memory(data: bytes | bytearray | memoryview, **options: Any) -> pq.ParquetFile:
+    """A Parquet file whose bytes are in memory (a checkpoint, an index file), read on the
+    calling thread (``.read()``, ``.schema_arrow``): ``options`` go to ``pq.ParquetFile``.
+
+    The bytes are copied into Arrow's own memory, so no Arrow object refers to a Python one.
+    Freeing a reference to a Python object takes Python's lock, and Arrow's threads free the
+    last references of a ``pq.read_table`` (a dataset scan) after it has returned: when the
+    interpreter was tearing down by then, the process aborted ("terminate called without an
+    active exception", exit code 134). Never hand Arrow a Python file or bytes to read on
+    its own threads."""
+    sink = pa.BufferOutputStream()
+    sink.write(data)
+    return pq.ParquetFile(pa.BufferReader(sink.getvalue()), **options)
+
+
 class ParquetFileWriter:
     """Buffers batches up to one row group, so small batches do not make tiny row groups."""
 

@@ -36,6 +36,7 @@ from cdkds.catalog.log.actions import Action, AddIndex, RemoveIndex
 from cdkds.catalog.read.scan import file_task, read_task
 from cdkds.catalog.storage import ObjectStore, store_failure, store_failures
 from cdkds.formats.files import open_data_file
+from cdkds.formats.parquet import parquet_in_memory
 
 if TYPE_CHECKING:
     from cdkds.catalog.log.snapshot import Snapshot
@@ -194,7 +195,7 @@ class RecordIndex:
         if len(data) != entry.size or hashlib.sha256(data).hexdigest() != entry.sha256:
             raise self._corrupt(entry, "differs from the log (size or SHA-256)")
         try:
-            return _entries(pq.read_table(io.BytesIO(data), page_checksum_verification=True), self.schema)
+            return _entries(parquet_in_memory(data, page_checksum_verification=True).read(), self.schema)
         except (pa.ArrowException, OSError, ValueError) as e:
             raise self._corrupt(entry, f"is unreadable ({type(e).__name__}: {e})") from None
 

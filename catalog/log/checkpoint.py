@@ -24,6 +24,7 @@ from cdkds.catalog.log.actions import (
 )
 from cdkds.catalog.errors import CorruptLogError
 from cdkds.catalog.log.snapshot import Snapshot
+from cdkds.formats.parquet import parquet_in_memory
 
 LAST_CHECKPOINT = "_last_checkpoint"
 SUFFIX = ".checkpoint.parquet"
@@ -82,7 +83,7 @@ def _checksum(rows: list[tuple[str, int, str]]) -> str:
 
 def header(data: bytes, where: str) -> CheckpointHeader:
     try:
-        meta = pq.read_schema(io.BytesIO(data)).metadata or {}
+        meta = parquet_in_memory(data).schema_arrow.metadata or {}
         return CheckpointHeader(int(meta[b"cdkds.checkpoint.revision"]), meta[b"cdkds.checkpoint.uuid"].decode(),
                                 int(meta[b"cdkds.checkpoint.timestamp"]))
     except Exception as e:  # noqa: BLE001 - any failure to parse is corruption
@@ -93,7 +94,7 @@ def decode(data: bytes, where: str) -> Snapshot:
     """The snapshot a checkpoint file holds; :class:`CorruptLogError` if it is damaged."""
     head = header(data, where)
     try:
-        table = pq.read_table(io.BytesIO(data))
+        table = parquet_in_memory(data).read()
         rows = list(zip(table.column("action").to_pylist(), table.column("revision").to_pylist(),
                         table.column("json").to_pylist()))
         if (table.schema.metadata or {}).get(b"cdkds.checksum", b"").decode() != _checksum(rows):

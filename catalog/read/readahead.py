@@ -5,6 +5,13 @@ time is waiting for bytes, and even on a local disk Parquet decoding (which rele
 GIL) can run beside the consumer. :func:`read_ahead` runs up to ``depth`` file readers
 in threads, each a few batches ahead, and yields their batches in the files' order, so
 memory stays bounded by ``depth`` x ``buffered`` batches.
+
+The reader threads are not daemons: a daemon thread is frozen wherever it is when the
+interpreter tears down, and one frozen inside Arrow (or with Arrow's threads working for it
+on a Python file) aborted the process as it exited. Instead they stop once no one will take
+their items — the iterator is closed or collected, or Python is exiting and the thread that
+reads the iterator has finished (it is the main thread, a daemon, or gone) — each after the
+item it is reading, and Python waits for them before it tears down.
 """
 
 from __future__ import annotations
@@ -19,7 +26,17 @@ T = TypeVar("T")
 READ_AHEAD = 3  # files in flight: the one being consumed and two more
 BUFFERED = 2  # batches a reader may hold ready before it waits
 
+POLL_SECONDS = 0.05  # how soon an idle or blocked reader thread notices that no one will take its items
+
 _ITEM, _DONE, _ERROR = range(3)
+
+
+def _exiting(consumer: threading.Thread) -> bool:
+    """Whether Python is exiting and ``consumer`` will read no more: the main thread has
+    finished (Python then waits for the threads that are not daemons) and the consumer is
+    the main thread, a daemon (frozen at teardown) or has ended."""
+    main = threading.main_thread()
+    return not main.is_alive() and (consumer is main or consumer.daemon or not consumer.is_alive())
 
 
 def read_ahead(readers: Iterable[Callable[[], Iterator[T]]], depth: int = READ_AHEAD,
@@ -32,13 +49,17 @@ def read_ahead(readers: Iterable[Callable[[], Iterator[T]]], depth: int = READ_A
             yield from reader()
         return
     stop = threading.Event()
+    consumer = threading.current_thread()
     pending: collections.deque[queue.Queue] = collections.deque()
     work: queue.Queue = queue.Queue()  # (reader, its queue) for the workers; None: stop
 
+    def abandoned() -> bool:
+        return stop.is_set() or _exiting(consumer)
+
     def put(q: queue.Queue, message: tuple) -> bool:
-        while not stop.is_set():
+        while not abandoned():
             try:
-                q.put(message, timeout=0.05)
+                q.put(message, timeout=POLL_SECONDS)
                 return True
             except queue.Full:
                 continue
@@ -60,7 +81,13 @@ def read_ahead(readers: Iterable[Callable[[], Iterator[T]]], depth: int = READ_A
             put(q, (_ERROR, e))
 
     def work_on() -> None:
-        while (job := work.get()) is not None and not stop.is_set():
+        while not abandoned():
+            try:
+                job = work.get(timeout=POLL_SECONDS)
+            except queue.Empty:
+                continue
+            if job is None:
+                return
             run(*job)
 
     def start_next() -> None:
@@ -70,8 +97,7 @@ def read_ahead(readers: Iterable[Callable[[], Iterator[T]]], depth: int = READ_A
             pending.append(q)
             work.put((reader, q))
 
-    # daemon threads: a scan left unfinished (never closed) must not keep Python from exiting
-    workers = [threading.Thread(target=work_on, name="cdkds-read-ahead", daemon=True) for _ in range(depth)]
+    workers = [threading.Thread(target=work_on, name="cdkds-read-ahead", daemon=False) for _ in range(depth)]
     for worker in workers:
         worker.start()
     try:

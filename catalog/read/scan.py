@@ -122,6 +122,17 @@ def read_plan(store: ObjectStore, plan: ScanPlan, batch_rows: int = DEFAULT_BATC
                           for task in tasks)
 
 
+def batch_reader(schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> pa.RecordBatchReader:
+    """``batches`` as a ``pyarrow.RecordBatchReader`` whose ``close()`` closes them at once
+    (a scan's read-ahead threads stop, its files are closed).
+
+    ``RecordBatchReader.from_batches`` holds on to its iterator until the reader is garbage
+    collected, whatever ``close()`` says; a reader imported through the Arrow C stream
+    interface releases its source on ``close()``, and that source holds the only reference
+    to the iterator."""
+    return pa.RecordBatchReader.from_stream(pa.RecordBatchReader.from_batches(schema, batches))
+
+
 def read_task(store: ObjectStore, descriptor: DatasetDescriptor, predicate: Expression, columns: Sequence[str],
               task: FileScanTask, batch_rows: int = DEFAULT_BATCH_ROWS, positions: bool = False
               ) -> Iterator[pa.RecordBatch]:

@@ -89,3 +89,21 @@ def test_property_float_statistics_bound_every_value(items):
     assert s.null_count == sum(v is None for v in items)
     if s.min is not None:
         assert all(s.min <= v <= s.max for v in items if v is not None)
+
+
+def test_a_parquet_file_in_memory_is_copied_into_arrow_memory():
+    """Arrow must hold no reference to a Python object it could free on its own threads
+    at interpreter exit (issue 25.8): the bytes are Arrow's own copy."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    from cdkds.formats.parquet import parquet_in_memory
+
+    sink = io.BytesIO()
+    pq.write_table(pa.table({"x": list(range(1000))}), sink)
+    data = bytearray(sink.getvalue())
+    parquet = parquet_in_memory(data)
+    data[:] = bytes(len(data))  # the Python bytes no longer hold a Parquet file
+    data.extend(b"resized")  # refused while anything still exports the bytearray's buffer
+    assert parquet.read().column("x").to_pylist() == list(range(1000))
