@@ -23,33 +23,28 @@ value and the row of the column it was found in.
 
 from __future__ import annotations
 
-import datetime as dt
-import uuid
 from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from cdkds.formats import domains
+from cdkds.formats.domains import FIRST_DAY, LAST_DAY, MILLIS_KINDS
 from cdkds.formats.errors import SchemaMismatchError
 from cdkds.formats.schema import AvroType, TIMESTAMP_KINDS, arrow_type, default_value, type_kind, unwrap
 
-MILLIS_KINDS = {"timestamp-millis", "local-timestamp-millis", "time-millis"}
-_CANONICAL_UUID = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
-_EPOCH = dt.datetime(1970, 1, 1)
-FIRST_DAY, LAST_DAY = (dt.date(1, 1, 1) - _EPOCH.date()).days, (dt.date(9999, 12, 31) - _EPOCH.date()).days
-_PER_SECOND = {"s": 1, "ms": 1000, "us": 10**6, "ns": 10**9}
-_DAY_SECONDS = 86_400
 _INFINITY = r"^\s*[+-]?inf(inity)?\s*$"  # text that means an infinity (other text that overflows to one is refused)
 
 
 class RefusedValue(SchemaMismatchError):
     """A value that cannot be stored in its field: ``path`` (dotted, with list indices and
-    map keys), ``value``, ``reason`` and ``row``, the index in the column converted."""
+    map keys), ``value``, ``reason`` and ``row``, the index in the column converted (``None``
+    for a value checked on its own)."""
 
-    def __init__(self, path: str, row: int, value: Any, reason: str):
+    def __init__(self, path: str, row: int | None, value: Any, reason: str):
         self.path, self.row, self.value, self.reason = path, row, value, reason
-        super().__init__(self.describe(f"row {row}"))
+        super().__init__(self.describe(None if row is None else f"row {row}"))
 
     def describe(self, where: str | None = None) -> str:
         """The message, with ``where`` (a row, a file's line) named if given."""
@@ -62,6 +57,10 @@ class RefusedValue(SchemaMismatchError):
     def at(self, path: str, row: int) -> "RefusedValue":
         """The same refusal, found at ``row`` of an enclosing column, under ``path``."""
         return RefusedValue(path, row, self.value, self.reason)
+
+
+class FloatOverflow(pa.ArrowInvalid):
+    """A finite number a cast would make infinite: beyond the range of the float type."""
 
 
 def safe_cast(array: pa.Array, t: pa.DataType) -> pa.Array:
@@ -78,7 +77,7 @@ def safe_cast(array: pa.Array, t: pa.DataType) -> pa.Array:
             overflow = pc.and_(overflow, pc.invert(pc.match_substring_regex(array, _INFINITY, ignore_case=True)))
         first = pc.index(overflow, True).as_py()
         if first >= 0:
-            raise pa.ArrowInvalid(f"value {array[first].as_py()!r} is beyond the range of a {t}")
+            raise FloatOverflow(f"value {array[first].as_py()!r} is beyond the range of a {t}")
         if pa.types.is_integer(array.type):
             _check_whole_numbers_kept(array, cast)
     return cast
@@ -351,22 +350,21 @@ def _leaf(column: pa.Array, avro: AvroType, kind: str, target: pa.DataType, path
         _refuse_first(column, pc.index(bad, True).as_py(), path,
                       f"is not one of the enum symbols {sorted(symbols)}")
     elif kind == "uuid":
-        if pc.all(pc.match_substring_regex(column, _CANONICAL_UUID)).as_py() is False:
+        if pc.all(pc.match_substring_regex(column, domains.CANONICAL_UUID)).as_py() is False:
             column = pa.array([None if v is None else _canonical_uuid(v, path, i)
                                for i, v in enumerate(column.to_pylist())], column.type)
     elif kind in ("time-millis", "time-micros"):
         ticks = column.cast(pa.int32() if pa.types.is_time32(target) else pa.int64())
-        first = _first_outside(ticks, 0, _DAY_SECONDS * _PER_SECOND[target.unit] - 1)
+        first = _first_outside(ticks, 0, domains.ticks_per_day(target.unit) - 1)
         if first >= 0:  # (Python would show it wrapped into the day)
             raise RefusedValue(path, first, f"{ticks[first].as_py()} {target.unit} since midnight",
-                               "is not a time of day (00:00 to 23:59:59.999999)")
+                               domains.NOT_A_TIME_OF_DAY)
     elif kind == "date":
-        _refuse_first(column, _first_outside(column.cast(pa.int32()), FIRST_DAY, LAST_DAY), path,
-                      "is not a date in the years 1 to 9999")
+        _refuse_first(column, _first_outside(column.cast(pa.int32()), FIRST_DAY, LAST_DAY), path, domains.NOT_A_DATE)
     elif kind in TIMESTAMP_KINDS:
-        per_day = _DAY_SECONDS * _PER_SECOND[target.unit]
+        per_day = domains.ticks_per_day(target.unit)
         first = _first_outside(column.cast(pa.int64()), FIRST_DAY * per_day, (LAST_DAY + 1) * per_day - 1)
-        _refuse_first(column, first, path, "is not a timestamp in the years 1 to 9999")
+        _refuse_first(column, first, path, domains.NOT_A_TIMESTAMP)
     return column
 
 
@@ -385,9 +383,9 @@ def _refuse_first(column: pa.Array, first: int, path: str, reason: str) -> None:
 
 def _canonical_uuid(value: Any, path: str, row: int) -> str:
     try:
-        return str(uuid.UUID(value))
+        return domains.canonical_uuid(value)
     except ValueError:
-        raise RefusedValue(path, row, value, "is not a UUID") from None
+        raise RefusedValue(path, row, value, domains.NOT_A_UUID) from None
 
 
 def _cast(column: pa.Array, kind: str, target: pa.DataType, path: str) -> pa.Array:
@@ -401,8 +399,7 @@ def _cast(column: pa.Array, kind: str, target: pa.DataType, path: str) -> pa.Arr
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # (safe_cast says why)
             lost = -1
         if lost >= 0:
-            raise RefusedValue(path, lost, shown(column, lost), f"has a sub-millisecond part, but a {kind} field holds "
-                                                                 f"whole milliseconds (round or truncate it first)")
+            raise RefusedValue(path, lost, shown(column, lost), domains.sub_millisecond(kind))
     try:
         return safe_cast(column, target)
     except (pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
@@ -413,7 +410,12 @@ def _cast(column: pa.Array, kind: str, target: pa.DataType, path: str) -> pa.Arr
         i = first_bad(len(column), lambda lo, hi: safe_cast(column.slice(lo, hi - lo), target))
         try:
             safe_cast(column.slice(i, 1), target)
+        except FloatOverflow:
+            raise RefusedValue(path, i, shown(column, i), domains.out_of_range(kind)) from None
         except pa.ArrowInvalid as one:
+            if kind == "decimal" and (pa.types.is_decimal(column.type) or pa.types.is_integer(column.type)):
+                raise RefusedValue(path, i, shown(column, i), domains.misfit_decimal(target.precision, target.scale)) \
+                    from None
             raise RefusedValue(path, i, shown(column, i), f"is not a {_kind_name(kind, target)} "
                                                           f"({str(one).splitlines()[0]})") from None
         raise _mismatch(column, path, kind, target, str(e)) from None
@@ -427,4 +429,4 @@ def _kind_name(kind: str, target: pa.DataType) -> str:
     return kind
 
 
-__all__ = ["MILLIS_KINDS", "RefusedValue", "as_nullable", "conform_column", "first_bad", "safe_cast", "shown"]
+__all__ = ["FIRST_DAY", "FloatOverflow", "LAST_DAY", "MILLIS_KINDS", "RefusedValue", "as_nullable", "conform_column", "first_bad", "safe_cast", "shown"]
