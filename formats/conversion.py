@@ -362,8 +362,7 @@ def _leaf(column: pa.Array, avro: AvroType, kind: str, target: pa.DataType, path
     elif kind == "date":
         _refuse_first(column, _first_outside(column.cast(pa.int32()), FIRST_DAY, LAST_DAY), path, domains.NOT_A_DATE)
     elif kind in TIMESTAMP_KINDS:
-        per_day = domains.ticks_per_day(target.unit)
-        first = _first_outside(column.cast(pa.int64()), FIRST_DAY * per_day, (LAST_DAY + 1) * per_day - 1)
+        first = _first_outside(column.cast(pa.int64()), *domains.timestamp_range(target.unit))
         _refuse_first(column, first, path, domains.NOT_A_TIMESTAMP)
     return column
 

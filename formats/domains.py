@@ -39,6 +39,13 @@ def ticks_per_day(unit: str) -> int:
     return DAY_SECONDS * TICKS_PER_SECOND[unit]
 
 
+def timestamp_range(unit: str) -> tuple[int, int]:
+    """The first and last timestamps a field holds (the years 1 to 9999), in ticks of ``unit``
+    since the epoch."""
+    per_day = ticks_per_day(unit)
+    return FIRST_DAY * per_day, (LAST_DAY + 1) * per_day - 1
+
+
 def as_float32(value: float) -> float:
     """The ``float`` nearest to ``value`` (an infinity beyond its range), as a cast rounds it."""
     with np.errstate(over="ignore"):
@@ -91,4 +98,4 @@ def whole_milliseconds(value: dt.datetime | dt.time) -> bool:
 __all__ = ["CANONICAL_UUID", "DAY_SECONDS", "FIRST_DAY", "LARGEST", "LAST_DAY", "MILLIS_KINDS", "NOT_A_DATE",
            "NOT_A_TIMESTAMP", "NOT_A_TIME_OF_DAY", "NOT_A_UUID", "TICKS_PER_SECOND", "TIME_UNITS", "as_float32",
            "beyond_range", "canonical_uuid", "fitted_decimal", "misfit_decimal", "out_of_range", "sub_millisecond",
-           "ticks_per_day", "whole_milliseconds"]
+           "ticks_per_day", "timestamp_range", "whole_milliseconds"]
