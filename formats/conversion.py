@@ -63,10 +63,17 @@ class FloatOverflow(pa.ArrowInvalid):
     """A finite number a cast would make infinite: beyond the range of the float type."""
 
 
+class InexactFloat(pa.ArrowInvalid):
+    """An integer a cast to a float type would change (its nearest float is another number)."""
+
+
 def safe_cast(array: pa.Array, t: pa.DataType) -> pa.Array:
     """``array`` as type ``t`` without losing a value: Arrow's safe cast, and ``pa.ArrowInvalid``
-    for a finite number that would overflow a float to infinity (Arrow's safe cast lets it)."""
-    cast = array.cast(t, safe=True)
+    for a finite number that would overflow a float to infinity (Arrow's safe cast lets it);
+    an integer becomes a float when that float is the same number (Arrow's safe cast refuses
+    every integer beyond 2**24 for a float, 2**53 for a double, even one it holds exactly)."""
+    whole_to_float = pa.types.is_integer(array.type) and pa.types.is_floating(t)
+    cast = array.cast(t, safe=not whole_to_float)  # (checked below, as write() checks a value)
     if _may_lose(array.type, t):
         _check_round_trip(array, cast)
     if pa.types.is_floating(t) and not array.type.equals(t) and cast.null_count < len(cast):
@@ -108,11 +115,11 @@ def _check_whole_numbers_kept(array: pa.Array, cast: pa.Array) -> None:
     """``pa.ArrowInvalid`` if an integer cast to a float lost digits (Arrow's safe cast lets
     2**53 + 1 become 2**53)."""
     exact = 2 ** (53 if pa.types.is_float64(cast.type) else 24)
-    big = pc.greater(pc.abs(array.cast(pa.float64(), safe=False)), float(exact))
+    big = pc.greater_equal(pc.abs(array.cast(pa.float64(), safe=False)), float(exact))  # (2**53 + 1 reads 2**53)
     if pc.any(big).as_py():
         for i, (v, f) in enumerate(zip(array.to_pylist(), cast.to_pylist())):
             if v is not None and f is not None and int(f) != v:
-                raise pa.ArrowInvalid(f"integer {v} has no exact {cast.type} form (it would become {f!r})")
+                raise InexactFloat(f"integer {v} has no exact {cast.type} form (it would become {f!r})")
 
 
 def first_bad(n: int, convert: Callable[[int, int], Any], errors: tuple = (pa.ArrowInvalid,)) -> int:
@@ -411,6 +418,8 @@ def _cast(column: pa.Array, kind: str, target: pa.DataType, path: str) -> pa.Arr
             safe_cast(column.slice(i, 1), target)
         except FloatOverflow:
             raise RefusedValue(path, i, shown(column, i), domains.out_of_range(kind)) from None
+        except InexactFloat:
+            raise RefusedValue(path, i, shown(column, i), domains.inexact(kind)) from None
         except pa.ArrowInvalid as one:
             if kind == "decimal" and (pa.types.is_decimal(column.type) or pa.types.is_integer(column.type)):
                 raise RefusedValue(path, i, shown(column, i), domains.misfit_decimal(target.precision, target.scale)) \
@@ -428,4 +437,5 @@ def _kind_name(kind: str, target: pa.DataType) -> str:
     return kind
 
 
-__all__ = ["FIRST_DAY", "FloatOverflow", "LAST_DAY", "MILLIS_KINDS", "RefusedValue", "as_nullable", "conform_column", "first_bad", "safe_cast", "shown"]
+__all__ = ["FIRST_DAY", "FloatOverflow", "InexactFloat", "LAST_DAY", "MILLIS_KINDS",
+           "RefusedValue", "as_nullable", "conform_column", "first_bad", "safe_cast", "shown"]

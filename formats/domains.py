@@ -62,6 +62,11 @@ def out_of_range(kind: str) -> str:
     return f"is beyond the range of a {kind}"
 
 
+def inexact(kind: str) -> str:
+    """The refusal of an integer a ``kind`` (float, double) field cannot hold exactly."""
+    return f"has no exact {kind} form"
+
+
 def fitted_decimal(value: decimal.Decimal, precision: int, scale: int) -> decimal.Decimal | None:
     """``value`` at ``scale`` when that changes no digit and it has at most ``precision``
     digits, else ``None``."""
@@ -95,7 +100,9 @@ def whole_milliseconds(value: dt.datetime | dt.time) -> bool:
     return value.microsecond % 1000 == 0
 
 
-__all__ = ["CANONICAL_UUID", "DAY_SECONDS", "FIRST_DAY", "LARGEST", "LAST_DAY", "MILLIS_KINDS", "NOT_A_DATE",
-           "NOT_A_TIMESTAMP", "NOT_A_TIME_OF_DAY", "NOT_A_UUID", "TICKS_PER_SECOND", "TIME_UNITS", "as_float32",
-           "beyond_range", "canonical_uuid", "fitted_decimal", "misfit_decimal", "out_of_range", "sub_millisecond",
-           "ticks_per_day", "timestamp_range", "whole_milliseconds"]
+__all__ = [
+    "CANONICAL_UUID", "DAY_SECONDS", "FIRST_DAY", "LARGEST", "LAST_DAY", "MILLIS_KINDS", "NOT_A_DATE",
+    "NOT_A_TIMESTAMP", "NOT_A_TIME_OF_DAY", "NOT_A_UUID", "TICKS_PER_SECOND", "TIME_UNITS", "as_float32",
+    "beyond_range", "canonical_uuid", "fitted_decimal", "inexact", "misfit_decimal", "out_of_range",
+    "sub_millisecond", "ticks_per_day", "timestamp_range", "whole_milliseconds",
+]

@@ -149,7 +149,7 @@ def _value_validator(avro: AvroType) -> Validator:  # noqa: C901 - one branch pe
             if domains.beyond_range(value, kind):
                 raise _refused(p, v, domains.out_of_range(kind))
             if isinstance(v, int) and (value != v or kind == "float" and domains.as_float32(value) != v):
-                raise _mismatch(p, v, f"exactly representable as an Avro {kind}")
+                raise _refused(p, v, domains.inexact(kind))
             return value
     elif kind == "string":
         def check(v, p):

@@ -56,6 +56,19 @@ def test_float_range(value):
         assert math.isinf(domains.as_float32(value)) and math.isfinite(value)
 
 
+_INTEGERS = st.integers(-(2**63), 2**63 - 1) | st.sampled_from(
+    [2**24, 2**24 + 1, -(2**24) - 1, 2**53, 2**53 + 1, 2**62 + 1, 2**63 - 1, -(2**63)])
+
+
+@pytest.mark.parametrize("kind", ["float", "double"])
+@given(value=_INTEGERS)
+def test_an_integer_in_a_float_field_is_kept_exactly(kind, value):
+    s, c = scalar(kind, value), column(kind, value, pa.int64())
+    assert s == c
+    if s[0] == "refused":
+        assert s[1] == domains.inexact(kind)
+
+
 @given(st.integers(1, 20).flatmap(lambda p: st.tuples(st.just(p), st.integers(0, p))),
        st.integers(-10**20, 10**20), st.integers(-12, 6))
 def test_decimal_fits_its_precision_and_scale(shape, digits, exponent):
