@@ -25,7 +25,7 @@ EPOCH_DAY = dt.date(1970, 1, 1)
 #: The first and last dates a field holds, in days since 1970-01-01: the years 1 to 9999,
 #: what Python's ``datetime`` holds.
 FIRST_DAY, LAST_DAY = (dt.date.min - EPOCH_DAY).days, (dt.date.max - EPOCH_DAY).days
-_EXACT = decimal.Context(prec=200)  # exact for every decimal(p, s) Arrow holds (p <= 76)
+DECIMAL_CONTEXT = decimal.Context(prec=200)  # exact for every decimal(p, s) Arrow holds (p <= 76)
 CANONICAL_UUID = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
 
 NOT_A_UUID = "is not a UUID"
@@ -73,7 +73,7 @@ def fitted_decimal(value: decimal.Decimal, precision: int, scale: int) -> decima
     if not value.is_finite():
         return None
     try:
-        fitted = value.quantize(decimal.Decimal(1).scaleb(-scale), context=_EXACT)
+        fitted = value.quantize(decimal.Decimal(1).scaleb(-scale), context=DECIMAL_CONTEXT)
     except decimal.InvalidOperation:  # more digits than any decimal holds
         return None
     return fitted if fitted == value and len(fitted.as_tuple().digits) <= precision else None
@@ -101,8 +101,8 @@ def whole_milliseconds(value: dt.datetime | dt.time) -> bool:
 
 
 __all__ = [
-    "CANONICAL_UUID", "DAY_SECONDS", "FIRST_DAY", "LARGEST", "LAST_DAY", "MILLIS_KINDS", "NOT_A_DATE",
-    "NOT_A_TIMESTAMP", "NOT_A_TIME_OF_DAY", "NOT_A_UUID", "TICKS_PER_SECOND", "TIME_UNITS", "as_float32",
-    "beyond_range", "canonical_uuid", "fitted_decimal", "inexact", "misfit_decimal", "out_of_range",
-    "sub_millisecond", "ticks_per_day", "timestamp_range", "whole_milliseconds",
+    "CANONICAL_UUID", "DAY_SECONDS", "DECIMAL_CONTEXT", "FIRST_DAY", "LARGEST", "LAST_DAY", "MILLIS_KINDS",
+    "NOT_A_DATE", "NOT_A_TIMESTAMP", "NOT_A_TIME_OF_DAY", "NOT_A_UUID", "TICKS_PER_SECOND", "TIME_UNITS",
+    "as_float32", "beyond_range", "canonical_uuid", "fitted_decimal", "inexact", "misfit_decimal",
+    "out_of_range", "sub_millisecond", "ticks_per_day", "timestamp_range", "whole_milliseconds",
 ]

@@ -21,7 +21,7 @@ from cdkds.formats.errors import SchemaMismatchError
 from cdkds.formats.schema import FLOAT_KINDS, INT_RANGES, INTEGER_KINDS, TIMESTAMP_KINDS
 
 _UTC = dt.timezone.utc
-DECIMAL_CONTEXT = decimal.Context(prec=200)  # exact for every decimal(p, s) Arrow holds (p <= 76)
+DECIMAL_CONTEXT = domains.DECIMAL_CONTEXT
 _LOCAL_KINDS = {"local-timestamp-millis", "local-timestamp-micros"}
 
 
