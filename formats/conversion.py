@@ -23,33 +23,28 @@ value and the row of the column it was found in.
 
 from __future__ import annotations
 
-import datetime as dt
-import uuid
 from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from cdkds.formats import domains
+from cdkds.formats.domains import FIRST_DAY, LAST_DAY, MILLIS_KINDS
 from cdkds.formats.errors import SchemaMismatchError
 from cdkds.formats.schema import AvroType, TIMESTAMP_KINDS, arrow_type, default_value, type_kind, unwrap
 
-MILLIS_KINDS = {"timestamp-millis", "local-timestamp-millis", "time-millis"}
-_CANONICAL_UUID = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
-_EPOCH = dt.datetime(1970, 1, 1)
-FIRST_DAY, LAST_DAY = (dt.date(1, 1, 1) - _EPOCH.date()).days, (dt.date(9999, 12, 31) - _EPOCH.date()).days
-_PER_SECOND = {"s": 1, "ms": 1000, "us": 10**6, "ns": 10**9}
-_DAY_SECONDS = 86_400
 _INFINITY = r"^\s*[+-]?inf(inity)?\s*$"  # text that means an infinity (other text that overflows to one is refused)
 
 
 class RefusedValue(SchemaMismatchError):
     """A value that cannot be stored in its field: ``path`` (dotted, with list indices and
-    map keys), ``value``, ``reason`` and ``row``, the index in the column converted."""
+    map keys), ``value``, ``reason`` and ``row``, the index in the column converted (``None``
+    for a value checked on its own)."""
 
-    def __init__(self, path: str, row: int, value: Any, reason: str):
+    def __init__(self, path: str, row: int | None, value: Any, reason: str):
         self.path, self.row, self.value, self.reason = path, row, value, reason
-        super().__init__(self.describe(f"row {row}"))
+        super().__init__(self.describe(None if row is None else f"row {row}"))
 
     def describe(self, where: str | None = None) -> str:
         """The message, with ``where`` (a row, a file's line) named if given."""
@@ -64,10 +59,21 @@ class RefusedValue(SchemaMismatchError):
         return RefusedValue(path, row, self.value, self.reason)
 
 
+class FloatOverflow(pa.ArrowInvalid):
+    """A finite number a cast would make infinite: beyond the range of the float type."""
+
+
+class InexactFloat(pa.ArrowInvalid):
+    """An integer a cast to a float type would change (its nearest float is another number)."""
+
+
 def safe_cast(array: pa.Array, t: pa.DataType) -> pa.Array:
     """``array`` as type ``t`` without losing a value: Arrow's safe cast, and ``pa.ArrowInvalid``
-    for a finite number that would overflow a float to infinity (Arrow's safe cast lets it)."""
-    cast = array.cast(t, safe=True)
+    for a finite number that would overflow a float to infinity (Arrow's safe cast lets it);
+    an integer becomes a float when that float is the same number (Arrow's safe cast refuses
+    every integer beyond 2**24 for a float, 2**53 for a double, even one it holds exactly)."""
+    whole_to_float = pa.types.is_integer(array.type) and pa.types.is_floating(t)
+    cast = array.cast(t, safe=not whole_to_float)  # (checked below, as write() checks a value)
     if _may_lose(array.type, t):
         _check_round_trip(array, cast)
     if pa.types.is_floating(t) and not array.type.equals(t) and cast.null_count < len(cast):
@@ -78,7 +84,7 @@ def safe_cast(array: pa.Array, t: pa.DataType) -> pa.Array:
             overflow = pc.and_(overflow, pc.invert(pc.match_substring_regex(array, _INFINITY, ignore_case=True)))
         first = pc.index(overflow, True).as_py()
         if first >= 0:
-            raise pa.ArrowInvalid(f"value {array[first].as_py()!r} is beyond the range of a {t}")
+            raise FloatOverflow(f"value {array[first].as_py()!r} is beyond the range of a {t}")
         if pa.types.is_integer(array.type):
             _check_whole_numbers_kept(array, cast)
     return cast
@@ -109,11 +115,11 @@ def _check_whole_numbers_kept(array: pa.Array, cast: pa.Array) -> None:
     """``pa.ArrowInvalid`` if an integer cast to a float lost digits (Arrow's safe cast lets
     2**53 + 1 become 2**53)."""
     exact = 2 ** (53 if pa.types.is_float64(cast.type) else 24)
-    big = pc.greater(pc.abs(array.cast(pa.float64(), safe=False)), float(exact))
+    big = pc.greater_equal(pc.abs(array.cast(pa.float64(), safe=False)), float(exact))  # (2**53 + 1 reads 2**53)
     if pc.any(big).as_py():
         for i, (v, f) in enumerate(zip(array.to_pylist(), cast.to_pylist())):
             if v is not None and f is not None and int(f) != v:
-                raise pa.ArrowInvalid(f"integer {v} has no exact {cast.type} form (it would become {f!r})")
+                raise InexactFloat(f"integer {v} has no exact {cast.type} form (it would become {f!r})")
 
 
 def first_bad(n: int, convert: Callable[[int, int], Any], errors: tuple = (pa.ArrowInvalid,)) -> int:
@@ -351,22 +357,20 @@ def _leaf(column: pa.Array, avro: AvroType, kind: str, target: pa.DataType, path
         _refuse_first(column, pc.index(bad, True).as_py(), path,
                       f"is not one of the enum symbols {sorted(symbols)}")
     elif kind == "uuid":
-        if pc.all(pc.match_substring_regex(column, _CANONICAL_UUID)).as_py() is False:
+        if pc.all(pc.match_substring_regex(column, domains.CANONICAL_UUID)).as_py() is False:
             column = pa.array([None if v is None else _canonical_uuid(v, path, i)
                                for i, v in enumerate(column.to_pylist())], column.type)
     elif kind in ("time-millis", "time-micros"):
         ticks = column.cast(pa.int32() if pa.types.is_time32(target) else pa.int64())
-        first = _first_outside(ticks, 0, _DAY_SECONDS * _PER_SECOND[target.unit] - 1)
+        first = _first_outside(ticks, 0, domains.ticks_per_day(target.unit) - 1)
         if first >= 0:  # (Python would show it wrapped into the day)
             raise RefusedValue(path, first, f"{ticks[first].as_py()} {target.unit} since midnight",
-                               "is not a time of day (00:00 to 23:59:59.999999)")
+                               domains.NOT_A_TIME_OF_DAY)
     elif kind == "date":
-        _refuse_first(column, _first_outside(column.cast(pa.int32()), FIRST_DAY, LAST_DAY), path,
-                      "is not a date in the years 1 to 9999")
+        _refuse_first(column, _first_outside(column.cast(pa.int32()), FIRST_DAY, LAST_DAY), path, domains.NOT_A_DATE)
     elif kind in TIMESTAMP_KINDS:
-        per_day = _DAY_SECONDS * _PER_SECOND[target.unit]
-        first = _first_outside(column.cast(pa.int64()), FIRST_DAY * per_day, (LAST_DAY + 1) * per_day - 1)
-        _refuse_first(column, first, path, "is not a timestamp in the years 1 to 9999")
+        first = _first_outside(column.cast(pa.int64()), *domains.timestamp_range(target.unit))
+        _refuse_first(column, first, path, domains.NOT_A_TIMESTAMP)
     return column
 
 
@@ -385,9 +389,9 @@ def _refuse_first(column: pa.Array, first: int, path: str, reason: str) -> None:
 
 def _canonical_uuid(value: Any, path: str, row: int) -> str:
     try:
-        return str(uuid.UUID(value))
+        return domains.canonical_uuid(value)
     except ValueError:
-        raise RefusedValue(path, row, value, "is not a UUID") from None
+        raise RefusedValue(path, row, value, domains.NOT_A_UUID) from None
 
 
 def _cast(column: pa.Array, kind: str, target: pa.DataType, path: str) -> pa.Array:
@@ -401,8 +405,7 @@ def _cast(column: pa.Array, kind: str, target: pa.DataType, path: str) -> pa.Arr
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # (safe_cast says why)
             lost = -1
         if lost >= 0:
-            raise RefusedValue(path, lost, shown(column, lost), f"has a sub-millisecond part, but a {kind} field holds "
-                                                                 f"whole milliseconds (round or truncate it first)")
+            raise RefusedValue(path, lost, shown(column, lost), domains.sub_millisecond(kind))
     try:
         return safe_cast(column, target)
     except (pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
@@ -413,7 +416,14 @@ def _cast(column: pa.Array, kind: str, target: pa.DataType, path: str) -> pa.Arr
         i = first_bad(len(column), lambda lo, hi: safe_cast(column.slice(lo, hi - lo), target))
         try:
             safe_cast(column.slice(i, 1), target)
+        except FloatOverflow:
+            raise RefusedValue(path, i, shown(column, i), domains.out_of_range(kind)) from None
+        except InexactFloat:
+            raise RefusedValue(path, i, shown(column, i), domains.inexact(kind)) from None
         except pa.ArrowInvalid as one:
+            if kind == "decimal" and (pa.types.is_decimal(column.type) or pa.types.is_integer(column.type)):
+                raise RefusedValue(path, i, shown(column, i), domains.misfit_decimal(target.precision, target.scale)) \
+                    from None
             raise RefusedValue(path, i, shown(column, i), f"is not a {_kind_name(kind, target)} "
                                                           f"({str(one).splitlines()[0]})") from None
         raise _mismatch(column, path, kind, target, str(e)) from None
@@ -427,4 +437,5 @@ def _kind_name(kind: str, target: pa.DataType) -> str:
     return kind
 
 
-__all__ = ["MILLIS_KINDS", "RefusedValue", "as_nullable", "conform_column", "first_bad", "safe_cast", "shown"]
+__all__ = ["FIRST_DAY", "FloatOverflow", "InexactFloat", "LAST_DAY", "MILLIS_KINDS",
+           "RefusedValue", "as_nullable", "conform_column", "first_bad", "safe_cast", "shown"]

@@ -19,20 +19,18 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
-import math
-import struct
 import uuid
 from typing import Any, Callable, Mapping
 
 import pyarrow as pa
 
-from cdkds.formats.conversion import MILLIS_KINDS, conform_column
+from cdkds.formats import domains
+from cdkds.formats.conversion import RefusedValue, conform_column
 from cdkds.formats.errors import InvalidSchemaError, SchemaMismatchError
 from cdkds.formats.schema import (
     FLOAT_KINDS, INT_RANGES, INTEGER_KINDS, TIMESTAMP_KINDS, AvroType, field_defaults, renamed_hint, to_arrow,
     type_kind, unwrap,
 )
-from cdkds.formats.values import DECIMAL_CONTEXT
 
 
 def to_records(batch: pa.RecordBatch | pa.Table) -> list[dict]:
@@ -101,9 +99,9 @@ def _mismatch(path: str, value: Any, expected: str) -> SchemaMismatchError:
     return SchemaMismatchError(f"field {path!r}: value {value!r:.100} ({type(value).__name__}) is not {expected}")
 
 
-def _sub_millisecond(path: str, value: Any, kind: str) -> SchemaMismatchError:
-    return SchemaMismatchError(f"field {path!r}: value {value!r:.100} has a sub-millisecond part, but a {kind} "
-                               f"field holds whole milliseconds (round or truncate it first)")
+def _refused(path: str, value: Any, reason: str) -> RefusedValue:
+    """A value outside its type's domain, in the words the column path uses (no row: one value)."""
+    return RefusedValue(path, None, value, reason)
 
 
 def _encodable(text: str, path: str) -> str:
@@ -119,9 +117,9 @@ def _encodable(text: str, path: str) -> str:
 
 def _canonical_uuid(value: Any, path: str) -> str:
     try:
-        return str(value if isinstance(value, uuid.UUID) else uuid.UUID(value))
+        return domains.canonical_uuid(value)
     except ValueError:
-        raise _mismatch(path, value, "a UUID") from None
+        raise _refused(path, value, domains.NOT_A_UUID) from None
 
 
 def _value_validator(avro: AvroType) -> Validator:  # noqa: C901 - one branch per Avro kind
@@ -147,12 +145,11 @@ def _value_validator(avro: AvroType) -> Validator:  # noqa: C901 - one branch pe
             try:
                 value = float(v)
             except OverflowError:
-                raise _mismatch(p, v, f"within the range of an Avro {kind}") from None
-            if isinstance(v, int) and value != v or kind == "float" and math.isfinite(value) and \
-                    isinstance(v, int) and float(struct.unpack("f", struct.pack("f", value))[0]) != v:
-                raise _mismatch(p, v, f"exactly representable as an Avro {kind}")
-            if kind == "float" and math.isfinite(value) and math.isinf(struct.unpack("f", struct.pack("f", value))[0]):
-                raise _mismatch(p, v, "within the range of an Avro float")
+                raise _refused(p, v, domains.out_of_range(kind)) from None
+            if domains.beyond_range(value, kind):
+                raise _refused(p, v, domains.out_of_range(kind))
+            if isinstance(v, int) and (value != v or kind == "float" and domains.as_float32(value) != v):
+                raise _refused(p, v, domains.inexact(kind))
             return value
     elif kind == "string":
         def check(v, p):
@@ -193,20 +190,18 @@ def _value_validator(avro: AvroType) -> Validator:  # noqa: C901 - one branch pe
                 raise _mismatch(p, v, f"a datetime.{expected.__name__}")
             if expected is dt.time and v.tzinfo is not None:  # (no date to convert it by: text refuses it too)
                 raise _mismatch(p, v, "a time of day without a zone")
-            if kind in MILLIS_KINDS and v.microsecond % 1000:
-                raise _sub_millisecond(p, v, kind)
+            if kind in domains.MILLIS_KINDS and not domains.whole_milliseconds(v):
+                raise _refused(p, v, domains.sub_millisecond(kind))
             return v
     elif kind == "decimal":
         precision, scale = avro["precision"], avro.get("scale", 0)
-        unit = decimal.Decimal(1).scaleb(-scale)
 
         def check(v, p):
             if isinstance(v, bool) or not isinstance(v, (decimal.Decimal, int)):
                 raise _mismatch(p, v, f"a Decimal({precision},{scale})")
-            d = decimal.Decimal(v)
-            fitted = d.quantize(unit, context=DECIMAL_CONTEXT) if d.is_finite() else None
-            if fitted is None or fitted != d or len(fitted.as_tuple().digits) > precision:
-                raise _mismatch(p, v, f"representable as decimal({precision},{scale})")
+            fitted = domains.fitted_decimal(decimal.Decimal(v), precision, scale)
+            if fitted is None:
+                raise _refused(p, v, domains.misfit_decimal(precision, scale))
             return fitted
     elif kind == "record":
         inner = record_validator(avro)

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 import fastavro
 import pyarrow as pa
 
+from cdkds.formats import domains
 from cdkds.formats.errors import InvalidSchemaError
 
 AvroType = Any  # a str, dict or list in Avro's JSON form
@@ -238,7 +238,7 @@ def default_value(avro: AvroType, default: Any) -> Any:
     if kind in ("bytes", "fixed"):
         return default.encode("latin-1") if isinstance(default, str) else default
     if kind == "uuid":
-        return str(uuid.UUID(default)) if isinstance(default, str) else default
+        return domains.canonical_uuid(default) if isinstance(default, str) else default
     if kind == "array" and isinstance(default, list):
         return [default_value(t["items"], v) for v in default]
     if kind == "map" and isinstance(default, dict):

@@ -20,25 +20,24 @@ file of ours could not hold, or a value a writer would refuse later.
 
 from __future__ import annotations
 
+import decimal
 import math
 import re
-import uuid
 from typing import Any
 
+from cdkds.formats import domains
 from cdkds.formats.errors import InvalidSchemaError
 from cdkds.formats.schema import INT_RANGES, PRIMITIVES, AvroType, type_kind, unwrap
 
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MAX_DECIMAL_PRECISION = 76  # Arrow's decimal256
 MAX_FIXED_SIZE = 2**31 - 1  # Arrow's fixed_size_binary takes an int32 width
-_FLOAT32_MAX = 3.4028234663852886e38
 
 _LOGICAL_BASES = {  # logical type -> the Avro types it may annotate (as cdkds reads and writes them)
     "date": {"int"}, "time-millis": {"int"}, "time-micros": {"long"}, "timestamp-millis": {"long"},
     "timestamp-micros": {"long"}, "local-timestamp-millis": {"long"}, "local-timestamp-micros": {"long"},
     "decimal": {"bytes", "fixed"}, "uuid": {"string"},
 }
-_DAY = {"time-millis": 86_400_000, "time-micros": 86_400_000_000}
 _INT_BASED = {"int": "int", "long": "long", "date": "int", "time-millis": "int", "time-micros": "long",
               "timestamp-millis": "long", "timestamp-micros": "long", "local-timestamp-millis": "long",
               "local-timestamp-micros": "long"}
@@ -204,18 +203,19 @@ def _default_problem(avro: AvroType, value: Any) -> str:  # noqa: C901 - one bra
     if kind in _INT_BASED:
         if isinstance(value, bool) or not isinstance(value, int):
             return "expected an integer"
-        lo, hi = (0, _DAY[kind] - 1) if kind in _DAY else INT_RANGES[_INT_BASED[kind]]
+        lo, hi = (0, domains.ticks_per_day(domains.TIME_UNITS[kind]) - 1) if kind in domains.TIME_UNITS \
+            else INT_RANGES[_INT_BASED[kind]]
         return "" if lo <= value <= hi else f"outside {lo}..{hi}"
     if kind in ("float", "double"):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             return "expected a finite number"
-        return "beyond a float's range" if kind == "float" and abs(value) > _FLOAT32_MAX else ""
+        return "beyond a float's range" if domains.beyond_range(value, kind) else ""
     if kind in ("string", "uuid", "enum", "bytes", "fixed"):
         if not isinstance(value, str):
             return "expected text"
         if kind == "uuid":
             try:
-                uuid.UUID(value)
+                domains.canonical_uuid(value)
             except ValueError:
                 return "not a UUID"
         if kind == "enum" and value not in avro["symbols"]:
@@ -228,7 +228,8 @@ def _default_problem(avro: AvroType, value: Any) -> str:  # noqa: C901 - one bra
     if kind == "decimal":
         if isinstance(value, bool) or not isinstance(value, int):
             return "a decimal default is an integer"
-        return "" if abs(value) < 10 ** (avro["precision"] - avro.get("scale", 0)) else "too many digits"
+        fitted = domains.fitted_decimal(decimal.Decimal(value), avro["precision"], avro.get("scale", 0))
+        return "" if fitted is not None else "too many digits"
     if kind == "array":
         if not isinstance(value, list):
             return "expected a list"

@@ -16,11 +16,12 @@ import math
 import uuid
 from typing import Any
 
+from cdkds.formats import domains
 from cdkds.formats.errors import SchemaMismatchError
 from cdkds.formats.schema import FLOAT_KINDS, INT_RANGES, INTEGER_KINDS, TIMESTAMP_KINDS
 
 _UTC = dt.timezone.utc
-DECIMAL_CONTEXT = decimal.Context(prec=200)  # exact for every decimal(p, s) Arrow holds (p <= 76)
+DECIMAL_CONTEXT = domains.DECIMAL_CONTEXT
 _LOCAL_KINDS = {"local-timestamp-millis", "local-timestamp-micros"}
 
 
@@ -100,7 +101,7 @@ def _coerce(value: Any, kind: str) -> Any:  # noqa: C901 - one branch per kind
     if kind in ("string", "enum"):
         return value if isinstance(value, str) else _INVALID
     if kind == "uuid":
-        return str(uuid.UUID(str(value))) if isinstance(value, (str, uuid.UUID)) else _INVALID
+        return domains.canonical_uuid(value) if isinstance(value, (str, uuid.UUID)) else _INVALID
     if kind in ("bytes", "fixed"):
         if isinstance(value, str):
             return value.encode("utf-8")

@@ -23,9 +23,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 
-from cdkds.formats import values
+from cdkds.formats import domains, values
 from cdkds.formats.errors import SchemaMismatchError
 from cdkds.formats.schema import FLOAT_KINDS, INT_RANGES, INTEGER_KINDS, TIMESTAMP_KINDS, FieldType
 from cdkds.formats.values import DECIMAL_CONTEXT
@@ -44,8 +43,6 @@ class Literal:
 ABOVE_ALL = Literal(None, exact=False)
 UNORDERED = Literal(None, exact=False, ordered=False)
 
-_LARGEST = {"float": float(np.finfo(np.float32).max), "double": float(np.finfo(np.float64).max)}
-_MILLIS_KINDS = {"timestamp-millis", "local-timestamp-millis", "time-millis"}
 
 
 def to_field_type(value: Any, field: FieldType) -> Literal:
@@ -118,12 +115,11 @@ def _float(q: float | fractions.Fraction, kind: str) -> Literal:
     if isinstance(q, float):
         return Literal(q)  # an infinity
     try:
-        with np.errstate(over="ignore"):  # (an overflow to infinity is handled below)
-            value = float(q) if kind == "double" else float(np.float32(float(q)))
+        value = float(q) if kind == "double" else domains.as_float32(float(q))
     except OverflowError:
         value = math.inf
     if math.isinf(value):  # a finite literal beyond the type: between its largest value and infinity
-        largest = _LARGEST[kind]
+        largest = domains.LARGEST[kind]
         return Literal(math.inf, exact=False) if q > 0 else Literal(-largest, exact=False)
     return Literal(value)
 
@@ -165,7 +161,7 @@ def _date(value: Any) -> Literal:
 
 def _in_millis(value: dt.datetime | dt.time, kind: str) -> Literal:
     below = value.microsecond % 1000
-    if kind not in _MILLIS_KINDS or not below:
+    if kind not in domains.MILLIS_KINDS or not below:
         return Literal(value)
     step = dt.timedelta(microseconds=1000 - below)
     if isinstance(value, dt.time):

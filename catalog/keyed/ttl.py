@@ -21,12 +21,13 @@ import pyarrow.compute as pc
 
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.expressions import ALWAYS_FALSE, ALWAYS_TRUE, Expression, and_, field, or_
+from cdkds.formats import domains
 
 if TYPE_CHECKING:
     from cdkds.catalog.log.actions import AddFile
 
 EXPIRY_TYPE = pa.timestamp("us", tz="UTC")
-_DAY_MS = 86_400_000
+_DAY_MS = domains.ticks_per_day("ms")
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 

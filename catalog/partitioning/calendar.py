@@ -17,12 +17,13 @@ import pyarrow.compute as pc
 
 from cdkds.catalog.errors import InvalidPartitionStrategyError
 from cdkds.catalog.partitioning.functions import EVERYTHING, Domain, PartitionFunction
+from cdkds.formats import domains
 from cdkds.formats.schema import TIMESTAMP_KINDS
 
 CALENDAR_UNITS = ("year", "month", "day", "hour", "minute")
 _TIME_SOURCE_KINDS = TIMESTAMP_KINDS | {"date", "long"}
 # epoch milliseconds of 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z
-_MILLIS_DOMAIN = Domain(low=-62_135_596_800_000, high=253_402_300_799_999)
+_MILLIS_DOMAIN = Domain(*domains.timestamp_range("ms"))
 
 
 def _time_domain(kind: str) -> Domain:
