@@ -155,12 +155,6 @@ def carried_options(options: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in options.items() if k.lower() in _CARRIED and not secret(v)}
 
 
-def raise_option_error(message: str) -> None:
-    from cdkds.connector.options import InvalidOptionError
-
-    raise InvalidOptionError(message)
-
-
 def open_dataset(where: "Location", version: int | None = None, timestamp: str | int | None = None) -> "Dataset":
     """The dataset at a location, at a revision or time if given."""
     from cdkds.catalog import DatasetRepository
