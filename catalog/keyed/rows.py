@@ -100,14 +100,14 @@ def partial_rows(dataset: "Dataset", rows: Any) -> tuple[pa.Table, dict[str, np.
     columns = [n for n in schema.names if n in names]
     types = {f["name"]: f["type"] for f in descriptor.schema["fields"]}
     given = {n: as_nullable(types[n]) for n in columns}  # a row that does not give a column holds null there
+    checks = {n: field_validator(types[n]) for n in columns}
     tables = []
     try:
         for part in parts:
             if isinstance(part, list):
                 arrays = []
                 for n in columns:
-                    check = field_validator(types[n])
-                    values = [check(r[n], n) if n in r else None for r in part]
+                    values = [checks[n](r[n], n) if n in r else None for r in part]
                     arrays.append(conform_column(pa.array(values, type=schema.field(n).type), given[n], n))
                     masks[n].append(np.array([n in r for r in part], dtype=bool))
                 tables.append(pa.table(arrays, names=columns))
