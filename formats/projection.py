@@ -123,7 +123,7 @@ class Projection:
         for field, target in zip(self.fields, self.arrow_schema):
             source = by_id.get(field[FIELD_ID])
             if source is None:
-                readers.append(_Missing(field, target))
+                readers.append(MissingField(field, target))
             else:
                 columns.append(source.name)
                 readers.append(_column_reader(source, field["type"], target, where))
@@ -136,7 +136,7 @@ class FileProjection:
     """The columns to read out of one file and how each becomes a reader field."""
 
     columns: tuple[str, ...]
-    readers: tuple["_Reader", ...]
+    readers: tuple["FieldReader", ...]
     schema: pa.Schema
     any_column: str | None  # read when no field is in the file: the row count must come from somewhere
 
@@ -145,7 +145,7 @@ class FileProjection:
         """Whether the file's columns are the reader's fields as they are (same names, types
         and ids: nothing renamed, added, widened or converted), so reading them needs no mapping."""
         return len(self.readers) == len(self.schema) and all(
-            isinstance(r, _Column) and isinstance(r.convert, _Same) and r.name == f.name
+            isinstance(r, FileColumn) and isinstance(r.convert, AsStored) and r.name == f.name
             for r, f in zip(self.readers, self.schema))
 
     @property
@@ -156,7 +156,7 @@ class FileProjection:
     def sources(self) -> Iterator[tuple[str, str, Callable[[pa.Array], pa.Array]]]:
         """``(reader field, file column, conversion)`` of each field read from a file column."""
         for r, f in zip(self.readers, self.schema):
-            if isinstance(r, _Column):
+            if isinstance(r, FileColumn):
                 yield f.name, r.name, r.convert
 
     def apply(self, batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -164,14 +164,18 @@ class FileProjection:
         return pa.RecordBatch.from_arrays([r.read(batch) for r in self.readers], schema=self.schema)
 
 
-class _Reader(ABC):
+class FieldReader(ABC):
+    """How one field of the reader schema is read out of a file."""
+
     @abstractmethod
     def read(self, batch: pa.RecordBatch) -> pa.Array:
         """The reader's column out of a batch of the file's columns."""
 
 
 @dataclass(frozen=True)
-class _Missing(_Reader):
+class MissingField(FieldReader):
+    """A field the file does not have: its default, or null."""
+
     field: dict
     target: pa.Field
 
@@ -189,9 +193,11 @@ def filled(field: dict, t: pa.DataType, rows: int) -> pa.Array:
 
 
 @dataclass(frozen=True)
-class _Column(_Reader):
+class FileColumn(FieldReader):
+    """A field read out of the file's column ``name`` through ``convert``."""
+
     name: str
-    convert: "_Convert"
+    convert: "Conversion"
 
     def read(self, batch: pa.RecordBatch) -> pa.Array:
         column = batch.column(self.name)
@@ -200,24 +206,30 @@ class _Column(_Reader):
         return self.convert(column)
 
 
-def _column_reader(source: pa.Field, avro: AvroType, target: pa.Field, where: str) -> _Reader:
-    return _Column(source.name, _converter(source.type, avro, target.type, f"{where}: column {source.name!r}"))
+def _column_reader(source: pa.Field, avro: AvroType, target: pa.Field, where: str) -> FieldReader:
+    return FileColumn(source.name, _converter(source.type, avro, target.type, f"{where}: column {source.name!r}"))
 
 
-class _Convert(ABC):
+class Conversion(ABC):
+    """How a file column's values become the reader type's."""
+
     @abstractmethod
     def __call__(self, array: pa.Array) -> pa.Array:
         """``array`` as the reader's type."""
 
 
 @dataclass(frozen=True)
-class _Same(_Convert):
+class AsStored(Conversion):
+    """The column as it is stored."""
+
     def __call__(self, array: pa.Array) -> pa.Array:
         return array
 
 
 @dataclass(frozen=True)
-class _Cast(_Convert):
+class CastTo(Conversion):
+    """The column cast to the reader's (wider) type."""
+
     target: pa.DataType
     where: str
 
@@ -229,7 +241,7 @@ class _Cast(_Convert):
 
 
 @dataclass(frozen=True)
-class _Struct(_Convert):
+class RecordConversion(Conversion):
     """Children by id: ``(index of the file's child, converter)`` or ``(None, field)``.
 
     The file's children are taken as they are stored (``field``, not ``flatten``, which would
@@ -258,8 +270,10 @@ def _entries(array: pa.Array) -> tuple[pa.Array, slice, pa.Array | None]:
 
 
 @dataclass(frozen=True)
-class _List(_Convert):
-    items: _Convert
+class ListConversion(Conversion):
+    """A list whose items are converted."""
+
+    items: Conversion
     target: pa.DataType
 
     def __call__(self, array: pa.Array) -> pa.Array:
@@ -268,8 +282,10 @@ class _List(_Convert):
 
 
 @dataclass(frozen=True)
-class _Map(_Convert):
-    values: _Convert
+class MapConversion(Conversion):
+    """A map whose values are converted (keys are strings)."""
+
+    values: Conversion
     target: pa.DataType
 
     def __call__(self, array: pa.Array) -> pa.Array:
@@ -278,7 +294,7 @@ class _Map(_Convert):
                                        type=self.target, mask=mask)
 
 
-def _converter(source: pa.DataType, avro: AvroType, target: pa.DataType, where: str) -> _Convert:
+def _converter(source: pa.DataType, avro: AvroType, target: pa.DataType, where: str) -> Conversion:
     """How a file column of type ``source`` becomes a value of the reader type ``avro``."""
     inner = unwrap(avro).avro
     kind = type_kind(inner)
@@ -296,23 +312,23 @@ def _converter(source: pa.DataType, avro: AvroType, target: pa.DataType, where: 
                 continue
             convert = _converter(source.field(index).type, f["type"], target.field(i).type, f"{where}.{f['name']}")
             children.append((index, convert))
-            same = same and index == i and isinstance(convert, _Same) and source.field(index).name == f["name"] \
+            same = same and index == i and isinstance(convert, AsStored) and source.field(index).name == f["name"] \
                 and source.field(index).nullable == target.field(i).nullable
-        return _Same() if same else _Struct(tuple(children), target)
+        return AsStored() if same else RecordConversion(tuple(children), target)
     if kind == "array":
         if not (pa.types.is_list(source) or pa.types.is_large_list(source)):
             raise DataFileError(f"{where} is {source}, not the array the schema has")
         items = _converter(source.value_type, inner["items"], target.value_type, f"{where}[]")
-        if isinstance(items, _Same) and source.equals(target):
-            return _Same()
-        return _List(items, target)
+        if isinstance(items, AsStored) and source.equals(target):
+            return AsStored()
+        return ListConversion(items, target)
     if kind == "map":
         if not pa.types.is_map(source):
             raise DataFileError(f"{where} is {source}, not the map the schema has")
         values = _converter(source.item_type, inner["values"], target.item_type, f"{where}{{}}")
-        if isinstance(values, _Same) and source.equals(target):
-            return _Same()
-        return _Map(values, target)
+        if isinstance(values, AsStored) and source.equals(target):
+            return AsStored()
+        return MapConversion(values, target)
     if source.equals(target):
-        return _Same()
-    return _Cast(target, where)
+        return AsStored()
+    return CastTo(target, where)

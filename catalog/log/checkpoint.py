@@ -53,7 +53,7 @@ def encode(snapshot: Snapshot) -> bytes:
     rows: list[tuple[str, int, str]] = [
         ("protocol", snapshot.version, json.dumps(snapshot.protocol.to_json(None))),
         ("metadata", snapshot.descriptor_version, json.dumps({"metadata": {"descriptor": snapshot.descriptor.to_json(
-            as_loaded=True)}})),  # a descriptor from before field ids must load as one again
+            as_loaded=True), "schemaSince": snapshot.schema_since}})),  # a descriptor from before ids loads as one again
     ]
     for add in snapshot.files.values():
         rows.append(("add", add.revision, json.dumps(encode_actions((add,), snapshot.descriptor)[0])))
@@ -111,6 +111,8 @@ def decode(data: bytes, where: str) -> Snapshot:
                     protocol = decoded
                 else:
                     descriptor, descriptor_version = decoded.descriptor, revision
+                    # checkpoints from before it was recorded: only files of the current descriptor are known
+                    schema_since = int(item["metadata"].get("schemaSince", revision))
             elif action == "add":
                 (add,) = decode_actions([item], descriptor, revision)
                 files[add.path] = add
@@ -127,7 +129,7 @@ def decode(data: bytes, where: str) -> Snapshot:
                 raise ValueError(f"unknown checkpoint row {action!r}")
         return Snapshot(head.revision, head.timestamp, head.uuid, descriptor, descriptor_version,
                         MappingProxyType(files), tuple(tombstones), protocol, MappingProxyType(index),
-                        MappingProxyType(transactions))
+                        MappingProxyType(transactions), schema_since)
     except CorruptLogError:
         raise
     except Exception as e:  # noqa: BLE001 - any failure to parse is corruption

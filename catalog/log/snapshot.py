@@ -9,6 +9,8 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Mapping
 
+import pyarrow as pa
+
 from cdkds.catalog.log.actions import (
     AddFile, AddIndex, DeleteRows, RemoveFile, RemoveIndex, SetMetadata, SetProtocol, SetTransaction, Tombstone,
     evolve_statistics,
@@ -18,6 +20,7 @@ from cdkds.catalog.errors import ExpressionError, IncompatibleDescriptorError
 from cdkds.catalog.expressions import Expression, bind, transform
 from cdkds.catalog.expressions.pruning import FileFilter
 from cdkds.formats import evolution
+from cdkds.formats.schema import to_arrow
 
 if TYPE_CHECKING:
     from cdkds.catalog.log.commit import Commit
@@ -38,6 +41,9 @@ class Snapshot:
     protocol: SetProtocol = SetProtocol()
     index: Mapping[str, AddIndex] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
     transactions: Mapping[str, SetTransaction] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
+    # the oldest descriptor revision whose data files are laid out as the current descriptor's
+    # (the same columns, names, types and ids): a file written at or after it is read as it is
+    schema_since: int = -1
 
     @property
     def row_count(self) -> int:
@@ -90,6 +96,7 @@ class Snapshot:
 
     def apply(self, commit: "Commit") -> "Snapshot":
         descriptor, descriptor_version, protocol = self.descriptor, self.descriptor_version, self.protocol
+        schema_since = self.schema_since
         files = dict(self.files)
         tombstones = list(self.tombstones)
         index = dict(self.index)
@@ -117,6 +124,8 @@ class Snapshot:
                     renames = top_level_renames(descriptor, action.descriptor)
                     tombstones = [dataclasses.replace(t, predicate=rename(t.predicate, renames)) for t in tombstones]
                     files = dict(evolve_statistics(files, descriptor, action.descriptor))
+                if descriptor is None or not same_file_layout(descriptor, action.descriptor):
+                    schema_since = commit.revision
                 descriptor, descriptor_version = action.descriptor, commit.revision
             elif isinstance(action, SetProtocol):
                 protocol = action
@@ -126,7 +135,13 @@ class Snapshot:
             oldest = min((f.revision for f in files.values()), default=commit.revision + 1)
             tombstones = [t for t in tombstones if t.revision > oldest]  # a tombstone no file predates is spent
         return Snapshot(commit.revision, commit.timestamp, commit.uuid, descriptor, descriptor_version,
-                        MappingProxyType(files), tuple(tombstones), protocol, MappingProxyType(index), transactions)
+                        MappingProxyType(files), tuple(tombstones), protocol, MappingProxyType(index), transactions,
+                        schema_since)
+
+    def written_as_current(self, file: AddFile) -> bool:
+        """Whether ``file`` was written with the current descriptor's file layout, so its
+        columns are the current ones as they are (known from the log, without opening it)."""
+        return 0 <= self.schema_since <= file.schema_version
 
     @staticmethod
     def first(commit: "Commit") -> "Snapshot":
@@ -143,6 +158,17 @@ def _applying(snapshot: Snapshot) -> list[Tombstone]:
         return list(snapshot.applying_tombstones())
     except ExpressionError:
         return list(snapshot.tombstones)
+
+
+def same_file_layout(before: DatasetDescriptor, after: DatasetDescriptor) -> bool:
+    """Whether data files written with ``before`` hold the columns ``after`` reads, as they are."""
+    return before.format == after.format and \
+        schema_of_files(before).equals(schema_of_files(after), check_metadata=True)
+
+
+def schema_of_files(descriptor: DatasetDescriptor) -> pa.Schema:
+    """The Arrow schema (with Parquet field ids) the data files of ``descriptor`` are written with."""
+    return to_arrow(descriptor.schema, ids=True)
 
 
 def top_level_renames(before: DatasetDescriptor, after: DatasetDescriptor) -> dict[str, str]:

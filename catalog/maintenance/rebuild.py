@@ -269,4 +269,6 @@ def _add(store: ObjectStore, stored: _StoredFile, descriptor: DatasetDescriptor)
     with store_failures(f"reading data file {store.display(stored.key)}", unclassified=False):
         for batch in file_format(descriptor.format).read(store.fs, store.path(stored.key), descriptor.projection()):
             collector.update(batch)
-    return AddFile(stored.key, stored.partition, stored.size, collector.row_count, collector.result())
+    # the descriptor it was written with is not known: readers open it to learn its columns
+    return AddFile(stored.key, stored.partition, stored.size, collector.row_count, collector.result(),
+                   schema_version=-1)

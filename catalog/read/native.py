@@ -1,0 +1,170 @@
+"""The native plan of a scan: which planned files an engine's own Parquet reader (Spark's
+Parquet source, pyarrow's dataset scanner) can read, grouped so that each group is one
+scan of that reader, and the cdkds rules each group still needs; every other file is
+read by cdkds's own reader (:func:`~cdkds.catalog.read.scan.read_task`).
+
+A group's files share
+
+- a **file layout**: the same columns under the same names and types, so one projection
+  (:class:`~cdkds.formats.projection.FileProjection`, by field id) turns their columns into
+  the scan's columns. A file whose descriptor revision (``schemaVersion``) is at or after
+  the snapshot's :attr:`~cdkds.catalog.log.snapshot.Snapshot.schema_since` is laid out as
+  the current descriptor says, known without opening it; for the others one footer is
+  read per descriptor revision (files of one revision were written with one schema), or
+  per file when the log does not know it;
+- the same **rules**: tombstones (bound predicates: a row they hold true for is deleted)
+  and the TTL visibility predicate at the plan's time (a row is read only where it is
+  true). Deletion vectors are per file (``file.deletes``): a reader that can address rows
+  by position in a file applies them, others leave those files to cdkds.
+
+The rows of a native plan are those of the scan: the groups' rows (each filtered by the
+scan's predicate, its rules and its files' deletion vectors, projected to the output
+columns) plus the rows of the fallback files.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from cdkds.catalog.expressions import ALWAYS_FALSE, ALWAYS_TRUE, Expression, references
+from cdkds.catalog.log.snapshot import schema_of_files
+from cdkds.catalog.read.scan import FileScanTask, ScanPlan, reading_error
+from cdkds.catalog.storage import ObjectStore
+from cdkds.formats.files import open_data_file
+from cdkds.formats.projection import FileProjection
+
+FOOTER_READERS = 16  # footers fetched at once
+
+
+@dataclass(frozen=True)
+class NativeReader:
+    """What an engine's Parquet reader can do beyond reading columns as they are stored:
+    ``deletion_vectors``: drop rows by their position in a file; ``predicates``: filter rows
+    with tombstones and TTL; ``conversions``: why it cannot read a group's files through a
+    projection (renames, added fields, widened types...), or ``None`` if it can."""
+
+    name: str
+    deletion_vectors: bool
+    predicates: bool
+    conversions: Callable[[FileProjection], str | None]
+
+
+@dataclass(frozen=True)
+class NativeGroup:
+    """Files one native scan reads: the same layout (``projection`` turns their columns into
+    the plan's ``read_columns``) and the same rules."""
+
+    tasks: tuple[FileScanTask, ...]
+    projection: FileProjection
+    tombstones: tuple[Expression, ...]
+    visible: Expression
+
+    @property
+    def files(self) -> list:
+        return [t.file for t in self.tasks]
+
+    @property
+    def has_deletes(self) -> bool:
+        return any(t.file.deletes for t in self.tasks)
+
+
+@dataclass(frozen=True)
+class NativePlan:
+    """A scan split between an engine's reader (``groups``) and cdkds's (``fallback``);
+    ``reasons``: why each fallback file is read by cdkds, by path."""
+
+    scan: ScanPlan
+    read_columns: tuple[str, ...]  # what every group reads: the output columns, then those the rules use
+    groups: tuple[NativeGroup, ...]
+    fallback: tuple[FileScanTask, ...]
+    reasons: Mapping[str, str]
+
+    @property
+    def native_files(self) -> int:
+        return sum(len(g.tasks) for g in self.groups)
+
+
+def plan_native(store: ObjectStore, scan: ScanPlan, reader: NativeReader) -> NativePlan:
+    """``scan`` split between ``reader`` and cdkds's own reader (see the module's docstring)."""
+    descriptor = scan.snapshot.descriptor
+    tasks = [t for t in scan.tasks if t.visible is not ALWAYS_FALSE]  # no row of these is visible
+    used = set(references(scan.predicate))
+    for t in tasks:
+        used.update(references(t.visible), *(references(x) for x in t.tombstones))
+    read_columns = (*scan.columns, *sorted(used - set(scan.columns)))
+    reasons: dict[str, str] = {}
+    candidates = []
+    for t in tasks:
+        why = _why_not(t, reader, descriptor.format)
+        if why is None:
+            candidates.append(t)
+        else:
+            reasons[t.file.path] = why
+    layouts = _layouts(store, scan, candidates)
+    projection = descriptor.projection(list(read_columns) or [next(iter(descriptor.fields))])
+    grouped: dict[tuple, list[FileScanTask]] = defaultdict(list)
+    resolved: dict[bytes, FileProjection | str] = {}  # by layout: its projection, or why the reader cannot
+    for t in candidates:
+        layout = layouts[t.file.path]
+        key = layout.serialize().to_pybytes()  # schemas compare equal whatever their field ids
+        if key not in resolved:
+            resolved[key] = projection.resolve(layout, store.display(t.file.path))
+            resolved[key] = reader.conversions(resolved[key]) or resolved[key]  # type: ignore[arg-type]
+        if isinstance(resolved[key], str):
+            reasons[t.file.path] = resolved[key]  # type: ignore[assignment]
+            continue
+        grouped[(key, t.tombstones, t.visible)].append(t)
+    groups = tuple(NativeGroup(tuple(ts), resolved[key], tombstones, visible)  # type: ignore[arg-type]
+                   for (key, tombstones, visible), ts in grouped.items())
+    fallback = tuple(t for t in tasks if t.file.path in reasons)
+    return NativePlan(scan, read_columns, groups, fallback, reasons)
+
+
+def _why_not(task: FileScanTask, reader: NativeReader, file_format: str) -> str | None:
+    """Why ``reader`` cannot read ``task``'s file whatever its layout, or ``None``."""
+    if file_format != "parquet":
+        return f"{file_format} files are read by cdkds"
+    if task.file.deletes and not reader.deletion_vectors:
+        return f"{reader.name} cannot drop rows by position (deletion vectors)"
+    if (task.tombstones or task.visible is not ALWAYS_TRUE) and not reader.predicates:
+        return f"{reader.name} does not apply tombstones or TTL"
+    return None
+
+
+def _layouts(store: ObjectStore, scan: ScanPlan, tasks: list[FileScanTask]) -> dict[str, pa.Schema]:
+    """Each file's Arrow schema (with field ids): from the log where it knows the file was
+    written as the current descriptor says, else from a footer — one per descriptor
+    revision, one per file whose revision the log does not know."""
+    snapshot = scan.snapshot
+    current = schema_of_files(snapshot.descriptor)
+    out: dict[str, pa.Schema] = {}
+    to_read: dict[object, FileScanTask] = {}
+    for t in tasks:
+        if snapshot.written_as_current(t.file):
+            out[t.file.path] = current
+        else:
+            key = t.file.schema_version if t.file.schema_version >= 0 else t.file.path
+            to_read.setdefault(key, t)
+    if to_read:
+        with ThreadPoolExecutor(min(FOOTER_READERS, len(to_read))) as pool:
+            schemas = dict(zip(to_read, pool.map(lambda t: footer_schema(store, t), to_read.values())))
+        for t in tasks:
+            if t.file.path not in out:
+                key = t.file.schema_version if t.file.schema_version >= 0 else t.file.path
+                out[t.file.path] = schemas[key]
+    return out
+
+
+def footer_schema(store: ObjectStore, task: FileScanTask) -> pa.Schema:
+    """The Arrow schema (with field ids) a Parquet data file holds."""
+    try:
+        with open_data_file(store.fs, store.path(task.file.path), task.file.size) as f:
+            return pq.ParquetFile(f).schema_arrow.remove_metadata()
+    except Exception as e:  # noqa: BLE001 - named, or passed on, by reading_error
+        raise reading_error(e, store.display(task.file.path), task.file) from None
