@@ -5,7 +5,9 @@ null for unknown, whatever the session's time zone. Where Spark's SQL differs, t
 translation says so:
 
 - Spark orders NaN above every number and finds it equal to itself; in cdkds every
-  comparison of a NaN value is unknown, so predicates on floating columns are null on NaN;
+  comparison of a NaN value is unknown, so predicates on floating columns are null on NaN
+  (in a form whose comparison Spark still pushes to Parquet). ``-0.0`` and ``0.0`` are
+  equal in both, ``in`` included;
 - ``x in ()`` is false in Spark even when ``x`` is null; in cdkds it is unknown;
 - literals are built as exact values of the column's type (decimals cast from their text,
   timestamps from their microseconds, local timestamps from their text, dates from their
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import math
 import operator
 from typing import Any, Sequence
 
@@ -63,7 +66,12 @@ class _SparkTranslator(BoundPredicateVisitor[Column]):
         out = super().visit_predicate(p)
         if p.op in ("is_null", "not_null") or not pa.types.is_floating(self._type(p)):
             return out
-        return F.when(~F.isnan(top_level_column(p.name)), out)  # NaN: unknown (Spark would order it above every number)
+        # Spark orders NaN above every number, so 'x > inf' is true exactly on NaN: the first
+        # conjunct is the comparison except on NaN, where it is true and the second makes it
+        # unknown. A CASE would say the same, but Spark pushes this first conjunct to Parquet.
+        value = top_level_column(p.name)
+        nan_is_unknown = F.when(~F.isnan(value), F.lit(True))
+        return (out | (value > spark_literal(math.inf, self._type(p)))) & nan_is_unknown
 
     def _type(self, p: BoundPredicate) -> pa.DataType:
         if p.name not in self.schema.names:

@@ -39,7 +39,8 @@ NAMES = {kind: kind for kind in KINDS} | {"double": "a.b double", "string": "`s`
 _far_aware = [dt.datetime(1, 1, 1, tzinfo=UTC), dt.datetime(1582, 10, 10, 12, tzinfo=UTC),
               dt.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
               dt.datetime(2020, 3, 8, 7, 30, tzinfo=UTC)]  # 02:30 in New York, an hour that does not exist there
-_far_naive = [d.replace(tzinfo=None) for d in _far_aware] + [dt.datetime(2020, 3, 8, 2, 30), dt.datetime(2020, 11, 1, 1, 30)]
+_far_naive = [d.replace(tzinfo=None) for d in _far_aware] + [
+    dt.datetime(2020, 3, 8, 2, 30), dt.datetime(2020, 11, 1, 1, 30)]  # an hour New York skips, one it repeats
 EXTRA_VALUES = {
     "int": st.integers(-2 ** 31, 2 ** 31 - 1),
     "long": st.integers(-2 ** 63, 2 ** 63 - 1),
@@ -226,3 +227,22 @@ def test_filters_keep_exactly_the_true_rows_of_odd_names(spark, tmp_path):
     assert sorted(r[0] for r in df.filter(where).collect()) == [-0.0, 3.0]
     kept = df.filter(~F.coalesce(where, F.lit(False))).collect()
     assert sorted(repr(r[0]) for r in kept) == ["1.0", "None", "nan"]
+
+
+def test_comparisons_of_floats_and_others_reach_parquet_as_pushed_filters(spark, tmp_path):
+    """The NaN rule keeps each comparison a conjunct of its own, so Spark still skips row groups."""
+    schema = {"type": "record", "name": "R", "fields": [
+        {"name": "d", "type": ["null", "double"]}, {"name": "n", "type": ["null", "long"]},
+        {"name": "ts", "type": ["null", {"type": "long", "logicalType": "timestamp-micros"}]}]}
+    table = pa.table({"d": [1.0, NAN, 5.0], "n": [1, 2, 3], "ts": [dt.datetime(2020, 1, 1, tzinfo=UTC)] * 3},
+                     schema=to_arrow(schema))
+    pq.write_table(table, tmp_path / "t.parquet", row_group_size=1)
+    df = spark.read.parquet(str(tmp_path / "t.parquet"))
+    for where, pushed, rows in [(field("d") < 2.0, "LessThan(d,2.0)", 1),
+                                (field("d").isin([5.0, 7.0]), "In(d, [5.0,7.0])", 1),
+                                (field("n") >= 2, "GreaterThanOrEqual(n,2)", 2),
+                                (field("ts") < "2020-01-02T00:00:00Z", "LessThan(ts,", 3)]:
+        query = df.filter(to_spark_column(bind(where, fields(schema)), table.schema))
+        plan = query._jdf.queryExecution().executedPlan().toString()
+        assert pushed in plan.split("PushedFilters: ")[1].split("\n")[0], plan
+        assert query.count() == rows
