@@ -246,3 +246,15 @@ def test_comparisons_of_floats_and_others_reach_parquet_as_pushed_filters(spark,
         plan = query._jdf.queryExecution().executedPlan().toString()
         assert pushed in plan.split("PushedFilters: ")[1].split("\n")[0], plan
         assert query.count() == rows
+
+
+def test_unbound_and_unknown_fields_are_refused(spark):
+    from cdkds.catalog.errors import ExpressionError
+
+    schema = pa.schema([pa.field("x", pa.int64())])
+    with pytest.raises(ExpressionError, match="bind the expression first"):
+        to_spark_column(field("x") == 1, schema)
+    with pytest.raises(ExpressionError, match="'y'.*not among the columns"):
+        to_spark_column(BoundPredicate("eq", "y", 1, kind="long"), schema)
+    with pytest.raises(ExpressionError, match="'x'.*no Spark literal"):
+        to_spark_column(BoundPredicate("eq", "x", 1, kind="long"), pa.schema([pa.field("x", pa.decimal256(60, 0))]))
