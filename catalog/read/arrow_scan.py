@@ -205,8 +205,10 @@ def scan_batches(store: ObjectStore, plan: ScanPlan, batch_rows: int = DEFAULT_B
 def scan_table(store: ObjectStore, plan: ScanPlan) -> pa.Table:
     """The rows of ``plan`` as one table: each group read whole by its scan (every core),
     then the fallback files."""
-    native = native_plan(store, plan)
     schema = plan.output_schema
+    if not schema:  # tables of no columns lose their row counts when concatenated; batches keep them
+        return pa.Table.from_batches(list(scan_batches(store, plan)), schema=schema)
+    native = native_plan(store, plan)
     filesystem = filesystem_for(store, native)
     parts = []
     for group in native.groups:
