@@ -15,7 +15,9 @@ read to learn it), and
   has the meaning it has on the rows cdkds reads.
 
 Deletion vectors need a row's position in its file, which pyarrow's scanner does not give:
-files with them are read by cdkds.
+files with them are read by cdkds. A stream (:func:`scan_batches`) on a store other than
+local files is read by cdkds whole: a pyarrow scan left open there when Python exits aborts
+the process (Arrow's threads reading fsspec's Python files need Python's lock).
 """
 
 from __future__ import annotations
@@ -182,7 +184,7 @@ def scan_batches(store: ObjectStore, plan: ScanPlan, batch_rows: int = DEFAULT_B
     """The rows of ``plan`` batch by batch (at most ``batch_rows`` each), group after group,
     then the fallback files; Arrow's scanner reads a bounded number of batches ahead, and
     closing the iterator stops it. On stores other than local files every file is read by
-    cdkds's reader (see below)."""
+    cdkds's reader: Arrow's threads would read fsspec's Python files."""
     if not _local(store.fs):
         # Arrow's read-ahead threads would read fsspec's Python files: a scan left open when
         # Python exits would abort it (they need Python's lock during teardown)

@@ -95,7 +95,7 @@ def test_files_of_each_schema_revision_are_grouped_by_layout(repo, footers):
     assert len(out.groups) == 2
     old = next(g for g in out.groups if paths(g.tasks) == first)
     new = next(g for g in out.groups if paths(g.tasks) != first)
-    assert footers == [first[0]]  # one footer for the revision both old files were written under
+    assert len(footers) == 1 and footers[0] in first  # one footer for the revision both old files were written under
     assert new.projection.is_identity and not old.projection.is_identity
     renamed = old.projection.readers[2]
     assert isinstance(renamed, FileColumn) and renamed.name == "x" and isinstance(renamed.convert, AsStored)
