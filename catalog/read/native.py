@@ -57,13 +57,14 @@ class NativeReader:
 
 @dataclass(frozen=True)
 class NativeGroup:
-    """Files one native scan reads: the same layout (``projection`` turns their columns into
-    the plan's ``read_columns``) and the same rules."""
+    """Files one native scan reads: the same ``layout`` (their Arrow schema, with field ids;
+    ``projection`` turns their columns into the plan's ``read_columns``) and the same rules."""
 
     tasks: tuple[FileScanTask, ...]
     projection: FileProjection
     tombstones: tuple[Expression, ...]
     visible: Expression
+    layout: pa.Schema | None = None
 
     @property
     def files(self) -> list:
@@ -110,9 +111,14 @@ def plan_native(store: ObjectStore, scan: ScanPlan, reader: NativeReader) -> Nat
     projection = descriptor.projection(list(read_columns) or [next(iter(descriptor.fields))])
     grouped: dict[tuple, list[FileScanTask]] = defaultdict(list)
     resolved: dict[bytes, FileProjection | str] = {}  # by layout: its projection, or why the reader cannot
+    schemas: dict[bytes, pa.Schema] = {}
+    keys: dict[int, bytes] = {}  # by id(layout): files of one revision share one schema object
     for t in candidates:
         layout = layouts[t.file.path]
-        key = layout.serialize().to_pybytes()  # schemas compare equal whatever their field ids
+        if id(layout) not in keys:
+            keys[id(layout)] = layout.serialize().to_pybytes()  # schemas compare equal whatever their field ids
+        key = keys[id(layout)]
+        schemas.setdefault(key, layout)
         if key not in resolved:
             resolved[key] = projection.resolve(layout, store.display(t.file.path))
             resolved[key] = reader.conversions(resolved[key]) or resolved[key]  # type: ignore[arg-type]
@@ -120,7 +126,7 @@ def plan_native(store: ObjectStore, scan: ScanPlan, reader: NativeReader) -> Nat
             reasons[t.file.path] = resolved[key]  # type: ignore[assignment]
             continue
         grouped[(key, t.tombstones, t.visible)].append(t)
-    groups = tuple(NativeGroup(tuple(ts), resolved[key], tombstones, visible)  # type: ignore[arg-type]
+    groups = tuple(NativeGroup(tuple(ts), resolved[key], tombstones, visible, schemas[key])  # type: ignore[arg-type]
                    for (key, tombstones, visible), ts in grouped.items())
     fallback = tuple(t for t in tasks if t.file.path in reasons)
     return NativePlan(scan, read_columns, groups, fallback, reasons)
@@ -138,26 +144,31 @@ def _why_not(task: FileScanTask, reader: NativeReader, file_format: str) -> str 
 
 
 def _layouts(store: ObjectStore, scan: ScanPlan, tasks: list[FileScanTask]) -> dict[str, pa.Schema]:
-    """Each file's Arrow schema (with field ids): from the log where it knows the file was
-    written as the current descriptor says, else from a footer — one per descriptor
-    revision, one per file whose revision the log does not know."""
+    """Each file's Arrow schema (with field ids where it has them): from the log where it
+    knows the file was written as the current descriptor says, else from a footer — one per
+    descriptor revision, one per file whose revision the log does not know or in a dataset
+    begun before field ids (whose files carry ids or not whatever their revision)."""
     snapshot = scan.snapshot
     current = schema_of_files(snapshot.descriptor)
+    # in a log begun before field ids, files of one revision may or may not carry ids: each is its own
+    by_file = snapshot.descriptor.files_may_lack_ids
+
+    def key(t: FileScanTask) -> object:
+        return t.file.path if by_file or t.file.schema_version < 0 else t.file.schema_version
+
     out: dict[str, pa.Schema] = {}
     to_read: dict[object, FileScanTask] = {}
     for t in tasks:
-        if snapshot.written_as_current(t.file):
+        if snapshot.written_as_current(t.file) and not by_file:
             out[t.file.path] = current
         else:
-            key = t.file.schema_version if t.file.schema_version >= 0 else t.file.path
-            to_read.setdefault(key, t)
+            to_read.setdefault(key(t), t)
     if to_read:
         with ThreadPoolExecutor(min(FOOTER_READERS, len(to_read))) as pool:
             schemas = dict(zip(to_read, pool.map(lambda t: footer_schema(store, t), to_read.values())))
         for t in tasks:
             if t.file.path not in out:
-                key = t.file.schema_version if t.file.schema_version >= 0 else t.file.path
-                out[t.file.path] = schemas[key]
+                out[t.file.path] = schemas[key(t)]
     return out
 
 
