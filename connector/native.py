@@ -25,11 +25,12 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from cdkds.catalog.errors import ExpressionError
 from cdkds.catalog.expressions import ALWAYS_TRUE, Expression
 from cdkds.catalog.keyed.deletion import load_deletes
 from cdkds.catalog.read.native import NativeGroup, NativePlan, NativeReader, footer_schema, plan_native
 from cdkds.catalog.storage import ObjectStore
-from cdkds.connector.expressions import to_spark_column
+from cdkds.connector.expressions import spark_literal, to_spark_column, top_level_column
 from cdkds.connector.options import (
     FALLBACK_OPTION, FallbackFiles, InvalidOptionError, Location, location, read_options, reads_change_feed,
 )
@@ -227,10 +228,11 @@ def _filled(field: dict, target: pa.DataType) -> Column:
     default = default_value(field["type"], field.get("default"))
     if default is None:
         return F.lit(None).cast(typ)
-    value = pa.scalar(default, target).as_py()
-    if isinstance(value, (dict, list, tuple)) or type(value).__name__ in ("datetime", "time", "timedelta"):
-        raise Refused(f"a default of type {target} is read by cdkds")
-    return _nullable(F.lit(value).cast(typ), typ)  # as the field may be
+    try:
+        literal = spark_literal(pa.scalar(default, target).as_py(), target)
+    except ExpressionError:
+        raise Refused(f"a default of type {target} is read by cdkds") from None
+    return _nullable(literal.cast(typ), typ)  # as the field may be
 
 
 def _converted(column: Column, convert: Conversion, source: pa.DataType) -> Column:
@@ -287,7 +289,7 @@ def _layout(store: ObjectStore, group: NativeGroup) -> _Layout:
     columns = []
     for reader, target in zip(projection.readers, projection.schema):
         if isinstance(reader, FileColumn):
-            value = _converted(F.col(f"`{reader.name}`"), reader.convert, layout.field(reader.name).type)
+            value = _converted(top_level_column(reader.name), reader.convert, layout.field(reader.name).type)
         else:
             value = _filled(reader.field, target.type)
         columns.append(value.alias(target.name))
@@ -321,7 +323,7 @@ def _group_frame(spark: SparkSession, store: ObjectStore, plan: NativePlan, grou
     arrow = pa.schema([plan.scan.snapshot.descriptor.arrow_schema.field(c) for c in plan.read_columns])
     for rule in _row_rules(plan.scan.predicate, group.visible, group.tombstones, arrow):
         frame = frame.filter(rule)
-    return frame.select(*(F.col(f"`{c}`") for c in plan.scan.columns))
+    return frame.select(*(top_level_column(c) for c in plan.scan.columns))
 
 
 def _row_rules(predicate: Expression, visible: Expression, tombstones: Sequence[Expression], arrow: pa.Schema
@@ -377,7 +379,7 @@ def _exactly(frame: DataFrame, schema: T.StructType) -> DataFrame:
     actual = {f.name: f for f in frame.schema.fields}
     columns = []
     for f in schema.fields:
-        column = F.col(f"`{f.name}`")
+        column = top_level_column(f.name)
         have = actual[f.name]
         if have.dataType != f.dataType or have.nullable != f.nullable:
             column = _with_nulls(column, f.dataType, f.nullable)
