@@ -14,7 +14,7 @@ import pytest
 
 from cdkds.catalog import DatasetDescriptor, DatasetRepository
 from cdkds.connector import load, register
-from cdkds.connector.native import Refused, s3a_options
+from cdkds.connector.s3a import NoS3aEquivalent, s3a_options
 from tests.conftest import new_bucket, s3_options
 
 pytestmark = pytest.mark.slow
@@ -246,7 +246,7 @@ def test_s3a_options_of_fsspec_storage_options():
         "fs.s3a.endpoint": "http://h:9000", "fs.s3a.path.style.access": "true",
         "fs.s3a.connection.ssl.enabled": "false", "fs.s3a.endpoint.region": "eu-west-1",
         "fs.s3a.access.key": "k", "fs.s3a.secret.key": "s"}
-    with pytest.raises(Refused, match="storage option 'requester_pays' has no s3a equivalent"):
+    with pytest.raises(NoS3aEquivalent, match="storage option 'requester_pays' has no s3a equivalent"):
         s3a_options({"requester_pays": True})
 
 
