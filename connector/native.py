@@ -49,6 +49,8 @@ log = logging.getLogger("cdkds.connector")
 BROADCAST_ROWS = 2_000_000  # deleted positions up to this many are joined by broadcast
 _FILE, _ROW = "__cdkds_file", "__cdkds_row"
 _GLOB = re.compile(r"[*?\[\]{}\\]")  # Spark reads a path with these as a glob pattern
+_PARQUET = {"datetimeRebaseMode": "CORRECTED", "int96RebaseMode": "CORRECTED"}  # dates as pyarrow reads them, whatever
+# the session's spark.sql.parquet.*RebaseModeInRead say
 _TIME_TRAVEL = {"versionasof", "version", "timestampasof", "timestamp"}
 
 
@@ -262,7 +264,7 @@ def _group_frame(spark: SparkSession, store: ObjectStore, plan: NativePlan, grou
         raise Refused("a path Spark would read as a glob pattern")
     layout = _layout(store, group)
     urls = [spark_url(store, t.file.path) for t in group.tasks]
-    frame = spark.read.options(**store_options).schema(layout.read_schema).parquet(*urls)
+    frame = spark.read.options(**_PARQUET, **store_options).schema(layout.read_schema).parquet(*urls)
     if group.has_deletes:
         frame = _without_deleted(spark, store, group, frame)
     frame = frame.select(*layout.columns)
