@@ -177,13 +177,13 @@ class Spec:
 
 
 @st.composite
-def specs(draw, formats=("parquet", "avro")) -> Spec:
-    """A random descriptor: a long ``id`` (the record key of a keyed dataset), a partition
-    source ``p``, an ordering field ``ts`` and a TTL field ``exp`` where those apply, and a
-    random subset of :data:`OPTIONAL_COLUMNS`."""
+def specs(draw, formats=("parquet", "avro"), keyed: bool | None = None, ttls=TTLS) -> Spec:
+    """A random descriptor: a long ``id`` (the record key of a keyed dataset; ``keyed``:
+    always, never, or ``None``: either), a partition source ``p``, an ordering field ``ts``
+    and a TTL field ``exp`` where those apply, and a random subset of :data:`OPTIONAL_COLUMNS`."""
     partitioning = draw(st.sampled_from(PARTITIONINGS))
-    keyed = draw(st.booleans())
-    ttl = draw(st.sampled_from(TTLS))
+    keyed = draw(st.booleans()) if keyed is None else keyed
+    ttl = draw(st.sampled_from(ttls))
     columns = draw(st.lists(st.sampled_from(sorted(OPTIONAL_COLUMNS)), min_size=1, max_size=5, unique=True))
     fields: list[dict] = [{"name": "id", "type": "long"}]
     if partitioning.avro is not None:
@@ -213,7 +213,9 @@ def specs(draw, formats=("parquet", "avro")) -> Spec:
 
 KEYS = 20  # ids are drawn from 0..KEYS-1, so upserts and deletes by key hit rows
 NEW_NAMES = ["n1", "n2", "n3", "n4"]
-WIDENINGS = {"int32": ["long", "double"], "int64": ["double"], "float": ["double"]}
+# long -> double is left out: a long beyond 2^53 (written here: -2^63) makes every read of the
+# older files fail (test_a_long_beyond_2_53_widened_to_double_reads in test_native_agreement.py)
+WIDENINGS = {"int32": ["long", "double"], "float": ["double"]}
 
 
 @dataclass
@@ -233,6 +235,10 @@ class Built:
     def dataset(self):
         return self.repo.load(self.name)
 
+    def all_revisions(self) -> list:
+        """Every revision an operation committed, latest first, as loaded datasets."""
+        return [self.repo.load(self.name, version=v) for v in reversed(self.committed)]
+
     def revisions(self, data) -> list:
         """The latest revision and an earlier one (drawn), as loaded datasets."""
         latest = self.dataset
@@ -240,19 +246,50 @@ class Built:
         return [latest, self.repo.load(self.name, version=data.draw(st.sampled_from(earlier), label="earlier"))]
 
 
-def build(data, url: str, name: str = "d", formats=("parquet", "avro"), max_operations: int = 7) -> Built:
+@dataclass(frozen=True)
+class Focus:
+    """Which datasets and operations to draw: all of them, or those that make one rule apply
+    often (hypothesis leans towards the first choices: the operations that make rules come first)."""
+
+    name: str
+    keyed: bool | None = None
+    ttls: tuple = tuple(TTLS)
+    operations: tuple = ()  # none: every operation the dataset takes
+
+    def kinds(self, keyed: bool) -> list[str]:
+        if self.operations:
+            return [k for k in self.operations if k in (KEYED_ONLY if keyed else PLAIN_ONLY) or
+                    k not in KEYED_ONLY + PLAIN_ONLY]
+        return ["delete", "append"] + (["upsert", "alter", "delete_keys", "update"] if keyed else
+                                       ["alter", "overwrite_partitions"]) + \
+            ["append", "overwrite", "compact", "delete", "alter", "checkpoint"]
+
+
+KEYED_ONLY = ("upsert", "update", "delete_keys")
+PLAIN_ONLY = ("overwrite_partitions",)
+FOCUSES = {f.name: f for f in [
+    Focus("everything"),
+    Focus("tombstones", keyed=False, operations=("delete", "append", "delete", "overwrite_partitions", "alter")),
+    Focus("deletion vectors", keyed=True, operations=("upsert", "delete", "delete_keys", "update", "append")),
+    Focus("schema changes", operations=("alter", "append", "delete", "upsert", "compact")),
+    Focus("ttl", ttls=("ordering", "field", "commit time"),
+          operations=("append", "upsert", "delete", "overwrite", "alter", "compact")),
+]}
+
+
+def build(data, url: str, name: str = "d", formats=("parquet", "avro"), max_operations: int = 8,
+          focus: Focus = FOCUSES["everything"]) -> Built:
     """A dataset at ``url`` made by a random descriptor and random operations (see the module)."""
-    spec = data.draw(specs(formats), label="spec")
+    spec = data.draw(specs(formats, focus.keyed, focus.ttls), label="spec")
     note(f"descriptor: {spec.descriptor.to_json()}")
     repo = DatasetRepository(url)
     repo.create(name, spec.descriptor)
     roles = {r: r for r in ("id", "p", "ts", "exp") if r in spec.descriptor.fields}
     built = Built(repo, name, spec, roles)
-    kinds = ["append", "append", "append", "overwrite", "delete", "alter", "alter", "compact", "checkpoint"]
-    kinds += ["upsert", "upsert", "upsert", "update", "delete_keys"] if spec.keyed else ["overwrite_partitions"]
-    operations = ["append"] + data.draw(st.lists(st.sampled_from(kinds), max_size=max_operations - 1),
-                                       label="operations")
-    for kind in operations:
+    kinds = focus.kinds(spec.keyed)
+    count = data.draw(st.integers(min(3, max_operations), max_operations), label="operations")
+    for i in range(count):
+        kind = "append" if i == 0 else data.draw(st.sampled_from(kinds), label="operation")
         ds = repo.load(name)
         before = ds.version
         try:
@@ -269,7 +306,7 @@ def build(data, url: str, name: str = "d", formats=("parquet", "avro"), max_oper
     return built
 
 
-def rows(data, built: Built, ds, at_most: int = 12) -> list[dict]:
+def rows(data, built: Built, ds, at_most: int = 16) -> list[dict]:
     """Random rows for ``ds``'s schema now; key, partition source and TTL fields drawn from
     their own domains (a keyed dataset's keys unique in one write)."""
     schema = ds.descriptor.arrow_schema
@@ -277,7 +314,7 @@ def rows(data, built: Built, ds, at_most: int = 12) -> list[dict]:
     special = {name: own[role] for role, name in built.roles.items()}
     row = st.fixed_dictionaries({f.name: special[f.name] if f.name in special else cell(f) for f in schema})
     unique = (lambda r: r[built.roles["id"]]) if built.spec.keyed else None
-    return data.draw(st.lists(row, min_size=1, max_size=at_most, unique_by=unique), label="rows")
+    return data.draw(st.lists(row, min_size=min(4, at_most), max_size=at_most, unique_by=unique), label="rows")
 
 
 def _write(data, built: Built, ds, mode: str) -> list[dict]:
@@ -423,13 +460,15 @@ def predicates(draw, descriptor: DatasetDescriptor, depth: int = 2) -> Expressio
     literals among the values written (no NaN or infinite literal, no bytes: the text form,
     which has none of these, is what Spark's ``where`` option takes)."""
     schema = descriptor.arrow_schema
-    usable = [f for f in schema if _scalar(f.type)]
+    usable = [f for f in reversed(schema) if _scalar(f.type)]  # hypothesis leans to the first: the key last
     f = draw(st.sampled_from(usable))
-    ops = ["is_null", "not_null"]
+    ops = []
     if not pa.types.is_binary(f.type):
-        ops += ["eq", "ne", "in", "not_in"] + ([] if pa.types.is_boolean(f.type) else ["lt", "le", "gt", "ge"])
+        ops += ([] if pa.types.is_boolean(f.type) else ["lt", "ge"]) + ["eq", "in", "ne", "not_in"]
+        ops += [] if pa.types.is_boolean(f.type) else ["le", "gt"]
         if pa.types.is_string(f.type):
             ops += ["starts_with", "not_starts_with"]
+    ops += ["is_null", "not_null"]
     op = draw(st.sampled_from(ops))
     literal = values_of(f.type).filter(lambda v: not (isinstance(v, float) and not math.isfinite(v)))
     if f.name == "id":
