@@ -509,8 +509,8 @@ def canonical(value: Any) -> Any:
     """A hashable value equal for equal cells: NaN equals NaN, -0.0 differs from 0.0."""
     if isinstance(value, float):
         return ("nan",) if math.isnan(value) else ("float", value, math.copysign(1.0, value))
-    if isinstance(value, dict):
-        return tuple((k, canonical(v)) for k, v in value.items())
+    if isinstance(value, dict):  # a map's entries in any order (a record's fields are checked by the schema)
+        return tuple(sorted(((k, canonical(v)) for k, v in value.items()), key=repr))
     if isinstance(value, (list, tuple)):
         return tuple(canonical(v) for v in value)
     if isinstance(value, decimal.Decimal):
@@ -525,9 +525,14 @@ def multiset(rows: list[dict] | pa.Table) -> Counter:
     return Counter(tuple((k, canonical(v)) for k, v in r.items()) for r in rows)
 
 
+def difference(got: Counter, want: Counter, at_most: int = 5) -> str:
+    """The rows one multiset has beyond the other, a few of each."""
+    return f"extra rows {list((got - want).elements())[:at_most]}, missing rows {list((want - got).elements())[:at_most]}"
+
+
 def assert_same_rows(got: pa.Table, want: pa.Table, what: str) -> None:
     """``got`` has ``want``'s schema and rows (as multisets); the difference is named."""
     assert got.schema.names == want.schema.names, f"{what}: columns {got.schema.names} != {want.schema.names}"
     assert got.schema.types == want.schema.types, f"{what}: types {got.schema} != {want.schema}"
     g, w = multiset(got), multiset(want)
-    assert g == w, f"{what}: extra rows {list((g - w).elements())[:5]}, missing rows {list((w - g).elements())[:5]}"
+    assert g == w, f"{what}: {difference(g, w)}"

@@ -1,9 +1,9 @@
 """The native read path agrees with cdkds's per-file reader, row for row: for random
 datasets (tests/datasets.py: every kind of field, partition function, format, key, TTL,
-operation and schema change), random ``where`` and ``columns``, at the latest and at an
-earlier revision, ``Dataset.to_table()`` (pyarrow's dataset scanner for the files
-:func:`~cdkds.catalog.read.native.plan_native` gives it) and ``to_arrow_dataset()`` give
-the rows of :func:`~cdkds.catalog.read.scan.read_plan`, as multisets."""
+operation and schema change), random ``where`` and ``columns``, at every revision,
+``Dataset.to_table()``, ``to_batch_reader()`` and ``scan()`` (pyarrow's dataset scanner for
+the files :func:`~cdkds.catalog.read.native.plan_native` gives it) and ``to_arrow_dataset()``
+give the rows of :func:`~cdkds.catalog.read.scan.read_plan`, as multisets."""
 
 from __future__ import annotations
 
@@ -31,6 +31,9 @@ def check_agreement(ds, where, columns) -> None:
     what = f"revision {ds.version}, where={where!r}, columns={columns!r}"
     want = reference(ds, where, columns)
     assert_same_rows(ds.to_table(where, columns), want, f"to_table at {what}")
+    assert_same_rows(ds.to_batch_reader(where, columns).read_all(), want, f"to_batch_reader at {what}")
+    scanned = pa.Table.from_batches(list(ds.scan(where, columns)), schema=want.schema)
+    assert_same_rows(scanned, want, f"scan at {what}")
     assert_same_rows(ds.to_arrow_dataset(where, columns).to_table(), want, f"to_arrow_dataset at {what}")
 
 
