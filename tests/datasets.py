@@ -65,6 +65,8 @@ OPTIONAL_COLUMNS = {
     "dec": nullable(DECIMAL),
     "dt": nullable(DATE),
     "tz": nullable(TS_MILLIS),
+    "tm": nullable({"type": "long", "logicalType": "time-micros"}),
+    "fx": nullable({"type": "fixed", "name": "Two", "size": 2}),
     "ntz": nullable(LOCAL_MICROS),
     "flag": nullable("boolean"),
     "r": nullable({"type": "record", "name": "Inner", "fields": [
@@ -102,6 +104,10 @@ def values_of(arrow_type: pa.DataType) -> st.SearchStrategy:
         return st.text(alphabet="ab\u00e9", max_size=3)
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
         return st.binary(max_size=3)
+    if pa.types.is_fixed_size_binary(t):
+        return st.binary(min_size=t.byte_width, max_size=t.byte_width)
+    if pa.types.is_time(t):
+        return st.sampled_from([dt.time(0), dt.time(0, 0, 1, 5), dt.time(12), dt.time(23, 59, 59, 999999)])
     if pa.types.is_decimal(t):
         bound = D(10) ** (t.precision - t.scale) - 1
         return st.decimals(-3, 3, places=t.scale) | st.sampled_from([bound, -bound])
@@ -236,7 +242,7 @@ class Built:
         return self.repo.load(self.name)
 
     def all_revisions(self) -> list:
-        """Every revision an operation committed, latest first, as loaded datasets."""
+        """The revision after each operation that committed, latest first, as loaded datasets."""
         return [self.repo.load(self.name, version=v) for v in reversed(self.committed)]
 
     def revisions(self, data) -> list:
@@ -463,7 +469,7 @@ def predicates(draw, descriptor: DatasetDescriptor, depth: int = 2) -> Expressio
     usable = [f for f in reversed(schema) if _scalar(f.type)]  # hypothesis leans to the first: the key last
     f = draw(st.sampled_from(usable))
     ops = []
-    if not pa.types.is_binary(f.type):
+    if not (pa.types.is_binary(f.type) or pa.types.is_fixed_size_binary(f.type)):
         ops += ([] if pa.types.is_boolean(f.type) else ["lt", "ge"]) + ["eq", "in", "ne", "not_in"]
         ops += [] if pa.types.is_boolean(f.type) else ["le", "gt"]
         if pa.types.is_string(f.type):
