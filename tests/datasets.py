@@ -65,7 +65,7 @@ OPTIONAL_COLUMNS = {
     "dec": nullable(DECIMAL),
     "dt": nullable(DATE),
     "tz": nullable(TS_MILLIS),
-    "tm": nullable({"type": "long", "logicalType": "time-micros"}),
+    "tm": nullable({"type": "long", "logicalType": "time-micros"}),  # no Spark type: SPARK_LESS
     "fx": nullable({"type": "fixed", "name": "Two", "size": 2}),
     "ntz": nullable(LOCAL_MICROS),
     "flag": nullable("boolean"),
@@ -79,6 +79,8 @@ OPTIONAL_COLUMNS = {
         {"name": "qty", "type": "int"}, {"name": "note", "type": nullable("string"), "default": None}]}},
     "m": nullable({"type": "map", "values": nullable("string")}),
 }
+
+SPARK_LESS = ("tm",)  # columns of types Spark has none for
 
 # ---------------------------------------------------------------- values of Arrow types
 
@@ -183,14 +185,16 @@ class Spec:
 
 
 @st.composite
-def specs(draw, formats=("parquet", "avro"), keyed: bool | None = None, ttls=TTLS) -> Spec:
+def specs(draw, formats=("parquet", "avro"), keyed: bool | None = None, ttls=TTLS, without=()) -> Spec:
     """A random descriptor: a long ``id`` (the record key of a keyed dataset; ``keyed``:
     always, never, or ``None``: either), a partition source ``p``, an ordering field ``ts``
-    and a TTL field ``exp`` where those apply, and a random subset of :data:`OPTIONAL_COLUMNS`."""
+    and a TTL field ``exp`` where those apply, and a random subset of :data:`OPTIONAL_COLUMNS`
+    but those named in ``without``."""
     partitioning = draw(st.sampled_from(PARTITIONINGS))
     keyed = draw(st.booleans()) if keyed is None else keyed
     ttl = draw(st.sampled_from(ttls))
-    columns = draw(st.lists(st.sampled_from(sorted(OPTIONAL_COLUMNS)), min_size=1, max_size=5, unique=True))
+    columns = draw(st.lists(st.sampled_from(sorted(set(OPTIONAL_COLUMNS) - set(without))), min_size=1, max_size=5,
+                            unique=True))
     fields: list[dict] = [{"name": "id", "type": "long"}]
     if partitioning.avro is not None:
         fields.append({"name": "p", "type": partitioning.avro})
@@ -284,9 +288,10 @@ FOCUSES = {f.name: f for f in [
 
 
 def build(data, url: str, name: str = "d", formats=("parquet", "avro"), max_operations: int = 8,
-          focus: Focus = FOCUSES["everything"]) -> Built:
-    """A dataset at ``url`` made by a random descriptor and random operations (see the module)."""
-    spec = data.draw(specs(formats, focus.keyed, focus.ttls), label="spec")
+          focus: Focus = FOCUSES["everything"], without=()) -> Built:
+    """A dataset at ``url`` made by a random descriptor and random operations (see the module);
+    ``without``: optional columns it never has."""
+    spec = data.draw(specs(formats, focus.keyed, focus.ttls, without), label="spec")
     note(f"descriptor: {spec.descriptor.to_json()}")
     repo = DatasetRepository(url)
     repo.create(name, spec.descriptor)

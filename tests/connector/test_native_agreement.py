@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cdkds.connector import load
-from tests.datasets import FOCUSES, build, difference, multiset, reads
+from tests.datasets import FOCUSES, SPARK_LESS, build, difference, multiset, reads
 
 pytestmark = pytest.mark.slow
 
@@ -50,7 +50,7 @@ def test_load_agrees_with_the_cdkds_source(spark, data):
     root = tempfile.mkdtemp(prefix="agree-spark-")
     try:
         focus = FOCUSES[data.draw(st.sampled_from(list(FOCUSES)), label="focus")]
-        built = build(data, f"file://{root}/lake", focus=focus, max_operations=6)
+        built = build(data, f"file://{root}/lake", focus=focus, max_operations=6, without=SPARK_LESS)
         url = f"file://{root}/lake/{built.name}"
         latest, earlier = built.revisions(data)
         options = read_options(data, latest)
