@@ -185,16 +185,17 @@ class Spec:
 
 
 @st.composite
-def specs(draw, formats=("parquet", "avro"), keyed: bool | None = None, ttls=TTLS, without=()) -> Spec:
+def specs(draw, formats=("parquet", "avro"), keyed: bool | None = None, ttls=TTLS, without=(), including=()) -> Spec:
     """A random descriptor: a long ``id`` (the record key of a keyed dataset; ``keyed``:
     always, never, or ``None``: either), a partition source ``p``, an ordering field ``ts``
     and a TTL field ``exp`` where those apply, and a random subset of :data:`OPTIONAL_COLUMNS`
-    but those named in ``without``."""
+    but those named in ``without``, with those named in ``including``."""
     partitioning = draw(st.sampled_from(PARTITIONINGS))
     keyed = draw(st.booleans()) if keyed is None else keyed
     ttl = draw(st.sampled_from(ttls))
     columns = draw(st.lists(st.sampled_from(sorted(set(OPTIONAL_COLUMNS) - set(without))), min_size=1, max_size=5,
                             unique=True))
+    columns += [c for c in including if c not in columns]
     fields: list[dict] = [{"name": "id", "type": "long"}]
     if partitioning.avro is not None:
         fields.append({"name": "p", "type": partitioning.avro})
@@ -265,6 +266,7 @@ class Focus:
     keyed: bool | None = None
     ttls: tuple = tuple(TTLS)
     operations: tuple = ()  # none: every operation the dataset takes
+    columns: tuple = ()  # optional columns every dataset has
 
     def kinds(self, keyed: bool) -> list[str]:
         if self.operations:
@@ -281,7 +283,7 @@ FOCUSES = {f.name: f for f in [
     Focus("everything"),
     Focus("tombstones", keyed=False, operations=("delete", "append", "delete", "overwrite_partitions", "alter")),
     Focus("deletion vectors", keyed=True, operations=("upsert", "delete", "delete_keys", "update", "append")),
-    Focus("schema changes", operations=("alter", "append", "delete", "upsert", "compact")),
+    Focus("schema changes", operations=("alter", "append", "delete", "upsert", "compact"), columns=("r", "items")),
     Focus("ttl", ttls=("ordering", "field", "commit time"),
           operations=("append", "upsert", "delete", "overwrite", "alter", "compact")),
 ]}
@@ -291,7 +293,7 @@ def build(data, url: str, name: str = "d", formats=("parquet", "avro"), max_oper
           focus: Focus = FOCUSES["everything"], without=()) -> Built:
     """A dataset at ``url`` made by a random descriptor and random operations (see the module);
     ``without``: optional columns it never has."""
-    spec = data.draw(specs(formats, focus.keyed, focus.ttls, without), label="spec")
+    spec = data.draw(specs(formats, focus.keyed, focus.ttls, without, focus.columns), label="spec")
     note(f"descriptor: {spec.descriptor.to_json()}")
     repo = DatasetRepository(url)
     repo.create(name, spec.descriptor)
@@ -365,7 +367,7 @@ def _alter(data, built: Built, ds) -> list:
     schema = ds.descriptor.arrow_schema
     names = list(schema.names)
     for _ in range(data.draw(st.integers(1, 3), label="changes")):
-        choice = data.draw(st.sampled_from(["rename", "rename", "drop", "add", "add", "widen", "move", "nested"]))
+        choice = data.draw(st.sampled_from(["rename", "nested", "add", "drop", "rename", "widen", "add", "move"]))
         free = [n for n in NEW_NAMES if n not in names]
         if choice == "rename" and free:
             old, new = data.draw(st.sampled_from(names)), free[0]
@@ -547,3 +549,26 @@ def assert_same_rows(got: pa.Table, want: pa.Table, what: str) -> None:
     assert got.schema.types == want.schema.types, f"{what}: types {got.schema} != {want.schema}"
     g, w = multiset(got), multiset(want)
     assert g == w, f"{what}: {difference(g, w)}"
+
+
+# ---------------------------------------------------------------- a dataset of rules random ones reach rarely
+
+RARE_SCHEMA = {"type": "record", "name": "R", "fields": [
+    {"name": "id", "type": "long"}, {"name": "i", "type": nullable("int"), "default": None},
+    {"name": "r", "type": nullable({"type": "record", "name": "In", "fields": [
+        {"name": "x", "type": nullable("int"), "default": None}, {"name": "y", "type": "string"}]}),
+     "default": None}]}
+
+
+def rare_rules_dataset(url: str, name: str = "rare") -> DatasetRepository:
+    """A Parquet dataset at ``url`` whose one file has a tombstone that is null on some rows
+    (``i < 2`` where ``i`` is null: kept), then a nested rename (``r.x`` -> ``x2``) and a
+    nested add with a default: revision 1 is before the tombstone, 3 after all of it."""
+    repo = DatasetRepository(url)
+    ds = repo.create(name, DatasetDescriptor(RARE_SCHEMA))
+    with ds.writer() as w:
+        for k, i in enumerate([None, 1, 5, None, 2, 0]):
+            w.write({"id": k, "i": i, "r": {"x": i, "y": "s"} if k % 2 else None})
+    ds.delete("i < 2")
+    repo.load(name).alter().rename("r.x", "x2").add("r.z", "long", default=7).commit()
+    return repo
