@@ -53,6 +53,23 @@ JOB = textwrap.dedent("""
     print("SPLITS", len(DatasetRepository(url.rsplit("/", 1)[0]).load("events_big").files), split.rdd.getNumPartitions(),
           split.select(spark_partition_id()).distinct().count(), split.count(), split.selectExpr("sum(id)").first()[0],
           sized.rdd.getNumPartitions(), sized.select(spark_partition_id()).distinct().count())
+    # cdkds.connector.load (Spark's Parquet reader on cdkds's plan) against the cdkds source: a
+    # tombstone, a rename, an earlier revision, where/columns, and deletion vectors (users)
+    from cdkds.connector import load
+    events = DatasetRepository(url.rsplit("/", 1)[0]).load("events")
+    events.delete("userId = 3 or id in (1, 8, 15, 22, 29, 36)")
+    events.alter().rename("userId", "user").commit()
+    def agree(target, **options):
+        native, python = load(spark, target, **options), spark.read.format("cdkds").options(**options).load(target)
+        rows = lambda df: sorted(map(repr, df.collect()))
+        plan = native._jdf.queryExecution().executedPlan().toString()
+        same = native.schema == python.schema and rows(native) == rows(python) and "FileScan parquet" in plan
+        if not same:
+            extra = sorted(set(rows(native)) ^ set(rows(python)))[:5]
+            print("DISAGREE", target, options, native.count(), python.count(), extra, file=sys.stderr)
+        return int(same)
+    print("AGREE", agree(url), agree(url, versionAsOf="1"), agree(url, where="user = 5 or id < 40", columns="id,ts"),
+          agree(users_url), agree(users_url, where="email = 'v2'"))
     spark.stop()
 """)
 
@@ -96,6 +113,8 @@ def _run_job(master: str, url: str, tmp_path: Path) -> list[int]:
                           timeout=400)
     assert done.returncode == 0, done.stderr[-4000:]
     lines = {l.split()[0]: [int(x) for x in l.split()[1:]] for l in done.stdout.splitlines() if l[:1].isupper()}
+    disagreements = [l for l in done.stderr.splitlines() if l.startswith("DISAGREE")]
+    assert lines["AGREE"] == [1] * 5, f"cdkds.connector.load disagrees with the cdkds source: {disagreements}"
     files, partitions, reading, rows, total, sized, sized_reading = lines["SPLITS"]
     # a large file is read by more than one task: pieces of about maxPartitionBytes, or as
     # many as minPartitions asks for (down to 4 MB pieces, Spark's open cost); every row exactly once
