@@ -85,7 +85,7 @@ def load(spark: SparkSession, url: str, **options: Any) -> DataFrame:
     _log_split(where.name, dataset.version, native.native_files - len(refused), {**native.reasons, **refused})
     if not parts:
         return spark.createDataFrame([], schema)
-    return _exactly(functools.reduce(DataFrame.unionByName, parts), schema)
+    return _with_metadata(functools.reduce(DataFrame.unionByName, parts), schema)
 
 
 def _python_source(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
@@ -330,54 +330,20 @@ def _spark_file_names(frame: DataFrame, store: ObjectStore, group: NativeGroup) 
 
 # ---------------------------------------------------------------- the schema
 
-def _exactly(frame: DataFrame, schema: T.StructType) -> DataFrame:
-    """``frame`` with ``schema``'s nullability and metadata (Spark's Parquet source reads every
-    column as nullable); columns already right stay plain columns, so filters still push down."""
-    actual = {f.name: f for f in frame.schema.fields}
-    fixed = {f.name: _with_nulls(top_level_column(f.name), f.dataType, f.nullable) for f in schema.fields
-             if (actual[f.name].dataType, actual[f.name].nullable) != (f.dataType, f.nullable)}
-    frame = frame.withColumns(fixed) if fixed else frame
+def _with_metadata(frame: DataFrame, schema: T.StructType) -> DataFrame:
+    """``frame`` with ``schema``'s field metadata. Its columns stay plain columns, so Spark
+    still pushes filters on them into the Parquet scan; for the same reason they keep the
+    nullability Spark's Parquet source gives (every column may be null), and a required
+    field shows as nullable."""
     for f in schema.fields:
         if f.metadata:
             frame = frame.withMetadata(f.name, f.metadata)
     return frame
 
 
-def _with_nulls(column: Column, typ: T.DataType, nullable: bool) -> Column:
-    """``column`` rebuilt so that Spark knows where it holds no null (a required field holds none)."""
-    if isinstance(typ, T.StructType):
-        inner = F.struct(*(_with_nulls(column.getField(f.name), f.dataType, f.nullable).alias(f.name)
-                           for f in typ.fields))
-    elif isinstance(typ, T.ArrayType):
-        inner = F.transform(column, lambda item: _with_nulls(item, typ.elementType, typ.containsNull))
-    elif isinstance(typ, T.MapType):
-        inner = F.transform_values(column, lambda _, v: _with_nulls(v, typ.valueType, typ.valueContainsNull))
-    else:
-        return _nullable(column, typ) if nullable else F.coalesce(column, _zero(typ))
-    if nullable:
-        return F.when(column.isNotNull(), inner)
-    return F.coalesce(inner, _zero(typ))
-
-
 def _nullable(column: Column, typ: T.DataType) -> Column:
     """``column`` as it is, which Spark takes for one that may be null."""
     return F.nullif(column, F.lit(None).cast(typ))
-
-
-def _zero(typ: T.DataType) -> Column:
-    """A literal Spark knows is not null, of ``typ`` (never taken: a required field holds no null)."""
-    import datetime as dt
-    import decimal
-
-    epoch = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
-    literals = {T.BooleanType: False, T.StringType: "", T.BinaryType: b"", T.DateType: epoch.date(),
-                T.TimestampType: epoch, T.TimestampNTZType: epoch}
-    if isinstance(typ, (T.StructType, T.ArrayType, T.MapType)):
-        return F.array().cast(typ) if isinstance(typ, T.ArrayType) else F.create_map().cast(typ) \
-            if isinstance(typ, T.MapType) else F.struct(*(_zero(f.dataType).alias(f.name) for f in typ.fields))
-    if isinstance(typ, T.DecimalType):  # a literal of the scale: a cast that could overflow may be null
-        return F.lit(decimal.Decimal("0." + "0" * typ.scale if typ.scale else "0")).cast(typ)
-    return F.lit(literals.get(type(typ), 0)).cast(typ)
 
 
 # ---------------------------------------------------------------- SQL

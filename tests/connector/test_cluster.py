@@ -63,7 +63,7 @@ JOB = textwrap.dedent("""
         native, python = load(spark, target, **options), spark.read.format("cdkds").options(**options).load(target)
         rows = lambda df: sorted(map(repr, df.collect()))
         plan = native._jdf.queryExecution().executedPlan().toString()
-        same = native.schema == python.schema and rows(native) == rows(python) and "FileScan parquet" in plan
+        same = native.schema.simpleString() == python.schema.simpleString() and rows(native) == rows(python) and "FileScan parquet" in plan
         if not same:
             extra = sorted(set(rows(native)) ^ set(rows(python)))[:5]
             print("DISAGREE", target, options, native.count(), python.count(), extra, file=sys.stderr)
