@@ -228,16 +228,35 @@ class AsStored(Conversion):
 
 @dataclass(frozen=True)
 class CastTo(Conversion):
-    """The column cast to the reader's (wider) type."""
+    """The column, of the file's type ``source``, cast to the reader's (wider) type."""
 
+    source: pa.DataType
     target: pa.DataType
     where: str
 
+    @property
+    def exact(self) -> bool:
+        """Whether every value is kept exactly (see :func:`exact_widening`)."""
+        return exact_widening(self.source, self.target)
+
     def __call__(self, array: pa.Array) -> pa.Array:
         try:
-            return array.cast(self.target, safe=True)
+            return widened(array, self.target)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
             raise DataFileError(f"{self.where} of type {array.type} cannot be read as {self.target}: {e}") from None
+
+
+def exact_widening(source: pa.DataType, target: pa.DataType) -> bool:
+    """Whether widening ``source`` values to ``target`` keeps each value exactly; an integer
+    widened to a floating type rounds beyond the float's precision (to the nearest, as Java,
+    Spark and Iceberg widen)."""
+    return not (pa.types.is_integer(source) and pa.types.is_floating(target))
+
+
+def widened(array: pa.Array, target: pa.DataType) -> pa.Array:
+    """``array`` widened to ``target``: checked (an out-of-range value fails), except where
+    :func:`exact_widening` says values round."""
+    return array.cast(target, safe=exact_widening(array.type, target))
 
 
 @dataclass(frozen=True)
@@ -331,4 +350,4 @@ def _converter(source: pa.DataType, avro: AvroType, target: pa.DataType, where: 
         return MapConversion(values, target)
     if source.equals(target):
         return AsStored()
-    return CastTo(target, where)
+    return CastTo(source, target, where)

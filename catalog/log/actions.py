@@ -23,6 +23,7 @@ from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.expressions import Expression, from_json as expression_from_json
 from cdkds.catalog.keyed.deletion import DeletionVectorRef
 from cdkds.formats import values
+from cdkds.formats.projection import widened
 from cdkds.formats.statistics import ColumnStatistics
 
 READER_VERSION = 3  # the newest protocol this build reads and writes
@@ -161,7 +162,7 @@ def _promoted(statistics: ColumnStatistics, source: pa.DataType, target: pa.Data
     if statistics.min is None:
         return statistics
     try:
-        lo, hi = pa.array([statistics.min, statistics.max], type=source).cast(target, safe=True).to_pylist()
+        lo, hi = widened(pa.array([statistics.min, statistics.max], type=source), target).to_pylist()
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return ColumnStatistics(statistics.null_count)
     return ColumnStatistics(statistics.null_count, lo, hi)
