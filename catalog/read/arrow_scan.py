@@ -58,7 +58,8 @@ def scanner_conversions(projection: FileProjection) -> str | None:
     return None
 
 
-PYARROW = NativeReader("pyarrow", deletion_vectors=False, predicates=True, conversions=scanner_conversions)
+PYARROW = NativeReader("pyarrow", deletion_vectors=False, predicates=True, conversions=scanner_conversions,
+                       float_filters=False)
 
 
 def column_expressions(projection: FileProjection) -> dict[str, pc.Expression]:
