@@ -44,8 +44,7 @@ def lazy_reader(plan: ScanPlan) -> NativeReader:
         if not projection.is_identity:
             return "a lazy pyarrow dataset reads columns as they are stored (renamed, added or widened fields)"
         return None
-    return NativeReader("a lazy pyarrow dataset", deletion_vectors=False, predicates=True, conversions=conversions,
-                        float_filters=False)
+    return NativeReader("a lazy pyarrow dataset", deletion_vectors=False, predicates=True, conversions=conversions)
 
 
 def to_arrow_dataset(store: ObjectStore, plan: ScanPlan) -> ds.Dataset:

@@ -58,8 +58,7 @@ def scanner_conversions(projection: FileProjection) -> str | None:
     return None
 
 
-PYARROW = NativeReader("pyarrow", deletion_vectors=False, predicates=True, conversions=scanner_conversions,
-                       float_filters=False)
+PYARROW = NativeReader("pyarrow", deletion_vectors=False, predicates=True, conversions=scanner_conversions)
 
 
 def column_expressions(projection: FileProjection) -> dict[str, pc.Expression]:

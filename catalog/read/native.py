@@ -47,16 +47,12 @@ class NativeReader:
     """What an engine's Parquet reader can do beyond reading columns as they are stored:
     ``deletion_vectors``: drop rows by their position in a file; ``predicates``: filter rows
     with tombstones and TTL; ``conversions``: why it cannot read a group's files through a
-    projection (renames, added fields, widened types...), or ``None`` if it can;
-    ``float_filters``: whether it filters on floating-point columns exactly (pyarrow's
-    scanner does not: it simplifies filters with Parquet statistics, which leave NaN out, as
-    if they bounded every value, and so decides NaN rows wrongly)."""
+    projection (renames, added fields, widened types...), or ``None`` if it can."""
 
     name: str
     deletion_vectors: bool
     predicates: bool
     conversions: Callable[[FileProjection], str | None]
-    float_filters: bool = True
 
 
 @dataclass(frozen=True)
@@ -105,9 +101,8 @@ def plan_native(store: ObjectStore, scan: ScanPlan, reader: NativeReader) -> Nat
     read_columns = (*scan.columns, *sorted(used - set(scan.columns)))
     reasons: dict[str, str] = {}
     candidates = []
-    floats = {f.name for f in descriptor.arrow_schema if pa.types.is_floating(f.type)}
     for t in tasks:
-        why = _why_not(t, reader, descriptor.format) or _why_not_filtered(scan.predicate, t, reader, floats)
+        why = _why_not(t, reader, descriptor.format)
         if why is None:
             candidates.append(t)
         else:
@@ -145,18 +140,6 @@ def _why_not(task: FileScanTask, reader: NativeReader, file_format: str) -> str 
         return f"{reader.name} cannot drop rows by position (deletion vectors)"
     if (task.tombstones or task.visible is not ALWAYS_TRUE) and not reader.predicates:
         return f"{reader.name} does not apply tombstones or TTL"
-    return None
-
-
-def _why_not_filtered(predicate: Expression, task: FileScanTask, reader: NativeReader, floats: set[str]
-                      ) -> str | None:
-    """Why ``reader`` cannot filter ``task``'s rows by the scan's predicate and its rules, or ``None``."""
-    if reader.float_filters:
-        return None
-    used = set(references(predicate)).union(references(task.visible), *(references(t) for t in task.tombstones))
-    on_floats = sorted(used & floats)
-    if on_floats:
-        return f"{reader.name} filters floating-point column {on_floats[0]!r} as if Parquet statistics counted NaN"
     return None
 
 
