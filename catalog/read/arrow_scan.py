@@ -86,16 +86,19 @@ def group_filters(predicate: Expression, group: NativeGroup, columns: dict[str, 
                   ) -> tuple[pc.Expression | None, pc.Expression | None]:
     """The rows of ``group`` to read (matching ``predicate``, visible, deleted by no
     tombstone) as two filters whose conjunction it is (``None``: all rows): one the scanner
-    may prune row groups with, and one of the terms that read a floating-point column,
+    may prune row groups with, and the tombstones that read a floating-point column,
     evaluated on the rows read. Parquet's min/max leave NaN out, and pyarrow prunes with
     them as if a row group had no NaN: one of NaN and -0.0 (min = max = -0.0) is taken for
-    all -0.0, so even ``not (f = 0.0)`` or a tombstone ``f = 0.0`` would skip its NaN rows."""
+    all -0.0, so a tombstone ``f = 0.0`` would skip its NaN rows, which it does not delete.
+    (A predicate is never true on NaN where it is false on the values min/max bound: a
+    comparison with NaN is null; so pruning with one skips no row it keeps.)"""
     schema = group.projection.schema
-    terms = [(e, to_arrow(e, schema, columns)) for e in (predicate, group.visible) if e is not ALWAYS_TRUE]
-    terms += [(t, ~pc.coalesce(to_arrow(t, schema, columns), pc.scalar(False))) for t in group.tombstones]
-    prunable = [term for e, term in terms if not _floating(e, schema)]
-    unprunable = [term for e, term in terms if _floating(e, schema)]
-    return _all(prunable), _all(unprunable)
+    terms = [to_arrow(e, schema, columns) for e in (predicate, group.visible) if e is not ALWAYS_TRUE]
+    unprunable = []
+    for t in group.tombstones:
+        kept = ~pc.coalesce(to_arrow(t, schema, columns), pc.scalar(False))
+        (unprunable if _floating(t, schema) else terms).append(kept)
+    return _all(terms), _all(unprunable)
 
 
 def _all(terms: list[pc.Expression]) -> pc.Expression | None:
