@@ -40,6 +40,7 @@ def test_nan_rows_of_a_file_whose_statistics_leave_nan_out_are_kept(tmp_path):
     assert agree(ds).num_rows == 4
     for where in ("not (f = 0.0)", "f != 1.5", "not (f <= 1.5)", "f is not null", "id >= 0"):
         agree(ds, where)
+    assert agree(ds, columns=[]).num_rows == 4 and agree(ds, "id < 1", columns=["id"]).num_rows == 3
     ds.alter().widen("f", "double").commit()
     for where in (None, "not (f = 0.0)", "f != 1.5", "not (f < 2.0)"):
         agree(ds, where)
