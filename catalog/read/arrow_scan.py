@@ -168,7 +168,7 @@ def group_dataset(store: ObjectStore, group: NativeGroup, filesystem: pafs.FileS
                          filesystem)
 
 
-KEEP = "__cdkds_keep"  # the column of a scan holding its filter that no row group may be pruned with
+KEEP = "cdkds keep"  # the column of a scan holding the filter no row group may be pruned with (no field has a space)
 
 
 def group_scanner(store: ObjectStore, native: NativePlan, group: NativeGroup, filesystem: pafs.FileSystem,
