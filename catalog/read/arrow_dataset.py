@@ -12,7 +12,9 @@ rows :func:`~cdkds.catalog.read.scan.read_task` gives:
   scan's predicate and, when every such file has the same tombstones and TTL and no file
   is read by cdkds, those rules; otherwise only files without tombstones or TTL are direct.
   The filter reads columns of the dataset, so no file is direct when the predicate or the
-  rules use a column left out of ``columns``;
+  rules use a column left out of ``columns``, and only files without tombstones when one reads
+  a floating-point column (pyarrow prunes row groups with it as if they held no NaN: see
+  :func:`~cdkds.catalog.read.arrow_scan.group_filters`);
 - every other file (deletion vectors, schema changes, Avro, other rules) is read now through
   cdkds's own reader, and its matching rows are held in memory.
 
@@ -28,7 +30,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from cdkds.catalog.expressions import ALWAYS_TRUE
-from cdkds.catalog.read.arrow_scan import arrow_filesystem, files_dataset, group_filter
+from cdkds.catalog.read.arrow_scan import arrow_filesystem, files_dataset, group_filter, group_filters
 from cdkds.catalog.read.native import NativeGroup, NativeReader, plan_native
 from cdkds.catalog.read.scan import ScanPlan, read_tasks
 from cdkds.catalog.storage import ObjectStore
@@ -57,6 +59,9 @@ def to_arrow_dataset(store: ObjectStore, plan: ScanPlan) -> ds.Dataset:
     if len(by_rules) == 1 and not native.fallback:
         direct = native.groups
     else:
+        direct = tuple(by_rules.get(((), ALWAYS_TRUE), ()))
+    if direct and group_filters(plan.predicate, direct[0], {})[1] is not None:
+        # pyarrow would prune row groups with tombstones on floating columns as if they held no NaN
         direct = tuple(by_rules.get(((), ALWAYS_TRUE), ()))
     in_direct = {t.file.path for g in direct for t in g.tasks}
     held = list(read_tasks(store, plan, [t for t in plan.tasks if t.file.path not in in_direct]))

@@ -30,7 +30,7 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
 from cdkds.catalog.errors import DataFileError
-from cdkds.catalog.expressions import ALWAYS_TRUE, Expression, to_arrow
+from cdkds.catalog.expressions import ALWAYS_TRUE, Expression, references, to_arrow
 from cdkds.catalog.read.native import NativeGroup, NativePlan, NativeReader, plan_native
 from cdkds.catalog.read.scan import FileScanTask, ScanPlan, read_tasks, reading_error
 from cdkds.catalog.storage import ObjectStore, store_failure
@@ -77,18 +77,44 @@ def column_expressions(projection: FileProjection) -> dict[str, pc.Expression]:
     return out
 
 
-def group_filter(predicate: Expression, group: NativeGroup, columns: dict[str, pc.Expression]) -> pc.Expression | None:
-    """The rows of ``group`` to read: matching ``predicate``, visible, deleted by no
-    tombstone (``None``: all of them)."""
+def _floating(expr: Expression, schema: pa.Schema) -> bool:
+    """Whether ``expr`` reads a floating-point column of ``schema``."""
+    return any(pa.types.is_floating(schema.field(name).type) for name in references(expr) if name in schema.names)
+
+
+def group_filters(predicate: Expression, group: NativeGroup, columns: dict[str, pc.Expression]
+                  ) -> tuple[pc.Expression | None, pc.Expression | None]:
+    """The rows of ``group`` to read (matching ``predicate``, visible, deleted by no
+    tombstone) as two filters whose conjunction it is (``None``: all rows): one the scanner
+    may prune row groups with, and the tombstones that read a floating-point column,
+    evaluated on the rows read. Parquet's min/max leave NaN out, and pyarrow prunes with
+    them as if a row group had no NaN: one of NaN and -0.0 (min = max = -0.0) is taken for
+    all -0.0, so a tombstone ``f = 0.0`` would skip its NaN rows, which it does not delete.
+    (A predicate is never true on NaN where it is false on the values min/max bound: a
+    comparison with NaN is null; so pruning with one skips no row it keeps.)"""
     schema = group.projection.schema
     terms = [to_arrow(e, schema, columns) for e in (predicate, group.visible) if e is not ALWAYS_TRUE]
-    terms += [~pc.coalesce(to_arrow(t, schema, columns), pc.scalar(False)) for t in group.tombstones]
+    unprunable = []
+    for t in group.tombstones:
+        kept = ~pc.coalesce(to_arrow(t, schema, columns), pc.scalar(False))
+        (unprunable if _floating(t, schema) else terms).append(kept)
+    return _all(terms), _all(unprunable)
+
+
+def _all(terms: list[pc.Expression]) -> pc.Expression | None:
     if not terms:
         return None
     out = terms[0]
     for term in terms[1:]:
         out = out & term
     return out
+
+
+def group_filter(predicate: Expression, group: NativeGroup, columns: dict[str, pc.Expression]) -> pc.Expression | None:
+    """The rows of ``group`` to read: matching ``predicate``, visible, deleted by no
+    tombstone (``None``: all of them); see :func:`group_filters` for why a scan must not
+    prune row groups with all of it."""
+    return _all([f for f in group_filters(predicate, group, columns) if f is not None])
 
 
 class _KnownSizes(pafs.FSSpecHandler):
@@ -142,13 +168,27 @@ def group_dataset(store: ObjectStore, group: NativeGroup, filesystem: pafs.FileS
                          filesystem)
 
 
+KEEP = "cdkds keep"  # the column of a scan holding the filter no row group may be pruned with (no field has a space)
+
+
 def group_scanner(store: ObjectStore, native: NativePlan, group: NativeGroup, filesystem: pafs.FileSystem,
                   batch_rows: int = DEFAULT_BATCH_ROWS) -> ds.Scanner:
-    """The scan of ``group``'s files: its rows of the plan, in the plan's output columns."""
+    """The scan of ``group``'s files: its rows of the plan, in the plan's output columns,
+    then a column :data:`KEEP` where some rows are yet to be filtered (:func:`kept`)."""
     columns = column_expressions(group.projection)
-    return group_dataset(store, group, filesystem).scanner(
-        columns={c: columns[c] for c in native.scan.columns}, filter=group_filter(native.scan.predicate, group, columns),
-        batch_size=batch_rows)
+    prunable, unprunable = group_filters(native.scan.predicate, group, columns)
+    projected = {c: columns[c] for c in native.scan.columns}
+    if unprunable is not None:
+        projected[KEEP] = unprunable
+    return group_dataset(store, group, filesystem).scanner(columns=projected, filter=prunable, batch_size=batch_rows)
+
+
+def kept(batch: Any) -> Any:
+    """The rows of a batch (or table) of :func:`group_scanner` it keeps, without :data:`KEEP`."""
+    if KEEP not in batch.schema.names:
+        return batch
+    keep = batch.column(KEEP)
+    return batch.drop_columns([KEEP]).filter(keep)
 
 
 def _conformed(batch: pa.RecordBatch | pa.Table, schema: pa.Schema) -> Any:
@@ -209,6 +249,7 @@ def scan_batches(store: ObjectStore, plan: ScanPlan, batch_rows: int = DEFAULT_B
                     break
                 except Exception as e:  # noqa: BLE001 - named, or passed on, by scan_error
                     raise scan_error(e, store, group) from None
+                batch = kept(batch)
                 if batch.num_rows:
                     yield _conformed(batch, schema)
         finally:
@@ -232,7 +273,7 @@ def scan_table(store: ObjectStore, plan: ScanPlan) -> pa.Table:
             table = group_scanner(store, native, group, filesystem).to_table()
         except Exception as e:  # noqa: BLE001 - named, or passed on, by scan_error
             raise scan_error(e, store, group) from None
-        parts.append(_conformed(table, schema))
+        parts.append(_conformed(kept(table), schema))
     if native.fallback:
         parts.append(pa.Table.from_batches(list(read_tasks(store, plan, native.fallback)), schema=schema))
     if not parts:

@@ -443,6 +443,9 @@ class DatasetWriter:
                  sort_by: "str | Sequence[str] | None" = None):
         self.dataset = dataset
         self.descriptor = dataset.descriptor
+        # the revision of the descriptor its files are written with, stamped on them (readers trust it
+        # for their layout): after a flush rebased over a schema change the dataset's is newer
+        self.descriptor_version = dataset.descriptor_version
         self.target_file_size = target_file_size
         self.max_open_files = max_open_files
         self.sort_by = write_sort(dataset.name, self.descriptor, sort_by)  # checked before anything is written
@@ -462,7 +465,7 @@ class DatasetWriter:
     def _new_files(self) -> PartitionedWriter:
         ds = self.dataset
         replaces = [f.path for f in self.mode.files] if isinstance(self.mode, RewriteFiles) else ()
-        return PartitionedWriter(ds.store, ds.name, self.descriptor, ds.descriptor_version, ds.version,
+        return PartitionedWriter(ds.store, ds.name, self.descriptor, self.descriptor_version, ds.version,
                                  uuid.uuid4().hex, self.mode.operation, replaces, self.target_file_size,
                                  self.max_open_files, self._id, self._commits, list(self.sort_by))
 
