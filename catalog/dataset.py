@@ -14,7 +14,8 @@ from cdkds.catalog.expressions import Expression
 from cdkds.catalog.log.actions import Action, AddFile
 from cdkds.catalog.log import HistoryEntry, TransactionLog
 from cdkds.catalog.log.snapshot import Snapshot
-from cdkds.catalog.read.scan import ScanPlan, batch_reader, check_batch_rows, plan_scan, read_plan
+from cdkds.catalog.read.arrow_scan import scan_batches, scan_table
+from cdkds.catalog.read.scan import ScanPlan, batch_reader, check_batch_rows, plan_scan
 from cdkds.catalog.storage import ObjectStore
 from cdkds.catalog import maintenance
 from cdkds.catalog.write.delete import plan_delete, row_deletes
@@ -99,12 +100,11 @@ class Dataset:
              batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
         """The matching rows as Arrow batches, streamed file by file."""
         check_batch_rows(self.name, batch_rows)
-        return read_plan(self.store, self.plan(where, columns), batch_rows)
+        return scan_batches(self.store, self.plan(where, columns), batch_rows)
 
     def to_table(self, where: Expression | str | None = None, columns: Sequence[str] | None = None) -> pa.Table:
         """The matching rows as one Arrow table (this one does hold them all in memory)."""
-        plan = self.plan(where, columns)
-        return pa.Table.from_batches(list(read_plan(self.store, plan)), schema=plan.output_schema)
+        return scan_table(self.store, self.plan(where, columns))
 
     def to_batch_reader(self, where: Expression | str | None = None, columns: Sequence[str] | None = None,
                         batch_rows: int = DEFAULT_BATCH_ROWS) -> pa.RecordBatchReader:
@@ -113,7 +113,7 @@ class Dataset:
         ``close()`` stops reading at once."""
         check_batch_rows(self.name, batch_rows)
         plan = self.plan(where, columns)
-        return batch_reader(plan.output_schema, read_plan(self.store, plan, batch_rows))
+        return batch_reader(plan.output_schema, scan_batches(self.store, plan, batch_rows))
 
     def to_arrow_dataset(self, where: Expression | str | None = None,
                          columns: Sequence[str] | None = None) -> "pyarrow.dataset.Dataset":

@@ -57,13 +57,14 @@ class NativeReader:
 
 @dataclass(frozen=True)
 class NativeGroup:
-    """Files one native scan reads: the same layout (``projection`` turns their columns into
-    the plan's ``read_columns``) and the same rules."""
+    """Files one native scan reads: the same ``layout`` (their Arrow schema, with field ids;
+    ``projection`` turns their columns into the plan's ``read_columns``) and the same rules."""
 
     tasks: tuple[FileScanTask, ...]
     projection: FileProjection
     tombstones: tuple[Expression, ...]
     visible: Expression
+    layout: pa.Schema | None = None
 
     @property
     def files(self) -> list:
@@ -110,9 +111,14 @@ def plan_native(store: ObjectStore, scan: ScanPlan, reader: NativeReader) -> Nat
     projection = descriptor.projection(list(read_columns) or [next(iter(descriptor.fields))])
     grouped: dict[tuple, list[FileScanTask]] = defaultdict(list)
     resolved: dict[bytes, FileProjection | str] = {}  # by layout: its projection, or why the reader cannot
+    schemas: dict[bytes, pa.Schema] = {}
+    keys: dict[int, bytes] = {}  # by id(layout): files of one revision share one schema object
     for t in candidates:
         layout = layouts[t.file.path]
-        key = layout.serialize().to_pybytes()  # schemas compare equal whatever their field ids
+        if id(layout) not in keys:
+            keys[id(layout)] = layout.serialize().to_pybytes()  # schemas compare equal whatever their field ids
+        key = keys[id(layout)]
+        schemas.setdefault(key, layout)
         if key not in resolved:
             resolved[key] = projection.resolve(layout, store.display(t.file.path))
             resolved[key] = reader.conversions(resolved[key]) or resolved[key]  # type: ignore[arg-type]
@@ -120,7 +126,7 @@ def plan_native(store: ObjectStore, scan: ScanPlan, reader: NativeReader) -> Nat
             reasons[t.file.path] = resolved[key]  # type: ignore[assignment]
             continue
         grouped[(key, t.tombstones, t.visible)].append(t)
-    groups = tuple(NativeGroup(tuple(ts), resolved[key], tombstones, visible)  # type: ignore[arg-type]
+    groups = tuple(NativeGroup(tuple(ts), resolved[key], tombstones, visible, schemas[key])  # type: ignore[arg-type]
                    for (key, tombstones, visible), ts in grouped.items())
     fallback = tuple(t for t in tasks if t.file.path in reasons)
     return NativePlan(scan, read_columns, groups, fallback, reasons)

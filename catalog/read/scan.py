@@ -113,11 +113,19 @@ def check_batch_rows(dataset: str, batch_rows: object) -> None:
 
 
 def read_plan(store: ObjectStore, plan: ScanPlan, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
-    """The matching rows of the plan's files, batch by batch, in the output columns."""
+    """The matching rows of the plan's files, batch by batch, in the output columns, every
+    file read by cdkds's own reader (:func:`read_task`)."""
+    return read_tasks(store, plan, plan.tasks, batch_rows)
+
+
+def read_tasks(store: ObjectStore, plan: ScanPlan, tasks: Sequence[FileScanTask],
+               batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+    """The matching rows of ``tasks`` (some of the plan's), read by :func:`read_task` a few
+    files ahead, pieces of large files side by side."""
     from cdkds.catalog.read.splits import split
 
     descriptor = plan.snapshot.descriptor
-    tasks = split(plan.tasks, SPLIT_BYTES, file_format(descriptor.format).splittable)  # large files in parallel
+    tasks = split(tasks, SPLIT_BYTES, file_format(descriptor.format).splittable)  # large files in parallel
     yield from read_ahead(functools.partial(read_task, store, descriptor, plan.predicate, plan.columns, task, batch_rows)
                           for task in tasks)
 

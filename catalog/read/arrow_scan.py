@@ -1,0 +1,218 @@
+"""Reading a scan through pyarrow's dataset scanner: the files of the native plan's groups
+(:func:`~cdkds.catalog.read.native.plan_native` with :data:`PYARROW`) are read by one
+``pyarrow.dataset`` scan per group, on Arrow's own threads without Python's lock, and only
+the fallback files by cdkds's own reader (:func:`~cdkds.catalog.read.scan.read_tasks`).
+
+A group's scan is its files with their physical schema (the group's layout: no footer is
+read to learn it), and
+
+- a **projection** per output column: the file's column as it is stored, renamed, or
+  widened by a cast (``CastTo``, the cast cdkds's reader makes), or the default (or null) of
+  a field the files lack; nested conversions (a record's, list's or map's children changed)
+  are left to cdkds;
+- a **filter**: the scan's predicate, the TTL visibility (rows where it is true) and no
+  tombstone true (``~coalesce(t, false)``), each translated through the projection, so it
+  has the meaning it has on the rows cdkds reads.
+
+Deletion vectors need a row's position in its file, which pyarrow's scanner does not give:
+files with them are read by cdkds.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, Mapping
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+
+from cdkds.catalog.errors import DataFileError
+from cdkds.catalog.expressions import ALWAYS_TRUE, Expression, to_arrow
+from cdkds.catalog.read.native import NativeGroup, NativePlan, NativeReader, plan_native
+from cdkds.catalog.read.scan import ScanPlan, read_tasks, reading_error
+from cdkds.catalog.storage import ObjectStore, store_failure
+from cdkds.formats.files import DEFAULT_BATCH_ROWS, open_data_file
+from cdkds.formats.projection import AsStored, CastTo, FileColumn, FileProjection, MissingField
+from cdkds.formats.schema import default_value
+
+NAMED_FILES = 5  # files an error names when pyarrow's message does not say which one failed
+
+
+def _nested(t: pa.DataType) -> bool:
+    return pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t)
+
+
+def scanner_conversions(projection: FileProjection) -> str | None:
+    """Why pyarrow's scanner cannot read files through ``projection`` exactly, or ``None``."""
+    for reader, target in zip(projection.readers, projection.schema):
+        if isinstance(reader, MissingField) and _nested(target.type):
+            return f"pyarrow's scanner does not fill the missing record, list or map field {target.name!r}"
+        if isinstance(reader, FileColumn) and not isinstance(reader.convert, (AsStored, CastTo)):
+            return f"pyarrow's scanner does not convert the children of field {target.name!r}"
+    return None
+
+
+PYARROW = NativeReader("pyarrow", deletion_vectors=False, predicates=True, conversions=scanner_conversions)
+
+
+def column_expressions(projection: FileProjection) -> dict[str, pc.Expression]:
+    """Each field of ``projection`` as an expression over the file's columns."""
+    out = {}
+    for reader, target in zip(projection.readers, projection.schema):
+        if isinstance(reader, MissingField):
+            value = default_value(reader.field["type"], reader.field.get("default"))
+            out[target.name] = pc.scalar(pa.scalar(value, target.type))
+        elif isinstance(reader, FileColumn) and isinstance(reader.convert, AsStored):
+            out[target.name] = pc.field(reader.name)
+        elif isinstance(reader, FileColumn) and isinstance(reader.convert, CastTo):
+            out[target.name] = pc.field(reader.name).cast(reader.convert.target, safe=True)
+        else:
+            raise ValueError(f"no scanner projection for field {target.name!r}: {reader}")  # refused by PYARROW
+    return out
+
+
+def group_filter(predicate: Expression, group: NativeGroup, columns: dict[str, pc.Expression]) -> pc.Expression | None:
+    """The rows of ``group`` to read: matching ``predicate``, visible, deleted by no
+    tombstone (``None``: all of them)."""
+    schema = group.projection.schema
+    terms = [to_arrow(e, schema, columns) for e in (predicate, group.visible) if e is not ALWAYS_TRUE]
+    terms += [~pc.coalesce(to_arrow(t, schema, columns), pc.scalar(False)) for t in group.tombstones]
+    if not terms:
+        return None
+    out = terms[0]
+    for term in terms[1:]:
+        out = out & term
+    return out
+
+
+class _KnownSizes(pafs.FSSpecHandler):
+    """An fsspec filesystem for pyarrow that opens data files with the sizes the log gives,
+    so an object store is not asked for them (fsspec's handler asks twice per file)."""
+
+    def __init__(self, fs: Any, sizes: Mapping[str, int]):
+        super().__init__(fs)
+        self.sizes = sizes
+
+    def open_input_file(self, path: str) -> pa.PythonFile:
+        if path not in self.sizes:
+            return super().open_input_file(path)
+        return pa.PythonFile(open_data_file(self.fs, path, self.sizes[path]), mode="r")
+
+
+def arrow_filesystem(fs: Any, sizes: Mapping[str, int] | None = None) -> pafs.FileSystem:
+    """``fs`` (fsspec) as a pyarrow filesystem: pyarrow's own for local files (read without
+    Python's lock), others through fsspec, opening the files of ``sizes`` (path -> bytes)
+    without asking their size."""
+    from fsspec.implementations.local import LocalFileSystem
+    if isinstance(fs, LocalFileSystem):
+        return pafs.LocalFileSystem()
+    return pafs.PyFileSystem(_KnownSizes(fs, sizes or {}))
+
+
+def filesystem_for(store: ObjectStore, native: NativePlan) -> pafs.FileSystem:
+    """The pyarrow filesystem the scans of ``native``'s groups read through."""
+    return arrow_filesystem(store.fs, {store.path(t.file.path): t.file.size for g in native.groups for t in g.tasks})
+
+
+_PARQUET = ds.ParquetFileFormat()
+
+
+def group_dataset(store: ObjectStore, group: NativeGroup, filesystem: pafs.FileSystem) -> ds.FileSystemDataset:
+    """The files of ``group`` as a pyarrow dataset of the columns its projection reads, typed
+    as they are stored."""
+    assert group.layout is not None
+    physical = pa.schema([group.layout.field(c) for c in group.projection.read_columns])
+    fragments = [_PARQUET.make_fragment(store.path(t.file.path), filesystem, file_size=t.file.size)
+                 for t in group.tasks]
+    return ds.FileSystemDataset(fragments, physical, _PARQUET, filesystem)
+
+
+def group_scanner(store: ObjectStore, native: NativePlan, group: NativeGroup, filesystem: pafs.FileSystem,
+                  batch_rows: int = DEFAULT_BATCH_ROWS) -> ds.Scanner:
+    """The scan of ``group``'s files: its rows of the plan, in the plan's output columns."""
+    columns = column_expressions(group.projection)
+    return group_dataset(store, group, filesystem).scanner(
+        columns={c: columns[c] for c in native.scan.columns}, filter=group_filter(native.scan.predicate, group, columns),
+        batch_size=batch_rows)
+
+
+def _conformed(batch: pa.RecordBatch | pa.Table, schema: pa.Schema) -> Any:
+    """``batch`` with the output schema's field names, nullability and metadata."""
+    if batch.schema.equals(schema, check_metadata=True):
+        return batch
+    kind = pa.Table if isinstance(batch, pa.Table) else pa.RecordBatch
+    return kind.from_arrays(batch.columns, schema=schema)
+
+
+def scan_error(error: Exception, store: ObjectStore, group: NativeGroup) -> Exception:
+    """What a failed scan of ``group`` raises: :func:`reading_error` of the file pyarrow names,
+    else a :class:`DataFileError` naming the group's files."""
+    message = str(error)
+    for t in group.tasks:
+        if store.path(t.file.path) in message:
+            return reading_error(error, store.display(t.file.path), t.file)
+    names = [store.display(t.file.path) for t in group.tasks[:NAMED_FILES]]
+    more = f" and {len(group.tasks) - NAMED_FILES} more" if len(group.tasks) > NAMED_FILES else ""
+    where = f"one of the data files {', '.join(names)}{more}"
+    failure = store_failure(error, f"reading {where}", unclassified=False)
+    if failure is not None:
+        return failure
+    if not isinstance(error, (pa.ArrowException, OSError, ValueError, EOFError)):
+        return error
+    return DataFileError(f"reading {where} failed: {type(error).__name__}: {error}")
+
+
+def native_plan(store: ObjectStore, plan: ScanPlan) -> NativePlan:
+    """``plan`` split between pyarrow's scanner and cdkds's reader."""
+    return plan_native(store, plan, PYARROW)
+
+
+def scan_batches(store: ObjectStore, plan: ScanPlan, batch_rows: int = DEFAULT_BATCH_ROWS
+                 ) -> Iterator[pa.RecordBatch]:
+    """The rows of ``plan`` batch by batch (at most ``batch_rows`` each), group after group,
+    then the fallback files; Arrow's scanner reads a bounded number of batches ahead, and
+    closing the iterator stops it."""
+    native = native_plan(store, plan)
+    schema = plan.output_schema
+    filesystem = filesystem_for(store, native)
+    for group in native.groups:
+        try:
+            reader = group_scanner(store, native, group, filesystem, batch_rows).to_reader()
+        except Exception as e:  # noqa: BLE001 - named, or passed on, by scan_error
+            raise scan_error(e, store, group) from None
+        try:
+            while True:
+                try:
+                    batch = reader.read_next_batch()
+                except StopIteration:
+                    break
+                except Exception as e:  # noqa: BLE001 - named, or passed on, by scan_error
+                    raise scan_error(e, store, group) from None
+                if batch.num_rows:
+                    yield _conformed(batch, schema)
+        finally:
+            reader.close()
+    if native.fallback:
+        yield from read_tasks(store, plan, native.fallback, batch_rows)
+
+
+def scan_table(store: ObjectStore, plan: ScanPlan) -> pa.Table:
+    """The rows of ``plan`` as one table: each group read whole by its scan (every core),
+    then the fallback files."""
+    native = native_plan(store, plan)
+    schema = plan.output_schema
+    filesystem = filesystem_for(store, native)
+    parts = []
+    for group in native.groups:
+        try:
+            table = group_scanner(store, native, group, filesystem).to_table()
+        except Exception as e:  # noqa: BLE001 - named, or passed on, by scan_error
+            raise scan_error(e, store, group) from None
+        parts.append(_conformed(table, schema))
+    if native.fallback:
+        parts.append(pa.Table.from_batches(list(read_tasks(store, plan, native.fallback)), schema=schema))
+    if not parts:
+        return schema.empty_table()
+    return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+
