@@ -10,17 +10,29 @@ from __future__ import annotations
 from cdkds.connector.keyed import upsert
 from cdkds.connector.source import CdkdsDataSource
 
-__all__ = ["CdkdsDataSource", "register", "upsert"]
+__all__ = ["CdkdsDataSource", "load", "register", "upsert"]
+
+
+def load(spark, url: str, **options):
+    """The rows of ``spark.read.format("cdkds").options(**options).load(url)``, planned by cdkds
+    and read by Spark's own Parquet source where it can (see :mod:`cdkds.connector.native`)."""
+    from cdkds.connector.native import load as native_load
+
+    return native_load(spark, url, **options)
 
 
 def register(spark, repository_url: str | None = None, database: str | None = None,
-             storage_options: dict | None = None) -> list[str]:
+             storage_options: dict | None = None, native: bool = False) -> list[str]:
     """Register the ``cdkds`` source with ``spark``; with a repository URL, also make each
     of its datasets queryable by name: as temporary views, or as tables of ``database``
     (``namespace/name`` becomes ``namespace_name``). Returns the names registered.
 
     Catalog tables keep no storage options (see :func:`cdkds.connector.source.carried_options`),
-    so ``storage_options`` are refused with ``database``."""
+    so ``storage_options`` are refused with ``database``.
+
+    With ``native``, the views read through :func:`load` (Spark's own Parquet source) and each is
+    pinned to the revision its dataset had at registration: commits made later do not show in it
+    until ``register`` is called again. Native views are temporary views (no ``database``)."""
     import json
 
     from cdkds.catalog import DatasetRepository
@@ -28,6 +40,14 @@ def register(spark, repository_url: str | None = None, database: str | None = No
     spark.dataSource.register(_with_parallelism(spark))
     if repository_url is None:
         return []
+    if native:
+        from cdkds.connector.native import register_views
+        from cdkds.connector.options import InvalidOptionError
+
+        if database is not None:
+            raise InvalidOptionError(f"repository {repository_url}: native=True makes temporary views, each pinned "
+                                     f"to its dataset's revision; give no database")
+        return register_views(spark, repository_url, storage_options)
     if database is not None and storage_options:
         from cdkds.connector.options import InvalidOptionError
 

@@ -57,6 +57,7 @@ KNOWN_OPTIONS = {
               "partitionOverwriteMode", "targetFileSize", "checkNulls", "operation", "sortBy", "txnAppId",
               "txnVersion", "cdkds.clustered", "cdkds.job"),
     "Spark": ("checkpointLocation", "queryName"),  # a streaming query's options reach its sink too
+    "native read": ("cdkds.nativeFallback",),  # set by cdkds.connector.load for the files it leaves to the source
 }
 PROPERTY_PREFIX = "property."
 
@@ -240,6 +241,35 @@ def read_options(options: Mapping[str, str], where_from_view: Expression, datase
         _int(options, "batchRows", DEFAULT_BATCH_ROWS, dataset, 1),
         _int(options, "minPartitions", None, dataset, 1),
     )
+
+
+@dataclass(frozen=True)
+class FallbackFiles:
+    """The files of a native read (:func:`cdkds.connector.load`) that the source reads: the
+    revision and the moment (ms, for TTL) the read was planned at, and the files' paths."""
+
+    version: int
+    now: int
+    paths: frozenset[str]
+
+    def to_option(self) -> str:
+        return json.dumps({"version": self.version, "now": self.now, "paths": sorted(self.paths)})
+
+
+FALLBACK_OPTION = "cdkds.nativeFallback"
+
+
+def fallback_files(options: Mapping[str, str], dataset: str) -> FallbackFiles | None:
+    """The files option ``cdkds.nativeFallback`` restricts a read to, if given."""
+    text = _get(options, FALLBACK_OPTION)
+    if text is None:
+        return None
+    try:
+        data = json.loads(text)
+        return FallbackFiles(int(data["version"]), int(data["now"]), frozenset(map(str, data["paths"])))
+    except (ValueError, KeyError, TypeError):
+        raise InvalidOptionError(f"dataset {dataset!r}: option {FALLBACK_OPTION} is set by cdkds.connector.load; "
+                                 f"got {text[:200]!r}") from None
 
 
 def _where(options: Mapping[str, str], dataset: str) -> Expression:

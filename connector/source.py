@@ -32,8 +32,8 @@ if TYPE_CHECKING:
 
     from cdkds.catalog import Dataset, DatasetDescriptor
     from cdkds.catalog.expressions import Expression
-    from cdkds.catalog.read.scan import FileScanTask
-    from cdkds.connector.options import Location
+    from cdkds.catalog.read.scan import FileScanTask, ScanPlan
+    from cdkds.connector.options import FallbackFiles, Location
 
 class CdkdsDataSource(DataSource):
     """``spark.read.format("cdkds").load(url)`` and ``df.write.format("cdkds").save(url)``."""
@@ -64,7 +64,7 @@ class CdkdsDataSource(DataSource):
         return merged
 
     def schema(self) -> StructType:
-        from cdkds.connector.options import OPTIONS_METADATA_KEY, location, read_options, reads_change_feed
+        from cdkds.connector.options import location, read_options, reads_change_feed
 
         options = self._options()
         where = location(options)
@@ -77,19 +77,10 @@ class CdkdsDataSource(DataSource):
         read = read_options(options, where.view, where.name)
         dataset = open_dataset(where, read.version, read.timestamp)
         self.pinned_version = dataset.version
-        struct = dataset.descriptor.spark_schema_json()
-        if read.columns is not None:
-            from cdkds.connector.options import output_columns
-
-            by_name = {f["name"]: f for f in struct["fields"]}
-            struct = {**struct, "fields": [by_name[c] for c in output_columns(dataset.name, dataset.descriptor,
-                                                                              read.columns)]}
-        if struct["fields"]:
-            struct["fields"][0]["metadata"] = {OPTIONS_METADATA_KEY: json.dumps(carried_options(options), sort_keys=True)}
-        return StructType.fromJson(struct)
+        return read_schema(dataset, read.columns, options)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        from cdkds.connector.options import location, read_options, reads_change_feed
+        from cdkds.connector.options import fallback_files, location, read_options, reads_change_feed
 
         options = self._options(schema)
         where = location(options)
@@ -102,8 +93,10 @@ class CdkdsDataSource(DataSource):
         version, timestamp = (read.version, read.timestamp) if self.pinned_version is None else \
             (self.pinned_version, None)
         cls = CdkdsFilteringReader if read.push_filters else CdkdsReader
-        return cls(where, version, timestamp, read.where, schema, read.max_partition_bytes, read.batch_rows,
-                   read.min_partitions or self.default_parallelism or os.cpu_count() or 1)
+        reader = cls(where, version, timestamp, read.where, schema, read.max_partition_bytes, read.batch_rows,
+                     read.min_partitions or self.default_parallelism or os.cpu_count() or 1)
+        reader.only = fallback_files(options, where.name)
+        return reader
 
     def _write_options(self) -> dict[str, str]:
         """A write's options: only its own (the schema's carried options name the dataset the
@@ -132,6 +125,20 @@ class CdkdsDataSource(DataSource):
         from cdkds.connector.streaming import plan_stream_write
 
         return plan_stream_write(self._write_options(), schema, overwrite)
+
+
+def read_schema(dataset: "Dataset", columns: Sequence[str] | None, options: dict[str, str]) -> StructType:
+    """The Spark schema a read of ``columns`` (``None``: all) of ``dataset`` has, its first
+    field carrying the read's options for catalog tables (see :func:`carried_options`)."""
+    from cdkds.connector.options import OPTIONS_METADATA_KEY, output_columns
+
+    struct = dataset.descriptor.spark_schema_json()
+    if columns is not None:
+        by_name = {f["name"]: f for f in struct["fields"]}
+        struct = {**struct, "fields": [by_name[c] for c in output_columns(dataset.name, dataset.descriptor, columns)]}
+    if struct["fields"]:
+        struct["fields"][0]["metadata"] = {OPTIONS_METADATA_KEY: json.dumps(carried_options(options), sort_keys=True)}
+    return StructType.fromJson(struct)
 
 
 # Never storageOptions: a schema is shown by df.schema and DESCRIBE, kept in the metastore and
@@ -179,6 +186,8 @@ class FileGroup(InputPartition):
 
 
 class CdkdsReader(DataSourceReader):
+    only: "FallbackFiles | None" = None  # the files (and plan time) a native read left to this source
+
     def __init__(self, where: "Location", version: int | None, timestamp: str | None, predicate: "Expression",
                  schema: StructType, max_partition_bytes: int, batch_rows: int, parallelism: int):
         self.where = where
@@ -196,7 +205,7 @@ class CdkdsReader(DataSourceReader):
 
         dataset = open_dataset(self.where, self.version, self.timestamp)
         check_planned_schema(dataset, self.schema)
-        plan = dataset.plan(self.predicate, [f.name for f in self.schema.fields])
+        plan = planned(dataset, self.predicate, [f.name for f in self.schema.fields], self.only)
         descriptor = plan.snapshot.descriptor
         groups = input_partitions(plan.tasks, self.max_partition_bytes, self.parallelism,
                                   file_format(descriptor.format).splittable)
@@ -206,6 +215,24 @@ class CdkdsReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator["pa.RecordBatch"]:
         assert isinstance(partition, FileGroup)
         return read_group(self.where, self.schema, self.batch_rows, partition)
+
+
+def planned(dataset: "Dataset", predicate: "Expression", columns: list[str], only: "FallbackFiles | None"
+            ) -> "ScanPlan":
+    """The scan of ``dataset``; restricted to the files ``only`` names, planned at its moment."""
+    if only is None:
+        return dataset.plan(predicate, columns)
+    import dataclasses
+
+    from cdkds.catalog.errors import CdkdsError
+    from cdkds.catalog.read.scan import plan_scan
+
+    plan = plan_scan(dataset.name, dataset.snapshot, predicate, columns, only.now)
+    tasks = tuple(t for t in plan.tasks if t.file.path in only.paths)
+    if dataset.version != only.version or len(tasks) != len(only.paths):
+        raise CdkdsError(f"dataset {dataset.name!r}: the files a native read left to the source are not those of "
+                         f"revision {only.version} at {only.now} ms")
+    return dataclasses.replace(plan, tasks=tasks)
 
 
 def check_planned_schema(dataset: "Dataset", schema: StructType) -> None:

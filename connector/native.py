@@ -1,0 +1,445 @@
+"""Native reads: cdkds plans on the driver, Spark's own Parquet source reads.
+
+:func:`load` takes the options of ``spark.read.format("cdkds")`` and gives the same rows and
+schema, but each group of files of the native plan (:func:`~cdkds.catalog.read.native.plan_native`)
+is one ``spark.read.parquet`` with an explicit schema, so Spark's column pruning, filter
+pushdown, row-group skipping and vectorised decoding apply. Per group, the file columns are
+turned into the current columns (renames, widenings, added fields, nested records), then the
+scan's predicate, the TTL and the tombstones filter rows, and the deletion vectors drop rows
+by position (``_metadata.row_index``). Files none of this can express exactly (Avro, types
+Spark reads differently, casts that could differ from cdkds's) are read by the Python source,
+restricted to exactly those files at the same revision and plan time, and unioned in.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+from urllib.parse import unquote, urlsplit
+
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from cdkds.catalog.errors import ExpressionError
+from cdkds.catalog.expressions import ALWAYS_TRUE, Expression
+from cdkds.catalog.keyed.deletion import load_deletes
+from cdkds.catalog.read.native import NativeGroup, NativePlan, NativeReader, footer_schema, plan_native
+from cdkds.catalog.storage import ObjectStore
+from cdkds.connector.expressions import spark_literal, to_spark_column, top_level_column
+from cdkds.connector.options import (
+    FALLBACK_OPTION, FallbackFiles, InvalidOptionError, Location, location, read_options, reads_change_feed,
+)
+from cdkds.connector.source import open_dataset, read_schema
+from cdkds.formats.projection import (
+    AsStored, CastTo, Conversion, FileColumn, FileProjection, ListConversion, MapConversion, MissingField,
+    RecordConversion,
+)
+from cdkds.formats.schema import default_value
+
+log = logging.getLogger("cdkds.connector")
+
+BROADCAST_ROWS = 2_000_000  # deleted positions up to this many are joined by broadcast
+_FILE, _ROW = "__cdkds_file", "__cdkds_row"
+_GLOB = re.compile(r"[*?\[\]{}\\]")  # Spark reads a path with these as a glob pattern
+_TIME_TRAVEL = {"versionasof", "version", "timestampasof", "timestamp"}
+
+
+class Refused(Exception):
+    """Why Spark's Parquet source cannot read some files exactly as cdkds does."""
+
+
+def load(spark: SparkSession, url: str, **options: Any) -> DataFrame:
+    """The rows of ``spark.read.format("cdkds").options(**options).load(url)``, with its schema,
+    planned by cdkds and read by Spark's Parquet source where it reads them exactly; the
+    rest (and stores Spark cannot reach) through the ``cdkds`` source."""
+    given = {k: v if isinstance(v, str) else _option_text(v) for k, v in options.items()}
+    given["path"] = url
+    where = location(given)
+    if reads_change_feed(given, where.name):
+        return _python_source(spark, given)
+    read = read_options(given, where.view, where.name)
+    why = _why_python_source(spark, where)
+    if why is not None:
+        log.info("cdkds: dataset %r read by the cdkds source, not Spark's Parquet source: %s", where.name, why)
+        return _python_source(spark, given)
+    dataset = open_dataset(where, read.version, read.timestamp)
+    schema = read_schema(dataset, read.columns, {k.lower(): v for k, v in given.items()})
+    plan = dataset.plan(read.where, [f.name for f in schema.fields])
+    native = plan_native(dataset.store, plan, SPARK)
+    parts, reasons = _native_parts(spark, dataset.store, native, _store_options(where))
+    fallback = [t.file.path for t in native.fallback] + list(reasons)
+    reasons = {**native.reasons, **reasons}
+    if fallback:
+        only = FallbackFiles(dataset.version, plan.now, frozenset(fallback))
+        pinned = {k: v for k, v in given.items() if k.lower() not in _TIME_TRAVEL}
+        parts.append(_python_source(spark, {**pinned, "versionAsOf": str(dataset.version),
+                                            FALLBACK_OPTION: only.to_option()}))
+    _log_split(where.name, dataset.version, len(plan.tasks) - len(fallback), reasons)
+    if not parts:
+        return spark.createDataFrame([], schema)
+    union = parts[0]
+    for part in parts[1:]:
+        union = union.unionByName(part)
+    return _exactly(union, schema)
+
+
+def _option_text(value: Any) -> str:
+    import json
+
+    return json.dumps(value) if isinstance(value, (dict, list)) else str(value).lower() if isinstance(value, bool) \
+        else str(value)
+
+
+def _python_source(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
+    return spark.read.format("cdkds").options(**options).load()
+
+
+def _log_split(dataset: str, version: int, native: int, reasons: Mapping[str, str]) -> None:
+    counts = Counter(reasons.values())
+    why = "; ".join(f"{n} because {reason}" for reason, n in counts.most_common())
+    log.info("cdkds: dataset %r revision %d: %d files read by Spark's Parquet source, %d by the cdkds source%s",
+             dataset, version, native, len(reasons), f" ({why})" if why else "")
+
+
+# ---------------------------------------------------------------- stores
+
+def _why_python_source(spark: SparkSession, where: Location) -> str | None:
+    """Why Spark's Parquet source cannot reach the dataset's store, or ``None``."""
+    scheme = urlsplit(where.url).scheme or "file"
+    if scheme == "file":
+        return None
+    if scheme not in ("s3", "s3a"):
+        return f"Spark's Parquet source cannot read {scheme}:// stores"
+    if not _has_s3a(spark):
+        return "the Spark session has no s3a file system (hadoop-aws)"
+    try:
+        s3a_options(where.storage_options)
+    except Refused as e:
+        return str(e)
+    return None
+
+
+def _has_s3a(spark: SparkSession) -> bool:
+    """Whether the session's JVM can load ``S3AFileSystem`` (a Spark Connect session has no JVM here)."""
+    try:
+        jvm = spark._jvm  # type: ignore[attr-defined]
+        if jvm is None:
+            return False
+        jvm.java.lang.Thread.currentThread().getContextClassLoader().loadClass(
+            "org.apache.hadoop.fs.s3a.S3AFileSystem")
+        return True
+    except Exception:  # noqa: BLE001 - py4j's error for a missing class
+        return False
+
+
+_IGNORED_STORAGE = {"use_listings_cache", "skip_instance_cache", "listings_expiry_time", "default_block_size",
+                    "default_fill_cache", "default_cache_type"}  # fsspec's own caching
+
+
+def s3a_options(storage: Mapping[str, Any]) -> dict[str, str]:
+    """fsspec's S3 storage options as Spark reader options for ``s3a://`` (Refused when one has
+    no s3a equivalent)."""
+    out: dict[str, str] = {}
+    client = dict(storage.get("client_kwargs") or {})
+    endpoint = client.pop("endpoint_url", None) or storage.get("endpoint_url")
+    if endpoint:
+        out["fs.s3a.endpoint"] = endpoint
+        out["fs.s3a.path.style.access"] = "true"
+        out["fs.s3a.connection.ssl.enabled"] = str(endpoint.startswith("https")).lower()
+    if "region_name" in client:
+        out["fs.s3a.endpoint.region"] = client.pop("region_name")
+    for name, key in (("key", "fs.s3a.access.key"), ("secret", "fs.s3a.secret.key"),
+                      ("token", "fs.s3a.session.token")):
+        if storage.get(name):
+            out[key] = str(storage[name])
+    if storage.get("token"):
+        out["fs.s3a.aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
+    if storage.get("anon"):
+        out["fs.s3a.aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.AnonymousAWSCredentialsProvider"
+    unknown = sorted(set(storage) - _IGNORED_STORAGE - {"client_kwargs", "endpoint_url", "key", "secret", "token",
+                                                        "anon"}) + sorted(client)
+    if unknown:
+        raise Refused(f"storage option {unknown[0]!r} has no s3a equivalent")
+    return out
+
+
+def _store_options(where: Location) -> dict[str, str]:
+    return s3a_options(where.storage_options) if urlsplit(where.url).scheme in ("s3", "s3a") else {}
+
+
+def spark_url(store: ObjectStore, key: str) -> str:
+    """The URL Spark's Parquet source reads a data file at (``file://`` or ``s3a://``)."""
+    path = store.path(key)
+    return f"file://{path}" if urlsplit(store.url).scheme in ("", "file") else f"s3a://{path}"
+
+
+# ---------------------------------------------------------------- types and conversions
+
+def spark_type(t: pa.DataType) -> T.DataType:
+    """The Spark type Spark's Parquet source reads a column pyarrow wrote as ``t`` into,
+    giving the values pyarrow reads (Refused if there is none)."""
+    simple = {pa.bool_(): T.BooleanType(), pa.int8(): T.ByteType(), pa.int16(): T.ShortType(),
+              pa.int32(): T.IntegerType(), pa.int64(): T.LongType(), pa.float32(): T.FloatType(),
+              pa.float64(): T.DoubleType(), pa.string(): T.StringType(), pa.large_string(): T.StringType(),
+              pa.binary(): T.BinaryType(), pa.large_binary(): T.BinaryType(), pa.date32(): T.DateType()}
+    if t in simple:
+        return simple[t]
+    if pa.types.is_fixed_size_binary(t):
+        return T.BinaryType()
+    if pa.types.is_timestamp(t) and t.unit in ("ms", "us"):
+        return T.TimestampType() if t.tz is not None else T.TimestampNTZType()
+    if pa.types.is_decimal128(t):
+        return T.DecimalType(t.precision, t.scale)
+    if pa.types.is_struct(t):
+        return T.StructType([T.StructField(f.name, spark_type(f.type)) for f in t])
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return T.ArrayType(spark_type(t.value_type))
+    if pa.types.is_map(t) and pa.types.is_string(t.key_type):
+        return T.MapType(T.StringType(), spark_type(t.item_type))
+    raise Refused(f"Spark's Parquet source does not read {t} as cdkds does")
+
+
+_EXACT_CASTS = {  # Spark casts whose values are pyarrow's (safe=True) for every value
+    (T.ByteType, T.ShortType), (T.ByteType, T.IntegerType), (T.ByteType, T.LongType), (T.ShortType, T.IntegerType),
+    (T.ShortType, T.LongType), (T.IntegerType, T.LongType), (T.IntegerType, T.DoubleType),
+    (T.FloatType, T.DoubleType), (T.StringType, T.BinaryType),
+}
+
+
+def _cast(column: Column, source: pa.DataType, target: pa.DataType) -> Column:
+    """``column`` (read as ``source``) cast as pyarrow casts it to ``target``."""
+    a, b = spark_type(source), spark_type(target)
+    if a == b:
+        return column
+    if (type(a), type(b)) in _EXACT_CASTS or (isinstance(a, T.DecimalType) and isinstance(b, T.DecimalType)
+                                              and a.scale == b.scale and a.precision <= b.precision):
+        return column.cast(b)
+    raise Refused(f"Spark's cast of {source} to {target} may differ from cdkds's")
+
+
+def _filled(field: dict, target: pa.DataType) -> Column:
+    """A field a file lacks: its default, or null, as a literal of the Spark type."""
+    typ = spark_type(target)
+    default = default_value(field["type"], field.get("default"))
+    if default is None:
+        return F.lit(None).cast(typ)
+    try:
+        literal = spark_literal(pa.scalar(default, target).as_py(), target)
+    except ExpressionError:
+        raise Refused(f"a default of type {target} is read by cdkds") from None
+    return _nullable(literal.cast(typ), typ)  # as the field may be
+
+
+def _converted(column: Column, convert: Conversion, source: pa.DataType) -> Column:
+    """A file column read as ``source``, converted as cdkds converts it."""
+    if isinstance(convert, AsStored):
+        return column
+    if isinstance(convert, CastTo):
+        return _cast(column, source, convert.target)
+    if isinstance(convert, RecordConversion):
+        children = []
+        for target, (index, child) in zip(convert.target, convert.children):
+            value = _filled(child, target.type) if index is None else \
+                _converted(column.getField(source.field(index).name), child, source.field(index).type)
+            children.append(value.alias(target.name))
+        return F.when(column.isNotNull(), F.struct(*children))
+    if isinstance(convert, ListConversion):
+        return F.transform(column, lambda item: _converted(item, convert.items, source.value_type))
+    if isinstance(convert, MapConversion):
+        return F.transform_values(column, lambda _, value: _converted(value, convert.values, source.item_type))
+    raise Refused(f"conversion {type(convert).__name__} is read by cdkds")
+
+
+def _conversions(projection: FileProjection) -> str | None:
+    """Why Spark cannot read through ``projection``, judged without the file's types (defaults
+    and target types); the file's own types are judged per group by :func:`_group_frame`."""
+    try:
+        for reader, target in zip(projection.readers, projection.schema):
+            spark_type(target.type)
+            if isinstance(reader, MissingField):
+                _filled(reader.field, target.type)
+    except Refused as e:
+        return str(e)
+    return None
+
+
+SPARK = NativeReader("Spark's Parquet source", deletion_vectors=True, predicates=True, conversions=_conversions)
+
+
+# ---------------------------------------------------------------- groups
+
+@dataclass(frozen=True)
+class _Layout:
+    """A group's file columns as Spark reads them, and the current columns made of them."""
+
+    read_schema: T.StructType
+    columns: tuple[Column, ...]
+
+
+def _layout(store: ObjectStore, group: NativeGroup) -> _Layout:
+    """How Spark reads ``group``'s files into the plan's columns (Refused if not exactly)."""
+    projection = group.projection
+    layout = projection.schema if projection.is_identity else footer_schema(store, group.tasks[0])
+    read_schema = T.StructType([T.StructField(n, spark_type(layout.field(n).type)) for n in projection.read_columns])
+    columns = []
+    for reader, target in zip(projection.readers, projection.schema):
+        if isinstance(reader, FileColumn):
+            value = _converted(top_level_column(reader.name), reader.convert, layout.field(reader.name).type)
+        else:
+            value = _filled(reader.field, target.type)
+        columns.append(value.alias(target.name))
+    return _Layout(read_schema, tuple(columns))
+
+
+def _native_parts(spark: SparkSession, store: ObjectStore, plan: NativePlan, store_options: Mapping[str, str]
+                  ) -> tuple[list[DataFrame], dict[str, str]]:
+    """A DataFrame per group of the plan, and why the files of groups Spark cannot read are left out."""
+    parts, refused = [], {}
+    for group in plan.groups:
+        try:
+            parts.append(_group_frame(spark, store, plan, group, store_options))
+        except Refused as e:
+            refused.update({t.file.path: str(e) for t in group.tasks})
+    return parts, refused
+
+
+def _group_frame(spark: SparkSession, store: ObjectStore, plan: NativePlan, group: NativeGroup,
+                 store_options: Mapping[str, str]) -> DataFrame:
+    """The plan's output rows of one group's files, read by Spark's Parquet source."""
+    globbed = [t.file.path for t in group.tasks if _GLOB.search(store.path(t.file.path))]
+    if globbed:
+        raise Refused("a path Spark would read as a glob pattern")
+    layout = _layout(store, group)
+    urls = [spark_url(store, t.file.path) for t in group.tasks]
+    frame = spark.read.options(**store_options).schema(layout.read_schema).parquet(*urls)
+    if group.has_deletes:
+        frame = _without_deleted(spark, store, group, frame)
+    frame = frame.select(*layout.columns)
+    arrow = pa.schema([plan.scan.snapshot.descriptor.arrow_schema.field(c) for c in plan.read_columns])
+    for rule in _row_rules(plan.scan.predicate, group.visible, group.tombstones, arrow):
+        frame = frame.filter(rule)
+    return frame.select(*(top_level_column(c) for c in plan.scan.columns))
+
+
+def _row_rules(predicate: Expression, visible: Expression, tombstones: Sequence[Expression], arrow: pa.Schema
+               ) -> list[Column]:
+    """The filters a group's rows pass: the scan's predicate, TTL (true only) and no tombstone true."""
+    rules = [to_spark_column(e, arrow) for e in (predicate, visible) if e is not ALWAYS_TRUE]
+    return rules + [~F.coalesce(to_spark_column(t, arrow), F.lit(False)) for t in tombstones]
+
+
+def _without_deleted(spark: SparkSession, store: ObjectStore, group: NativeGroup, frame: DataFrame) -> DataFrame:
+    """``frame`` without the rows the group's deletion vectors delete, by file and position."""
+    names = _spark_file_names(frame, store, group)
+    files, rows = [], []
+    for t in group.tasks:
+        deleted = load_deletes(store, t.file.deletes)
+        if deleted is None:
+            continue
+        positions = deleted.to_numpy().astype("int64")
+        for name in names[t.file.path]:
+            files.append(pa.array([name] * len(positions), pa.string()))
+            rows.append(pa.array(positions))
+    table = pa.table({_FILE: pa.concat_arrays(files), _ROW: pa.concat_arrays(rows)})
+    deleted_frame = spark.createDataFrame(table)
+    if table.num_rows <= BROADCAST_ROWS:
+        deleted_frame = F.broadcast(deleted_frame)
+    marked = frame.select("*", F.col("_metadata.file_path").alias(_FILE), F.col("_metadata.row_index").alias(_ROW))
+    return marked.join(deleted_frame, [_FILE, _ROW], "left_anti")
+
+
+def _spark_file_names(frame: DataFrame, store: ObjectStore, group: NativeGroup) -> dict[str, list[str]]:
+    """Each file's names in ``_metadata.file_path``: the URI Spark lists it under (percent-encoded
+    by Hadoop), with and without an empty authority (``file:///x``, ``file:/x``)."""
+    listed = {}
+    for uri in frame.inputFiles():
+        parts = urlsplit(uri)
+        listed[unquote(parts.netloc + parts.path)] = uri
+    out = {}
+    for t in group.tasks:
+        if t.file.deletes:
+            path = store.path(t.file.path)
+            uri = listed.get(path)
+            if uri is None:
+                raise Refused("Spark lists the file under a name cdkds cannot match to its deletion vectors")
+            out[t.file.path] = sorted({uri, re.sub(r"^([a-z0-9]+):///", r"\1:/", uri)})
+    return out
+
+
+# ---------------------------------------------------------------- the schema
+
+def _exactly(frame: DataFrame, schema: T.StructType) -> DataFrame:
+    """``frame`` with ``schema``'s nullability and metadata (Spark's Parquet source reads every
+    column as nullable); columns already right stay plain columns, so filters still push down."""
+    actual = {f.name: f for f in frame.schema.fields}
+    columns = []
+    for f in schema.fields:
+        column = top_level_column(f.name)
+        have = actual[f.name]
+        if have.dataType != f.dataType or have.nullable != f.nullable:
+            column = _with_nulls(column, f.dataType, f.nullable)
+        columns.append(column.alias(f.name, metadata=f.metadata) if f.metadata else column.alias(f.name))
+    return frame.select(*columns)
+
+
+def _with_nulls(column: Column, typ: T.DataType, nullable: bool) -> Column:
+    """``column`` rebuilt so that Spark knows where it holds no null (a required field holds none)."""
+    if isinstance(typ, T.StructType):
+        inner = F.struct(*(_with_nulls(column.getField(f.name), f.dataType, f.nullable).alias(f.name)
+                           for f in typ.fields))
+    elif isinstance(typ, T.ArrayType):
+        inner = F.transform(column, lambda item: _with_nulls(item, typ.elementType, typ.containsNull))
+    elif isinstance(typ, T.MapType):
+        inner = F.transform_values(column, lambda _, v: _with_nulls(v, typ.valueType, typ.valueContainsNull))
+    else:
+        return _nullable(column, typ) if nullable else F.coalesce(column, _zero(typ))
+    if nullable:
+        return F.when(column.isNotNull(), inner)
+    return F.coalesce(inner, _zero(typ))
+
+
+def _nullable(column: Column, typ: T.DataType) -> Column:
+    """``column`` as it is, which Spark takes for one that may be null."""
+    return F.nullif(column, F.lit(None).cast(typ))
+
+
+def _zero(typ: T.DataType) -> Column:
+    """A literal Spark knows is not null, of ``typ`` (never taken: a required field holds no null)."""
+    import datetime as dt
+    import decimal
+
+    epoch = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+    literals = {T.BooleanType: False, T.StringType: "", T.BinaryType: b"", T.DateType: epoch.date(),
+                T.TimestampType: epoch, T.TimestampNTZType: epoch}
+    if isinstance(typ, (T.StructType, T.ArrayType, T.MapType)):
+        return F.array().cast(typ) if isinstance(typ, T.ArrayType) else F.create_map().cast(typ) \
+            if isinstance(typ, T.MapType) else F.struct(*(_zero(f.dataType).alias(f.name) for f in typ.fields))
+    if isinstance(typ, T.DecimalType):  # a literal of the scale: a cast that could overflow may be null
+        return F.lit(decimal.Decimal("0." + "0" * typ.scale if typ.scale else "0")).cast(typ)
+    return F.lit(literals.get(type(typ), 0)).cast(typ)
+
+
+# ---------------------------------------------------------------- SQL
+
+def register_views(spark: SparkSession, repository_url: str, storage_options: dict | None = None) -> list[str]:
+    """A temporary view per dataset of the repository over :func:`load` (``namespace/name``
+    becomes ``namespace_name``). Each view is pinned to the revision its dataset had when it
+    was made: later commits show after registering again."""
+    from cdkds.catalog import DatasetRepository
+
+    repo = DatasetRepository(repository_url, storage_options)
+    names = []
+    extra = {"storageOptions": storage_options} if storage_options else {}
+    for name in repo.list():
+        table = name.replace("/", "_")
+        load(spark, f"{repo.url.rstrip('/')}/{name}", **extra).createOrReplaceTempView(table)
+        names.append(table)
+    return names
+
+
+__all__ = ["InvalidOptionError", "load", "register_views", "s3a_options", "spark_type", "SPARK"]
