@@ -149,5 +149,5 @@ def goals_json() -> list[dict]:
         rows = [r for r in RESULTS if r["goal"] == goal.name]
         out.append({"goal": goal.name, "limit": goal.limit, "measured": bool(rows),
                     "met": bool(rows) and all(r["met"] for r in rows),
-                    "ratios": {f"{r['shape']}: {r['what']}": round(r["ratio"], 3) for r in rows}})
+                    "ratios": {f"{r['shape']}: {r['what']}: {r['way']}": round(r["ratio"], 3) for r in rows}})
     return out
