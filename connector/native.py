@@ -13,6 +13,8 @@ restricted to exactly those files at the same revision and plan time, and unione
 
 from __future__ import annotations
 
+import functools
+import json
 import logging
 import re
 from collections import Counter
@@ -31,8 +33,9 @@ from cdkds.catalog.keyed.deletion import load_deletes
 from cdkds.catalog.read.native import NativeGroup, NativePlan, NativeReader, footer_schema, plan_native
 from cdkds.catalog.storage import ObjectStore
 from cdkds.connector.expressions import spark_literal, to_spark_column, top_level_column
+from cdkds.connector.s3a import NoS3aEquivalent, has_s3a, s3a_options
 from cdkds.connector.options import (
-    FALLBACK_OPTION, FallbackFiles, InvalidOptionError, Location, location, read_options, reads_change_feed,
+    FALLBACK_OPTION, FallbackFiles, Location, location, read_options, reads_change_feed,
 )
 from cdkds.connector.source import open_dataset, read_schema
 from cdkds.formats.projection import (
@@ -46,6 +49,8 @@ log = logging.getLogger("cdkds.connector")
 BROADCAST_ROWS = 2_000_000  # deleted positions up to this many are joined by broadcast
 _FILE, _ROW = "__cdkds_file", "__cdkds_row"
 _GLOB = re.compile(r"[*?\[\]{}\\]")  # Spark reads a path with these as a glob pattern
+_PARQUET = {"datetimeRebaseMode": "CORRECTED", "int96RebaseMode": "CORRECTED"}  # dates as pyarrow reads them, whatever
+# the session's spark.sql.parquet.*RebaseModeInRead say
 _TIME_TRAVEL = {"versionasof", "version", "timestampasof", "timestamp"}
 
 
@@ -57,8 +62,7 @@ def load(spark: SparkSession, url: str, **options: Any) -> DataFrame:
     """The rows of ``spark.read.format("cdkds").options(**options).load(url)``, with its schema,
     planned by cdkds and read by Spark's Parquet source where it reads them exactly; the
     rest (and stores Spark cannot reach) through the ``cdkds`` source."""
-    given = {k: v if isinstance(v, str) else _option_text(v) for k, v in options.items()}
-    given["path"] = url
+    given = {**{k: v if isinstance(v, str) else json.dumps(v) for k, v in options.items()}, "path": url}
     where = location(given)
     if reads_change_feed(given, where.name):
         return _python_source(spark, given)
@@ -71,28 +75,17 @@ def load(spark: SparkSession, url: str, **options: Any) -> DataFrame:
     schema = read_schema(dataset, read.columns, {k.lower(): v for k, v in given.items()})
     plan = dataset.plan(read.where, [f.name for f in schema.fields])
     native = plan_native(dataset.store, plan, SPARK)
-    parts, reasons = _native_parts(spark, dataset.store, native, _store_options(where))
-    fallback = [t.file.path for t in native.fallback] + list(reasons)
-    reasons = {**native.reasons, **reasons}
+    parts, refused = _native_parts(spark, dataset.store, native, _store_options(where))
+    fallback = [t.file.path for t in native.fallback] + list(refused)
     if fallback:
         only = FallbackFiles(dataset.version, plan.now, frozenset(fallback))
         pinned = {k: v for k, v in given.items() if k.lower() not in _TIME_TRAVEL}
         parts.append(_python_source(spark, {**pinned, "versionAsOf": str(dataset.version),
                                             FALLBACK_OPTION: only.to_option()}))
-    _log_split(where.name, dataset.version, len(plan.tasks) - len(fallback), reasons)
+    _log_split(where.name, dataset.version, native.native_files - len(refused), {**native.reasons, **refused})
     if not parts:
         return spark.createDataFrame([], schema)
-    union = parts[0]
-    for part in parts[1:]:
-        union = union.unionByName(part)
-    return _exactly(union, schema)
-
-
-def _option_text(value: Any) -> str:
-    import json
-
-    return json.dumps(value) if isinstance(value, (dict, list)) else str(value).lower() if isinstance(value, bool) \
-        else str(value)
+    return _exactly(functools.reduce(DataFrame.unionByName, parts), schema)
 
 
 def _python_source(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
@@ -115,57 +108,13 @@ def _why_python_source(spark: SparkSession, where: Location) -> str | None:
         return None
     if scheme not in ("s3", "s3a"):
         return f"Spark's Parquet source cannot read {scheme}:// stores"
-    if not _has_s3a(spark):
+    if not has_s3a(spark):
         return "the Spark session has no s3a file system (hadoop-aws)"
     try:
         s3a_options(where.storage_options)
-    except Refused as e:
+    except NoS3aEquivalent as e:
         return str(e)
     return None
-
-
-def _has_s3a(spark: SparkSession) -> bool:
-    """Whether the session's JVM can load ``S3AFileSystem`` (a Spark Connect session has no JVM here)."""
-    try:
-        jvm = spark._jvm  # type: ignore[attr-defined]
-        if jvm is None:
-            return False
-        jvm.java.lang.Thread.currentThread().getContextClassLoader().loadClass(
-            "org.apache.hadoop.fs.s3a.S3AFileSystem")
-        return True
-    except Exception:  # noqa: BLE001 - py4j's error for a missing class
-        return False
-
-
-_IGNORED_STORAGE = {"use_listings_cache", "skip_instance_cache", "listings_expiry_time", "default_block_size",
-                    "default_fill_cache", "default_cache_type"}  # fsspec's own caching
-
-
-def s3a_options(storage: Mapping[str, Any]) -> dict[str, str]:
-    """fsspec's S3 storage options as Spark reader options for ``s3a://`` (Refused when one has
-    no s3a equivalent)."""
-    out: dict[str, str] = {}
-    client = dict(storage.get("client_kwargs") or {})
-    endpoint = client.pop("endpoint_url", None) or storage.get("endpoint_url")
-    if endpoint:
-        out["fs.s3a.endpoint"] = endpoint
-        out["fs.s3a.path.style.access"] = "true"
-        out["fs.s3a.connection.ssl.enabled"] = str(endpoint.startswith("https")).lower()
-    if "region_name" in client:
-        out["fs.s3a.endpoint.region"] = client.pop("region_name")
-    for name, key in (("key", "fs.s3a.access.key"), ("secret", "fs.s3a.secret.key"),
-                      ("token", "fs.s3a.session.token")):
-        if storage.get(name):
-            out[key] = str(storage[name])
-    if storage.get("token"):
-        out["fs.s3a.aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
-    if storage.get("anon"):
-        out["fs.s3a.aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.AnonymousAWSCredentialsProvider"
-    unknown = sorted(set(storage) - _IGNORED_STORAGE - {"client_kwargs", "endpoint_url", "key", "secret", "token",
-                                                        "anon"}) + sorted(client)
-    if unknown:
-        raise Refused(f"storage option {unknown[0]!r} has no s3a equivalent")
-    return out
 
 
 def _store_options(where: Location) -> dict[str, str]:
@@ -311,17 +260,20 @@ def _native_parts(spark: SparkSession, store: ObjectStore, plan: NativePlan, sto
 def _group_frame(spark: SparkSession, store: ObjectStore, plan: NativePlan, group: NativeGroup,
                  store_options: Mapping[str, str]) -> DataFrame:
     """The plan's output rows of one group's files, read by Spark's Parquet source."""
-    globbed = [t.file.path for t in group.tasks if _GLOB.search(store.path(t.file.path))]
-    if globbed:
+    if any(_GLOB.search(store.path(t.file.path)) for t in group.tasks):
         raise Refused("a path Spark would read as a glob pattern")
     layout = _layout(store, group)
     urls = [spark_url(store, t.file.path) for t in group.tasks]
-    frame = spark.read.options(**store_options).schema(layout.read_schema).parquet(*urls)
+    frame = spark.read.options(**_PARQUET, **store_options).schema(layout.read_schema).parquet(*urls)
     if group.has_deletes:
         frame = _without_deleted(spark, store, group, frame)
     frame = frame.select(*layout.columns)
     arrow = pa.schema([plan.scan.snapshot.descriptor.arrow_schema.field(c) for c in plan.read_columns])
-    for rule in _row_rules(plan.scan.predicate, group.visible, group.tombstones, arrow):
+    try:
+        rules = _row_rules(plan.scan.predicate, group.visible, group.tombstones, arrow)
+    except ExpressionError as e:
+        raise Refused(str(e)) from None
+    for rule in rules:
         frame = frame.filter(rule)
     return frame.select(*(top_level_column(c) for c in plan.scan.columns))
 
@@ -441,5 +393,3 @@ def register_views(spark: SparkSession, repository_url: str, storage_options: di
         names.append(table)
     return names
 
-
-__all__ = ["InvalidOptionError", "load", "register_views", "s3a_options", "spark_type", "SPARK"]

@@ -14,7 +14,7 @@ import pytest
 
 from cdkds.catalog import DatasetDescriptor, DatasetRepository
 from cdkds.connector import load, register
-from cdkds.connector.native import Refused, s3a_options
+from cdkds.connector.s3a import NoS3aEquivalent, s3a_options
 from tests.conftest import new_bucket, s3_options
 
 pytestmark = pytest.mark.slow
@@ -246,7 +246,7 @@ def test_s3a_options_of_fsspec_storage_options():
         "fs.s3a.endpoint": "http://h:9000", "fs.s3a.path.style.access": "true",
         "fs.s3a.connection.ssl.enabled": "false", "fs.s3a.endpoint.region": "eu-west-1",
         "fs.s3a.access.key": "k", "fs.s3a.secret.key": "s"}
-    with pytest.raises(Refused, match="storage option 'requester_pays' has no s3a equivalent"):
+    with pytest.raises(NoS3aEquivalent, match="storage option 'requester_pays' has no s3a equivalent"):
         s3a_options({"requester_pays": True})
 
 
@@ -262,3 +262,42 @@ def test_register_native_views_are_pinned_to_their_revision(spark, lake):
     register(spark, lake, native=True)
     assert spark.sql("SELECT count(*) AS n FROM events").first().n == 5
     assert url
+
+
+ORDERS = {"type": "record", "name": "O", "fields": [
+    {"name": "id", "type": "long"},
+    {"name": "lines", "type": ["null", {"type": "array", "items": ["null", {"type": "record", "name": "Line", "fields": [
+        {"name": "sku", "type": "string"}, {"name": "qty", "type": "int"}]}]}], "default": None},
+    {"name": "notes", "type": ["null", {"type": "map", "values": {"type": "record", "name": "Note", "fields": [
+        {"name": "text", "type": ["null", "string"], "default": None}, {"name": "stars", "type": "float"}]}}],
+     "default": None},
+]}
+
+
+def test_records_in_lists_and_maps_are_converted_with_null_parents_kept_null(spark, lake, caplog):
+    caplog.set_level(logging.INFO, "cdkds.connector")
+    rows = [{"id": 1, "lines": [{"sku": "a", "qty": 2}, None], "notes": {"x": {"text": None, "stars": 1.5}}},
+            {"id": 2, "lines": None, "notes": None}, {"id": 3, "lines": [], "notes": {}}]
+    url = create(lake, "orders", DatasetDescriptor(ORDERS), [rows])
+    ds = DatasetRepository(lake).load("orders")
+    ds.alter().rename("lines.sku", "product").widen("lines.qty", "long").add("lines.unit", "string") \
+        .widen("notes.stars", "double").rename("notes.text", "body").commit()
+    with ds.refresh().writer() as w:
+        w.write_batch(pa.Table.from_pylist([{"id": 4, "lines": [{"product": "b", "qty": 2**40, "unit": "kg"}],
+                                             "notes": {"y": {"body": "hi", "stars": 0.1}}}],
+                                           schema=ds.descriptor.arrow_schema))
+    df = agrees(spark, url)
+    assert split(caplog) == (2, 0)
+    assert df.where("id = 2").first().lines is None
+
+
+def test_ancient_dates_and_times_read_as_cdkds_reads_them_whatever_the_rebase_mode(spark, lake):
+    url = create(lake, "events", DatasetDescriptor(EVENTS), [[event(i) for i in range(4)]])
+    key = "spark.sql.parquet.datetimeRebaseModeInRead"
+    before = spark.conf.get(key)
+    spark.conf.set(key, "LEGACY")  # Spark would shift dates before 1582 from the hybrid calendar
+    try:
+        df = agrees(spark, url)
+    finally:
+        spark.conf.set(key, before)
+    assert sorted(r.day for r in df.collect())[0] == dt.date(1000, 1, 2)
