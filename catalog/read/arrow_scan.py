@@ -20,7 +20,7 @@ files with them are read by cdkds.
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -30,7 +30,7 @@ import pyarrow.fs as pafs
 from cdkds.catalog.errors import DataFileError
 from cdkds.catalog.expressions import ALWAYS_TRUE, Expression, to_arrow
 from cdkds.catalog.read.native import NativeGroup, NativePlan, NativeReader, plan_native
-from cdkds.catalog.read.scan import ScanPlan, read_tasks, reading_error
+from cdkds.catalog.read.scan import FileScanTask, ScanPlan, read_tasks, reading_error
 from cdkds.catalog.storage import ObjectStore, store_failure
 from cdkds.formats.files import DEFAULT_BATCH_ROWS, open_data_file
 from cdkds.formats.projection import AsStored, CastTo, FileColumn, FileProjection, MissingField
@@ -118,14 +118,19 @@ def filesystem_for(store: ObjectStore, native: NativePlan) -> pafs.FileSystem:
 _PARQUET = ds.ParquetFileFormat()
 
 
+def files_dataset(store: ObjectStore, tasks: Sequence[FileScanTask], schema: pa.Schema,
+                  filesystem: pafs.FileSystem) -> ds.FileSystemDataset:
+    """The Parquet files of ``tasks`` as a pyarrow dataset of ``schema`` (their columns as
+    they are stored); no footer is read to learn it, and their sizes come from the log."""
+    fragments = [_PARQUET.make_fragment(store.path(t.file.path), filesystem, file_size=t.file.size) for t in tasks]
+    return ds.FileSystemDataset(fragments, schema, _PARQUET, filesystem)
+
+
 def group_dataset(store: ObjectStore, group: NativeGroup, filesystem: pafs.FileSystem) -> ds.FileSystemDataset:
-    """The files of ``group`` as a pyarrow dataset of the columns its projection reads, typed
-    as they are stored."""
+    """The files of ``group`` as a pyarrow dataset of the columns its projection reads."""
     assert group.layout is not None
-    physical = pa.schema([group.layout.field(c) for c in group.projection.read_columns])
-    fragments = [_PARQUET.make_fragment(store.path(t.file.path), filesystem, file_size=t.file.size)
-                 for t in group.tasks]
-    return ds.FileSystemDataset(fragments, physical, _PARQUET, filesystem)
+    return files_dataset(store, group.tasks, pa.schema([group.layout.field(c) for c in group.projection.read_columns]),
+                         filesystem)
 
 
 def group_scanner(store: ObjectStore, native: NativePlan, group: NativeGroup, filesystem: pafs.FileSystem,
@@ -200,8 +205,10 @@ def scan_batches(store: ObjectStore, plan: ScanPlan, batch_rows: int = DEFAULT_B
 def scan_table(store: ObjectStore, plan: ScanPlan) -> pa.Table:
     """The rows of ``plan`` as one table: each group read whole by its scan (every core),
     then the fallback files."""
-    native = native_plan(store, plan)
     schema = plan.output_schema
+    if not schema:  # tables of no columns lose their row counts when concatenated; batches keep them
+        return pa.Table.from_batches(list(scan_batches(store, plan)), schema=schema)
+    native = native_plan(store, plan)
     filesystem = filesystem_for(store, native)
     parts = []
     for group in native.groups:

@@ -109,12 +109,24 @@ def test_deletion_vectors_ttl_schema_changes_and_avro_are_applied(tmp_path):
         properties={"ttl.field": "until"}))
     append(expiring, [{"id": 1, "until": dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc)},
                       {"id": 2, "until": dt.datetime(2999, 1, 1, tzinfo=dt.timezone.utc)}, {"id": 3, "until": None}])
-    arrow = expiring.to_arrow_dataset()
-    assert not direct_files(arrow) and sorted(arrow.to_table().column("id").to_pylist()) == [2, 3]
+    arrow = expiring.to_arrow_dataset()  # one rule for every file: the TTL is the dataset's filter
+    assert direct_files(arrow) and sorted(arrow.to_table().column("id").to_pylist()) == [2, 3]
+    assert duckdb.sql("select count(*) from arrow where id > 1").fetchall()[0] == (2,)
 
     avro = repo.create("avro", DatasetDescriptor(PLAIN, format="avro"))
     append(avro, [{"id": 1, "g": "a", "x": None}])
     assert not direct_files(avro.to_arrow_dataset()) and avro.to_arrow_dataset().to_table().num_rows == 1
+
+
+def test_tombstones_are_the_filter_only_where_every_file_has_them(events):
+    events.delete("x = 2")  # every file may hold x = 2 but the one of g = 'c' (x is null there)
+    arrow = events.to_arrow_dataset()
+    assert len(direct_files(arrow)) == 1  # the tombstone's files are held, the others read lazily
+    assert bag(arrow.to_table()) == bag(events.to_table())
+    only_tombstoned = events.to_arrow_dataset(where="g != 'c'")
+    assert len(direct_files(only_tombstoned)) == 2  # one rule for all: the tombstone is part of the filter
+    assert bag(only_tombstoned.to_table()) == bag(events.to_table(where="g != 'c'"))
+    assert 2 not in only_tombstoned.to_table().column("x").to_pylist()
 
 
 def test_a_predicate_on_a_column_left_out_is_applied(events):
