@@ -482,7 +482,7 @@ def main() -> None:
         parser.error(f"unknown shapes {unknown}; choose from {', '.join(SHAPES)}")
     data = Data(Path(args.data), args.scale, args.keep)
     spark = Spark()
-    started = dt.datetime.now(dt.timezone.utc)
+    started, load_before = dt.datetime.now(dt.timezone.utc), os.getloadavg()
     if native_load() is None:
         print("cdkds.connector.load is not in this checkout: the native Spark path is left out", flush=True)
     try:
@@ -496,7 +496,8 @@ def main() -> None:
         print_table()
         Path(args.output).write_text(json.dumps({
             "when": started.isoformat(), "scale": args.scale, "repeat": args.repeat, "shapes": chosen,
-            "cores": os.cpu_count(), "spark_master": "local[2]",
+            "finished": dt.datetime.now(dt.timezone.utc).isoformat(), "cores": os.cpu_count(),
+            "load_average": {"before": load_before, "after": os.getloadavg()}, "spark_master": "local[2]",
             "timing": "one warm-up of every way, then `repeat` interleaved rounds; ratio = median of paired ratios",
             "s3_anchor": "pq.read_table over s3fs (pyspark has no hadoop-aws: Spark's Parquet source cannot read s3)",
             "goals": goals_json(), "results": RESULTS}, indent=2))
