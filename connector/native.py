@@ -227,7 +227,7 @@ class _Layout:
     """A group's file columns as Spark reads them, and the current columns made of them."""
 
     read_schema: T.StructType
-    columns: tuple[Column, ...]
+    columns: tuple[Column, ...] | None  # None: the file columns are the plan's, as they are
 
 
 def _layout(store: ObjectStore, group: NativeGroup) -> _Layout:
@@ -235,6 +235,8 @@ def _layout(store: ObjectStore, group: NativeGroup) -> _Layout:
     projection = group.projection
     layout = projection.schema if projection.is_identity else footer_schema(store, group.tasks[0])
     read_schema = T.StructType([T.StructField(n, spark_type(layout.field(n).type)) for n in projection.read_columns])
+    if projection.is_identity:
+        return _Layout(read_schema, None)
     columns = []
     for reader, target in zip(projection.readers, projection.schema):
         if isinstance(reader, FileColumn):
@@ -267,7 +269,8 @@ def _group_frame(spark: SparkSession, store: ObjectStore, plan: NativePlan, grou
     frame = spark.read.options(**_PARQUET, **store_options).schema(layout.read_schema).parquet(*urls)
     if group.has_deletes:
         frame = _without_deleted(spark, store, group, frame)
-    frame = frame.select(*layout.columns)
+    if layout.columns is not None:
+        frame = frame.select(*layout.columns)
     arrow = pa.schema([plan.scan.snapshot.descriptor.arrow_schema.field(c) for c in plan.read_columns])
     try:
         rules = _row_rules(plan.scan.predicate, group.visible, group.tombstones, arrow)
@@ -275,6 +278,8 @@ def _group_frame(spark: SparkSession, store: ObjectStore, plan: NativePlan, grou
         raise Refused(str(e)) from None
     for rule in rules:
         frame = frame.filter(rule)
+    if plan.read_columns == plan.scan.columns:
+        return frame
     return frame.select(*(top_level_column(c) for c in plan.scan.columns))
 
 
@@ -302,7 +307,7 @@ def _without_deleted(spark: SparkSession, store: ObjectStore, group: NativeGroup
     if table.num_rows <= BROADCAST_ROWS:
         deleted_frame = F.broadcast(deleted_frame)
     marked = frame.select("*", F.col("_metadata.file_path").alias(_FILE), F.col("_metadata.row_index").alias(_ROW))
-    return marked.join(deleted_frame, [_FILE, _ROW], "left_anti")
+    return marked.join(deleted_frame, [_FILE, _ROW], "left_anti").drop(_FILE, _ROW)
 
 
 def _spark_file_names(frame: DataFrame, store: ObjectStore, group: NativeGroup) -> dict[str, list[str]]:
@@ -329,14 +334,13 @@ def _exactly(frame: DataFrame, schema: T.StructType) -> DataFrame:
     """``frame`` with ``schema``'s nullability and metadata (Spark's Parquet source reads every
     column as nullable); columns already right stay plain columns, so filters still push down."""
     actual = {f.name: f for f in frame.schema.fields}
-    columns = []
+    fixed = {f.name: _with_nulls(top_level_column(f.name), f.dataType, f.nullable) for f in schema.fields
+             if (actual[f.name].dataType, actual[f.name].nullable) != (f.dataType, f.nullable)}
+    frame = frame.withColumns(fixed) if fixed else frame
     for f in schema.fields:
-        column = top_level_column(f.name)
-        have = actual[f.name]
-        if have.dataType != f.dataType or have.nullable != f.nullable:
-            column = _with_nulls(column, f.dataType, f.nullable)
-        columns.append(column.alias(f.name, metadata=f.metadata) if f.metadata else column.alias(f.name))
-    return frame.select(*columns)
+        if f.metadata:
+            frame = frame.withMetadata(f.name, f.metadata)
+    return frame
 
 
 def _with_nulls(column: Column, typ: T.DataType, nullable: bool) -> Column:
