@@ -202,6 +202,12 @@ class DatasetDescriptor:
             raise InvalidDescriptorError(f"a descriptor has no {sorted(unknown)}")
         return DatasetDescriptor(**{**current, **changes})
 
+    @property
+    def files_may_lack_ids(self) -> bool:
+        """Whether some data files may carry no field ids (the log began before ids existed):
+        such files are read by name, so their layout is known from their footers only."""
+        return not self._ids_given or schemas.NAME_MAPPING in self.schema
+
     # ---------------------------------------------------------------- JSON
 
     def to_json(self, as_loaded: bool = False) -> dict:

@@ -15,7 +15,9 @@ read to learn it), and
   has the meaning it has on the rows cdkds reads.
 
 Deletion vectors need a row's position in its file, which pyarrow's scanner does not give:
-files with them are read by cdkds.
+files with them are read by cdkds. A stream (:func:`scan_batches`) on a store other than
+local files is read by cdkds whole: a pyarrow scan left open there when Python exits aborts
+the process (Arrow's threads reading fsspec's Python files need Python's lock).
 """
 
 from __future__ import annotations
@@ -100,12 +102,16 @@ class _KnownSizes(pafs.FSSpecHandler):
         return pa.PythonFile(open_data_file(self.fs, path, self.sizes[path]), mode="r")
 
 
+def _local(fs: Any) -> bool:
+    from fsspec.implementations.local import LocalFileSystem
+    return isinstance(fs, LocalFileSystem)
+
+
 def arrow_filesystem(fs: Any, sizes: Mapping[str, int] | None = None) -> pafs.FileSystem:
     """``fs`` (fsspec) as a pyarrow filesystem: pyarrow's own for local files (read without
     Python's lock), others through fsspec, opening the files of ``sizes`` (path -> bytes)
     without asking their size."""
-    from fsspec.implementations.local import LocalFileSystem
-    if isinstance(fs, LocalFileSystem):
+    if _local(fs):
         return pafs.LocalFileSystem()
     return pafs.PyFileSystem(_KnownSizes(fs, sizes or {}))
 
@@ -177,19 +183,25 @@ def scan_batches(store: ObjectStore, plan: ScanPlan, batch_rows: int = DEFAULT_B
                  ) -> Iterator[pa.RecordBatch]:
     """The rows of ``plan`` batch by batch (at most ``batch_rows`` each), group after group,
     then the fallback files; Arrow's scanner reads a bounded number of batches ahead, and
-    closing the iterator stops it."""
+    closing the iterator stops it. On stores other than local files every file is read by
+    cdkds's reader: Arrow's threads would read fsspec's Python files."""
+    if not _local(store.fs):
+        # Arrow's read-ahead threads would read fsspec's Python files: a scan left open when
+        # Python exits would abort it (they need Python's lock during teardown)
+        yield from read_tasks(store, plan, plan.tasks, batch_rows)
+        return
     native = native_plan(store, plan)
     schema = plan.output_schema
     filesystem = filesystem_for(store, native)
     for group in native.groups:
         try:
-            reader = group_scanner(store, native, group, filesystem, batch_rows).to_reader()
+            batches = group_scanner(store, native, group, filesystem, batch_rows).to_batches()
         except Exception as e:  # noqa: BLE001 - named, or passed on, by scan_error
             raise scan_error(e, store, group) from None
         try:
             while True:
                 try:
-                    batch = reader.read_next_batch()
+                    batch = next(batches)
                 except StopIteration:
                     break
                 except Exception as e:  # noqa: BLE001 - named, or passed on, by scan_error
@@ -197,7 +209,8 @@ def scan_batches(store: ObjectStore, plan: ScanPlan, batch_rows: int = DEFAULT_B
                 if batch.num_rows:
                     yield _conformed(batch, schema)
         finally:
-            reader.close()
+            # drops the scan: its read-ahead stops (a RecordBatchReader's close() would read it to the end)
+            batches.close()
     if native.fallback:
         yield from read_tasks(store, plan, native.fallback, batch_rows)
 

@@ -144,26 +144,31 @@ def _why_not(task: FileScanTask, reader: NativeReader, file_format: str) -> str 
 
 
 def _layouts(store: ObjectStore, scan: ScanPlan, tasks: list[FileScanTask]) -> dict[str, pa.Schema]:
-    """Each file's Arrow schema (with field ids): from the log where it knows the file was
-    written as the current descriptor says, else from a footer — one per descriptor
-    revision, one per file whose revision the log does not know."""
+    """Each file's Arrow schema (with field ids where it has them): from the log where it
+    knows the file was written as the current descriptor says, else from a footer — one per
+    descriptor revision, one per file whose revision the log does not know or in a dataset
+    begun before field ids (whose files carry ids or not whatever their revision)."""
     snapshot = scan.snapshot
     current = schema_of_files(snapshot.descriptor)
+    # in a log begun before field ids, files of one revision may or may not carry ids: each is its own
+    by_file = snapshot.descriptor.files_may_lack_ids
+
+    def key(t: FileScanTask) -> object:
+        return t.file.path if by_file or t.file.schema_version < 0 else t.file.schema_version
+
     out: dict[str, pa.Schema] = {}
     to_read: dict[object, FileScanTask] = {}
     for t in tasks:
-        if snapshot.written_as_current(t.file):
+        if snapshot.written_as_current(t.file) and not by_file:
             out[t.file.path] = current
         else:
-            key = t.file.schema_version if t.file.schema_version >= 0 else t.file.path
-            to_read.setdefault(key, t)
+            to_read.setdefault(key(t), t)
     if to_read:
         with ThreadPoolExecutor(min(FOOTER_READERS, len(to_read))) as pool:
             schemas = dict(zip(to_read, pool.map(lambda t: footer_schema(store, t), to_read.values())))
         for t in tasks:
             if t.file.path not in out:
-                key = t.file.schema_version if t.file.schema_version >= 0 else t.file.path
-                out[t.file.path] = schemas[key]
+                out[t.file.path] = schemas[key(t)]
     return out
 
 

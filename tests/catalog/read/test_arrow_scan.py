@@ -162,6 +162,7 @@ def test_a_batch_reader_closed_early_stops_pyarrow(tmp_path):
 
 
 def test_every_backend_reads_through_pyarrow(backend):
+    """to_table through pyarrow everywhere; scan and to_batch_reader stream through pyarrow on local files only."""
     url, options = backend
     ds = DatasetRepository(url, options).create("d", DatasetDescriptor(SCHEMA, "identity(g)"))
     append(ds, [{"id": i, "g": "ab"[i % 2], "x": i, "f": None} for i in range(10)])
@@ -174,3 +175,30 @@ def test_every_backend_reads_through_pyarrow(backend):
     ds.store.fs.rm(ds.store.path(ds.files[0].path))
     with pytest.raises(DataFileError, match=f"{ds.files[0].path}"):
         ds.to_table()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("left_open", ["ds.scan(batch_rows=100)", "ds.to_batch_reader(batch_rows=100)"])
+def test_a_stream_left_open_on_an_fsspec_store_lets_python_exit(left_open):
+    """Arrow's scanner threads reading fsspec's Python files while Python tears down aborted
+    the process ("terminate called without an active exception"): streams on such stores
+    are read by cdkds's own reader."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(f"""
+        import pyarrow as pa
+        from cdkds.catalog import DatasetDescriptor, DatasetRepository
+        ds = DatasetRepository("memory://lake").create("t", DatasetDescriptor(
+            {{"type": "record", "name": "R", "fields": [{{"name": "x", "type": "long"}}, {{"name": "s", "type": "string"}}]}}))
+        for i in range(12):
+            with ds.writer() as w:
+                w.write_batch(pa.table({{"x": list(range(i * 5000, i * 5000 + 5000)), "s": ["abc" * 10] * 5000}}))
+        ds = ds.refresh()
+        stream = {left_open}
+        first = next(stream) if hasattr(stream, "__next__") else stream.read_next_batch()
+        print(first.num_rows)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "100", done.stderr
