@@ -1,12 +1,15 @@
-"""Read performance for the dataset shapes users hit, each against Spark's own Parquet source
-(or pyarrow) reading THE SAME data files, in one run.
+"""Read performance for the dataset shapes users hit, each read natively by cdkds
+(``cdkds.connector.load``: cdkds plans, Spark's Parquet source reads), through the Python
+source (``spark.read.format("cdkds")``) and against Spark's own Parquet source (or pyarrow)
+reading THE SAME data files, in one run.
 
-    python bench/shapes.py                          # all shapes at full size (generating ~1.5 GB)
+    python bench/shapes.py                          # all shapes at full size (generating ~1.7 GB)
     python bench/shapes.py --scale 0.02             # a quick try
     python bench/shapes.py --shapes 2,5 --keep      # a subset; --keep reuses generated data
 
-Shapes (Spark on local[2], driver memory 4g; every Spark query is the same text on both
-sources: ``count(*)`` and ``bit_xor(xxhash64(*))``, which reads every column, unless stated):
+Shapes (Spark on local[2], driver memory 4g; every Spark query is the same text on every
+way of reading: ``count(*)`` and ``bit_xor(xxhash64(*))``, which reads every column, unless
+stated):
 
 1. ``small-files``: 2M rows x 5 columns written by ``df.repartition(4).write.format("cdkds")``
    (four files, ~57 MB): full-scan aggregation; plain Python ``to_table()`` against
@@ -16,21 +19,28 @@ sources: ``count(*)`` and ``bit_xor(xxhash64(*))``, which reads every column, un
 3. ``many-tiny-files``: the quick start's 50k + 1k rows partitioned by
    ``hash(userId, 16), year(ts), month(ts), day(ts)`` over 20 days (~629 files): full-scan
    aggregation; plain Python as in 1.
-4. ``one-of-20-columns``: 2M rows x 20 columns (four files), ``sum(c7)``: Spark's Parquet
-   source prunes columns; cdkds without options (reads all 20) and with ``columns=c7``.
+4. ``one-of-20-columns``: 2M rows x 20 columns (four files), ``sum(c7)`` with no option
+   (the native path and Spark's Parquet source prune columns; the Python source cannot);
+   the Python source with ``columns=c7`` for reference.
 5. ``selective-sorted``: 10M rows in one file, ``k`` ascending, ``k between X and X+10000``:
-   cdkds with the predicate as the ``where`` option and as a Spark filter with
-   ``pushFilters=true``, against Spark's Parquet source with the filter (goal: <= 0.5x).
-6. ``s3``: 2M rows (as 1) on moto's S3 server on 127.0.0.1: the full scan through cdkds in
-   Spark and ``to_table()`` in plain Python, against ``pq.read_table`` over s3fs of the same
-   files (Spark's Parquet source cannot read s3:// here: pyspark ships no hadoop-aws), with
-   S3 requests counted at the server (a WSGI middleware in front of moto, in its own process,
-   so requests from Spark's Python workers are counted too).
+   as the ``where`` option and as a Spark filter.
+6. ``s3``: 2M rows (as 1) on moto's S3 server on 127.0.0.1: the full scan in Spark and
+   ``to_table()`` in plain Python, against ``pq.read_table`` over s3fs of the same files
+   (Spark's Parquet source cannot read s3:// here: pyspark ships no hadoop-aws, so the
+   native path falls back to the Python source), with S3 requests counted at the server.
+7. ``hash-point``: 2M rows x 5 columns partitioned by ``hash(userId, 16)`` (16 files),
+   ``userId = X``: cdkds prunes to one bucket's file, Spark's Parquet source reads every file.
+8. ``predicate-delete``: 2M rows as 1, then ``delete("amount < 10")`` (1% of the rows, a
+   tombstone on every file): full scan, against Spark's Parquet source reading the same files
+   in full (the rows it returns include the deleted ones; the rows of the cdkds ways are
+   checked against the Parquet files filtered by the delete's negation).
+9. ``keyed-delete``: as 8 on a keyed dataset (record key ``id``): deletion vectors.
 
-Each timing: one warm-up, then best of ``--repeat`` (default 3; the median is kept too).
-Prints a table (ratio = cdkds / anchor: below 1 is faster; goals <= 1.1 for full scans,
-<= 0.5 for the selective query) with the input partitions Spark used for each source, and
-writes bench/results-shapes.json. Not part of the test suite.
+Each comparison runs every way once as a warm-up, then ``--repeat`` rounds of every way in
+turn (see bench/measure.py); the ratio (way / anchor: below 1 is faster) is the median of the
+rounds' paired ratios. Prints each goal of issue 28 and whether it is met, with the input
+partitions and what each Spark plan reads with, and writes bench/results-shapes.json. Not
+part of the test suite.
 """
 
 from __future__ import annotations
@@ -41,12 +51,8 @@ import importlib.util
 import json
 import os
 import shutil
-import socket
-import statistics
-import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any, Callable
 
@@ -56,79 +62,17 @@ import pyarrow.parquet as pq
 
 from cdkds.catalog import DatasetDescriptor, DatasetRepository
 
-RESULTS: list[dict[str, Any]] = []
-FULL_GOAL, SELECTIVE_GOAL = 1.1, 0.5
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from measure import (FULL_SCAN, HASH_POINT, ONE_OF_20, PLAIN_PYTHON, PREDICATE_DELETE, RESULTS,  # noqa: E402
+                     SELECTIVE, Goal, Way, compare, goals_json, print_table, requests_text)
+from s3_counting import RequestCounter, hadoop_aws_available, start_moto  # noqa: E402
+
 AGG = ("count(*) AS n", "bit_xor(xxhash64(*)) AS h")  # every column, exact and order-independent
 ALPHABET = np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+-", dtype=np.uint8)
 T0_MICROS = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z
-
-
-# ---------------------------------------------------------------- timing and reporting
-
-class Timing:
-    def __init__(self, runs: list[float], result: Any, requests: dict | None):
-        self.runs, self.result, self.requests = runs, result, requests
-
-    @property
-    def best(self) -> float:
-        return min(self.runs)
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.runs)
-
-    def as_json(self) -> dict:
-        return {"best_s": self.best, "median_s": self.median, "runs_s": self.runs, "requests": self.requests}
-
-
-def timed(fn: Callable[[], Any], repeat: int, counter: "RequestCounter | None" = None) -> Timing:
-    """One warm-up, then ``repeat`` timed runs; with a counter, the S3 requests of the last run."""
-    fn()
-    runs, result, requests = [], None, None
-    for _ in range(repeat):
-        if counter:
-            counter.reset()
-        start = time.perf_counter()
-        result = fn()
-        runs.append(time.perf_counter() - start)
-        if counter:
-            requests = counter.read()
-    return Timing(runs, result, requests)
-
-
-def record(shape: str, what: str, cdkds: Timing, anchor: Timing, anchor_name: str, goal: float,
-           partitions: tuple[int | None, int | None] = (None, None), **extra: Any) -> None:
-    ratio = cdkds.best / anchor.best
-    RESULTS.append({"shape": shape, "what": what, "cdkds": cdkds.as_json(), "anchor_name": anchor_name,
-                    "anchor": anchor.as_json(), "ratio": ratio, "goal": goal, "met": ratio <= goal,
-                    "partitions_cdkds": partitions[0], "partitions_anchor": partitions[1], **extra})
-    parts = _partitions_text(partitions[0], partitions[1])
-    print(f"  {what:44} cdkds {cdkds.best:8.3f} s | {anchor_name:24} {anchor.best:8.3f} s | {ratio:6.2f}x "
-          f"(goal <= {goal}) {'met' if ratio <= goal else 'NOT met':7} | partitions {parts}", flush=True)
-    for name, t in (("cdkds", cdkds), (anchor_name, anchor)):
-        if t.requests is not None:
-            print(f"      S3 requests, {name}: {_requests_text(t.requests)}", flush=True)
-
-
-def _partitions_text(cdkds: int | None, anchor: int | None) -> str:
-    return "-" if cdkds is None and anchor is None else f"{cdkds if cdkds is not None else '-'}/" \
-        f"{anchor if anchor is not None else '-'}"
-
-
-def _requests_text(counts: dict) -> str:
-    kinds = {k: v for k, v in counts.items() if not k.startswith("bytes")}
-    return f"{sum(kinds.values())} ({', '.join(f'{k} {v}' for k, v in sorted(kinds.items()))}; " \
-           f"{counts.get('bytes_out', 0) / 1e6:.1f} MB down, {counts.get('bytes_in', 0) / 1e6:.1f} MB up)"
-
-
-def print_table() -> None:
-    print("\nshape                 query                                         cdkds s   anchor s   ratio  goal  met"
-          "  partitions cdkds/anchor")
-    for r in RESULTS:
-        parts = _partitions_text(r["partitions_cdkds"], r["partitions_anchor"])
-        print(f"{r['shape']:21} {r['what']:44} {r['cdkds']['best_s']:8.3f} {r['anchor']['best_s']:10.3f} "
-              f"{r['ratio']:6.2f}x {r['goal']:5} {'yes' if r['met'] else 'no ':4} {parts}")
-        print(f"{'':21}   anchor: {r['anchor_name']}")
+KEYED_DELETE = Goal("after a 1% keyed delete (deletion vectors), native path (the issue sets none: 1.3 as for "
+                    "tombstones)", 1.3)
+DELETED = "amount < 10"  # 1% of spark_events' rows
 
 
 # ---------------------------------------------------------------- data
@@ -207,8 +151,7 @@ def spark_session() -> Any:
 
 
 class Spark:
-    def __init__(self, args: argparse.Namespace):
-        self.args = args
+    def __init__(self) -> None:
         self._session = None
 
     @property
@@ -222,44 +165,73 @@ class Spark:
             self._session.stop()
 
 
-def compare_spark(shape: str, what: str, cdkds_df: Callable[[], Any], parquet_df: Callable[[], Any],
-                  query: Callable[[Any], Any], repeat: int, goal: float = FULL_GOAL,
-                  counter: "RequestCounter | None" = None, **extra: Any) -> None:
-    """``query`` over ``cdkds_df()`` and ``parquet_df()`` (new DataFrames each run), best of ``repeat``."""
-    partitions = (cdkds_df().rdd.getNumPartitions(), parquet_df().rdd.getNumPartitions())
-    a = timed(lambda: query(cdkds_df()).collect(), repeat, counter)
-    b = timed(lambda: query(parquet_df()).collect(), repeat)
-    if [tuple(r) for r in a.result] != [tuple(r) for r in b.result]:
-        raise AssertionError(f"{shape} {what}: cdkds {a.result} != Spark Parquet {b.result}")
-    record(shape, what, a, b, "Spark Parquet, same files", goal, partitions, **extra)
+def native_load() -> Callable[..., Any] | None:
+    """``cdkds.connector.load`` where this checkout has it."""
+    import cdkds.connector
+
+    return getattr(cdkds.connector, "load", None)
 
 
-def compare_python(shape: str, repo_url: str, name: str, files: list[str], repeat: int,
+def reads_with(df: Any) -> str:
+    """What the executed plan of ``df`` reads with: Spark's Parquet FileScan, the Python source, or both."""
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    kinds = [name for name, mark in (("Parquet FileScan", "FileScan parquet"), ("Python source", "BatchScan cdkds"))
+             if mark in plan]
+    return " + ".join(kinds) or "?"
+
+
+def spark_way(label: str, df: Callable[[], Any], query: Callable[[Any], Any], goal: Goal | None = None) -> Way:
+    """``query`` over ``df()`` (a new DataFrame each run: planning is part of every run)."""
+    sample = df()
+    return Way(label, lambda: query(df()).collect(), goal, sample.rdd.getNumPartitions(), reads_with(query(sample)))
+
+
+def same_rows(a: Any, b: Any) -> bool:
+    return [tuple(r) for r in a] == [tuple(r) for r in b]
+
+
+def compare_spark(shape: str, what: str, ways: list[Way], parquet: Callable[[], Any], query: Callable[[Any], Any],
+                  repeat: int, **extra: Any) -> None:
+    """``ways`` against Spark's Parquet source over the same files, the same query."""
+    compare(shape, what, ways, spark_way("Spark Parquet, same files", parquet, query), repeat, same_rows, **extra)
+
+
+def cdkds_ways(s: Any, url: str, query: Callable[[Any], Any], goal: Goal, native_where: Callable[[Any], Any] | None
+               = None, **options: str) -> list[Way]:
+    """The native path (with ``goal``) and the Python source (for reference), the same options."""
+    ways = []
+    load = native_load()
+    if load is not None:
+        ways.append(spark_way("native load()", lambda: load(s, url, **options), query, goal))
+    ways.append(spark_way("format('cdkds')", lambda: s.read.format("cdkds").options(**options).load(url), query))
+    return ways
+
+
+def compare_python(shape: str, repo_url: str, name: str, files: list[str], repeat: int, goal: Goal | None = PLAIN_PYTHON,
                    storage_options: dict | None = None, filesystem: Any = None, anchor_name: str = "pq.read_table",
-                   counter: "RequestCounter | None" = None) -> None:
+                   counter: RequestCounter | None = None) -> None:
     """``to_table()`` (opening and planning included) against ``pq.read_table`` of the same files."""
-    a = timed(lambda: DatasetRepository(repo_url, storage_options).load(name).to_table(), repeat, counter)
-    b = timed(lambda: pq.read_table(files, filesystem=filesystem, partitioning=None), repeat, counter)
-    if (a.result.num_rows, sorted(a.result.column_names)) != (b.result.num_rows, sorted(b.result.column_names)):
-        raise AssertionError(f"{shape}: to_table {a.result.shape} != read_table {b.result.shape}")
-    record(shape, "plain Python: to_table()", a, b, anchor_name, FULL_GOAL)
+    way = Way("to_table()", lambda: DatasetRepository(repo_url, storage_options).load(name).to_table(), goal)
+    anchor = Way(anchor_name, lambda: pq.read_table(files, filesystem=filesystem, partitioning=None))
+    compare(shape, f"plain Python, {len(files)} files, vs {anchor_name}", [way], anchor, repeat,
+            lambda a, b: (a.num_rows, sorted(a.column_names)) == (b.num_rows, sorted(b.column_names)), counter)
 
 
 # ---------------------------------------------------------------- shapes
 
+def full_scan(data: Data, spark: Spark, shape: str, what: str, ds: Any, name: str, repeat: int) -> None:
+    files, url, s = live_files(ds), f"{data.url}/{name}", spark.session
+    query = lambda df: df.selectExpr(*AGG)  # noqa: E731
+    compare_spark(shape, what, cdkds_ways(s, url, query, FULL_SCAN), lambda: s.read.parquet(*files), query, repeat,
+                  files=len(files))
+    compare_python(shape, data.url, name, files, repeat)
+
+
 def shape_small_files(data: Data, spark: Spark, scale: float, repeat: int) -> None:
     rows = int(2_000_000 * scale)
-
-    def make(name: str) -> None:
-        spark_events(spark.session, rows).repartition(4).write.format("cdkds").mode("append") \
-            .save(f"{data.url}/{name}")
-
-    ds = data.get("small_files", make)
-    files, url = live_files(ds), f"{data.url}/small_files"
-    s = spark.session
-    compare_spark("1 small-files", f"full scan, {rows:,} rows x 5 cols", lambda: s.read.format("cdkds").load(url),
-                  lambda: s.read.parquet(*files), lambda df: df.selectExpr(*AGG), repeat, files=len(files))
-    compare_python("1 small-files", data.url, "small_files", files, repeat)
+    ds = data.get("small_files", lambda name: spark_events(spark.session, rows).repartition(4).write
+                  .format("cdkds").mode("append").save(f"{data.url}/{name}"))
+    full_scan(data, spark, "1 small-files", f"full scan, {rows:,} rows x 5 cols", ds, "small_files", repeat)
 
 
 WIDE_SCHEMA = {"type": "record", "name": "Wide", "fields": [
@@ -281,11 +253,7 @@ def shape_one_big_file(data: Data, spark: Spark, scale: float, repeat: int) -> N
     rows = int(10_000_000 * scale)
     ds = data.get("one_big_file", lambda name: write_python(
         data.url, name, WIDE_SCHEMA, wide_chunks(rows, 26, seed=2), target_file_size=1 << 40))
-    files, url = live_files(ds), f"{data.url}/one_big_file"
-    s = spark.session
-    compare_spark("2 one-big-file", f"full scan, {rows:,} rows, 1 file", lambda: s.read.format("cdkds").load(url),
-                  lambda: s.read.parquet(*files), lambda df: df.selectExpr(*AGG), repeat, files=len(files))
-    compare_python("2 one-big-file", data.url, "one_big_file", files, repeat)
+    full_scan(data, spark, "2 one-big-file", f"full scan, {rows:,} rows, 1 file", ds, "one_big_file", repeat)
 
 
 def _quickstart() -> Any:
@@ -311,12 +279,8 @@ def shape_many_tiny_files(data: Data, spark: Spark, scale: float, repeat: int) -
             w.write_batch(QUICKSTART.make_events(second, first))
 
     ds = data.get("many_tiny_files", make)
-    files, url = live_files(ds), f"{data.url}/many_tiny_files"
-    s = spark.session
-    compare_spark("3 many-tiny-files", f"full scan, {first + second:,} rows, {len(files)} files",
-                  lambda: s.read.format("cdkds").load(url), lambda: s.read.parquet(*files),
-                  lambda df: df.selectExpr(*AGG), repeat, files=len(files))
-    compare_python("3 many-tiny-files", data.url, "many_tiny_files", files, repeat)
+    full_scan(data, spark, "3 many-tiny-files", f"full scan, {first + second:,} rows, {len(ds.files)} files", ds,
+              "many_tiny_files", repeat)
 
 
 def twenty_columns() -> list[str]:
@@ -333,14 +297,13 @@ def shape_one_of_20_columns(data: Data, spark: Spark, scale: float, repeat: int)
             .write.format("cdkds").mode("append").save(f"{data.url}/{name}")
 
     ds = data.get("one_of_20_columns", make)
-    files, url = live_files(ds), f"{data.url}/one_of_20_columns"
-    s = spark.session
+    files, url, s = live_files(ds), f"{data.url}/one_of_20_columns", spark.session
     query = lambda df: df.selectExpr("sum(c7)")  # noqa: E731
-    parquet = lambda: s.read.parquet(*files)  # noqa: E731
-    compare_spark("4 one-of-20-columns", "sum(c7), no options (reads 20 cols)",
-                  lambda: s.read.format("cdkds").load(url), parquet, query, repeat, files=len(files))
-    compare_spark("4 one-of-20-columns", "sum(c7), option columns=c7",
-                  lambda: s.read.format("cdkds").option("columns", "c7").load(url), parquet, query, repeat)
+    ways = [*cdkds_ways(s, url, query, ONE_OF_20),
+            spark_way("format('cdkds'), columns=c7", lambda: s.read.format("cdkds").option("columns", "c7").load(url),
+                      query)]
+    compare_spark("4 one-of-20-columns", "sum(c7), no option", ways, lambda: s.read.parquet(*files), query, repeat,
+                  files=len(files))
 
 
 SORTED_SCHEMA = {"type": "record", "name": "Sorted", "fields": [
@@ -360,119 +323,99 @@ def shape_selective_sorted(data: Data, spark: Spark, scale: float, repeat: int) 
     rows = int(10_000_000 * scale)
     ds = data.get("selective_sorted", lambda name: write_python(
         data.url, name, SORTED_SCHEMA, sorted_chunks(rows), target_file_size=1 << 40))
-    files, url = live_files(ds), f"{data.url}/selective_sorted"
+    files, url, s = live_files(ds), f"{data.url}/selective_sorted", spark.session
     low = rows // 2 + 12_345
     high = low + 10_000
     spark_filter, cdkds_where = f"k BETWEEN {low} AND {high}", f"k >= {low} and k <= {high}"
-    s = spark.session
     parquet = lambda: s.read.parquet(*files).where(spark_filter)  # noqa: E731
     query = lambda df: df.selectExpr(*AGG)  # noqa: E731
+    filtered = lambda df: df.where(spark_filter).selectExpr(*AGG)  # noqa: E731
     extra = {"files": len(files), "row_groups": pq.ParquetFile(files[0]).metadata.num_row_groups,
              "rows_selected": high - low + 1}
-    compare_spark("5 selective-sorted", "k between X and X+10000, where option",
-                  lambda: s.read.format("cdkds").option("where", cdkds_where).load(url), parquet, query, repeat,
-                  SELECTIVE_GOAL, **extra)
-    compare_spark("5 selective-sorted", "the same as a Spark filter, pushFilters",
-                  lambda: s.read.format("cdkds").option("pushFilters", "true").load(url).where(spark_filter),
-                  parquet, query, repeat, SELECTIVE_GOAL, **extra)
-    # Spark's Parquet source skips row groups by their statistics too: the same anchor without
-    # that (spark.sql.parquet.filterPushdown=false) shows what the skipping is worth
-    s.conf.set("spark.sql.parquet.filterPushdown", "false")
-    try:
-        compare_spark("5 selective-sorted", "where option; anchor without row-group skipping",
-                      lambda: s.read.format("cdkds").option("where", cdkds_where).load(url), parquet, query, repeat,
-                      SELECTIVE_GOAL, **extra)
-    finally:
-        s.conf.unset("spark.sql.parquet.filterPushdown")
+    load = native_load()
+    ways = cdkds_ways(s, url, query, SELECTIVE, where=cdkds_where)
+    if load is not None:
+        ways.append(spark_way("native load(), Spark filter", lambda: load(s, url), filtered, SELECTIVE))
+    ways.append(spark_way("format('cdkds'), pushFilters", lambda: s.read.format("cdkds").option("pushFilters", "true")
+                          .load(url), filtered))
+    compare_spark("5 selective-sorted", "k between X and X+10000", ways, parquet, query, repeat, **extra)
+
+
+EVENTS_SCHEMA = {"type": "record", "name": "Event", "fields": [
+    {"name": "id", "type": "long"}, {"name": "amount", "type": "double"}, {"name": "name", "type": "string"},
+    {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-micros"}}, {"name": "userId", "type": "int"}]}
+
+
+def events_chunks(rows: int, chunk: int = 500_000) -> Any:
+    """spark_events' columns, drawn by numpy (seeded)."""
+    rng = np.random.default_rng(7)
+    for first in range(0, rows, chunk):
+        n = min(chunk, rows - first)
+        names = pa.array(np.char.add("user-", rng.integers(0, 100_000, n).astype(str)))
+        ts = pa.array(T0_MICROS + rng.integers(0, 2_592_000_000_000, n), pa.timestamp("us", tz="UTC"))
+        yield pa.table({"id": np.arange(first, first + n, dtype=np.int64), "amount": rng.random(n) * 1000,
+                        "name": names, "ts": ts, "userId": rng.integers(0, 1_000_000, n).astype(np.int32)})
+
+
+def shape_hash_point(data: Data, spark: Spark, scale: float, repeat: int) -> None:
+    rows = int(2_000_000 * scale)
+    ds = data.get("hash_point", lambda name: write_python(data.url, name, EVENTS_SCHEMA, events_chunks(rows),
+                                                          "hash(userId, 16)"))
+    files, url, s = live_files(ds), f"{data.url}/hash_point", spark.session
+    user = next(events_chunks(rows))["userId"][min(rows, 500_000) // 3].as_py()
+    where = f"userId = {user}"
+    query = lambda df: df.selectExpr(*AGG)  # noqa: E731
+    filtered = lambda df: df.where(where).selectExpr(*AGG)  # noqa: E731
+    load = native_load()
+    ways = cdkds_ways(s, url, query, HASH_POINT, where=where)
+    if load is not None:
+        ways.append(spark_way("native load(), Spark filter", lambda: load(s, url), filtered))
+    ways.append(spark_way("format('cdkds'), pushFilters", lambda: s.read.format("cdkds").option("pushFilters", "true")
+                          .load(url), filtered))
+    compare_spark("7 hash-point", f"{where} of {rows:,} rows, hash(userId, 16)", ways,
+                  lambda: s.read.parquet(*files).where(where), query, repeat, files=len(files),
+                  files_read=len(ds.plan(where).files))
+
+
+def deleted_dataset(data: Data, spark: Spark, name: str, rows: int, **write_options: str) -> Any:
+    def make(name: str) -> None:
+        spark_events(spark.session, rows).repartition(4).write.format("cdkds").options(**write_options) \
+            .mode("append").save(f"{data.url}/{name}")
+        DatasetRepository(data.url).load(name).delete(DELETED)
+
+    ds = data.get(name, make)
+    print(f"  {name}: {ds.history()[-1]}", flush=True)
+    return ds
+
+
+def compare_after_delete(data: Data, spark: Spark, shape: str, ds: Any, name: str, goal: Goal, repeat: int) -> None:
+    """The full scan of a dataset after a delete against Spark's Parquet source reading the same
+    files in full; the rows are checked against those files less the rows the delete matched."""
+    files, url, s = live_files(ds), f"{data.url}/{name}", spark.session
+    query = lambda df: df.selectExpr(*AGG)  # noqa: E731
+    kept = f"NOT coalesce({DELETED}, false)"
+    expected = [tuple(r) for r in s.read.parquet(*files).where(kept).selectExpr(*AGG).collect()]
+    ways = [*cdkds_ways(s, url, query, goal),
+            spark_way(f"Parquet, WHERE {kept}", lambda: s.read.parquet(*files).where(kept), query)]
+    anchor = spark_way("Spark Parquet, same files", lambda: s.read.parquet(*files), query)
+    compare(shape, f"full scan after delete({DELETED!r})", ways, anchor, repeat,
+            lambda a, _: [tuple(r) for r in a] == expected, files=len(files), rows_kept=expected[0][0])
+    table = Way("to_table()", lambda: DatasetRepository(data.url).load(name).to_table())
+    compare(shape, "plain Python (reference)", [table], Way("pq.read_table", lambda: pq.read_table(files)), repeat,
+            lambda a, _: a.num_rows == expected[0][0])
+
+
+def shape_predicate_delete(data: Data, spark: Spark, scale: float, repeat: int) -> None:
+    ds = deleted_dataset(data, spark, "predicate_delete", int(2_000_000 * scale))
+    compare_after_delete(data, spark, "8 predicate-delete", ds, "predicate_delete", PREDICATE_DELETE, repeat)
+
+
+def shape_keyed_delete(data: Data, spark: Spark, scale: float, repeat: int) -> None:
+    ds = deleted_dataset(data, spark, "keyed_delete", int(2_000_000 * scale), recordKey="id")
+    compare_after_delete(data, spark, "9 keyed-delete", ds, "keyed_delete", KEYED_DELETE, repeat)
 
 
 # ---------------------------------------------------------------- S3 (moto)
-
-# moto's server behind a WSGI middleware counting requests by kind (and response bytes), in its
-# own process: Spark's Python workers are processes of their own, so counting at the server is
-# the one place every request is seen. GET /_requests returns the counts (?reset clears them).
-MOTO_SERVER = r"""
-import json, sys, threading
-from collections import Counter
-from moto.server import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
-from werkzeug.serving import make_server
-
-app = DomainDispatcherApplication(create_backend_app)
-counts, lock = Counter(), threading.Lock()
-
-def kind(environ):
-    method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "/")
-    bucket, _, key = path.lstrip("/").partition("/")
-    if not key:
-        return "LIST" if method == "GET" else method + " bucket"
-    if method == "GET":
-        return "GET range" if environ.get("HTTP_RANGE") else "GET"
-    return method
-
-def counting(environ, start_response):
-    if environ.get("PATH_INFO") == "/_requests":
-        with lock:
-            body = json.dumps(dict(counts)).encode()
-            if environ.get("QUERY_STRING") == "reset":
-                counts.clear()
-        start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
-        return [body]
-    with lock:
-        counts[kind(environ)] += 1
-        counts["bytes_in"] += int(environ.get("CONTENT_LENGTH") or 0)
-
-    def start(status, headers, *rest):
-        size = next((int(v) for k, v in headers if k.lower() == "content-length"), 0)
-        with lock:
-            counts["bytes_out"] += size
-        return start_response(status, headers, *rest)
-    return app(environ, start)
-
-server = make_server("127.0.0.1", int(sys.argv[1]), counting, threaded=True, request_handler=MotoRequestHandler)
-server.serve_forever()
-"""
-
-
-class RequestCounter:
-    def __init__(self, endpoint: str):
-        self.endpoint = endpoint
-
-    def _get(self, query: str = "") -> dict:
-        with urllib.request.urlopen(f"{self.endpoint}/_requests{query}", timeout=10) as r:
-            return json.loads(r.read())
-
-    def reset(self) -> None:
-        self._get("?reset")
-
-    def read(self) -> dict:
-        return self._get()
-
-
-def start_moto() -> tuple[subprocess.Popen, str]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-c", MOTO_SERVER, str(port)], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
-    endpoint = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while True:
-        try:
-            RequestCounter(endpoint).read()
-            return server, endpoint
-        except OSError:
-            if time.time() > deadline or server.poll() is not None:
-                server.kill()
-                raise RuntimeError("moto's S3 server did not start")
-            time.sleep(0.2)
-
-
-def hadoop_aws_available() -> bool:
-    import pyspark
-
-    jars = Path(pyspark.__file__).parent / "jars"
-    return any("hadoop-aws" in p.name for p in jars.glob("*.jar"))
-
 
 def shape_s3(data: Data, spark: Spark, scale: float, repeat: int) -> None:
     import boto3
@@ -498,27 +441,21 @@ def shape_s3(data: Data, spark: Spark, scale: float, repeat: int) -> None:
         ds = DatasetRepository(repo_url, options).load("events")
         files = live_files(ds)  # bucket/key: s3fs paths
         print(f"  wrote {rows:,} rows to {url} in {time.perf_counter() - start:.1f} s: {len(ds.files)} files, "
-              f"{sum(f.size for f in ds.files) / 1e6:.1f} MB; S3 requests {_requests_text(written)}", flush=True)
+              f"{sum(f.size for f in ds.files) / 1e6:.1f} MB; S3 requests {requests_text(written)}", flush=True)
         fs = s3fs.S3FileSystem(**options)
-
-        def cdkds_query() -> Any:
-            return s.read.format("cdkds").option("storageOptions", json.dumps(options)).load(url).selectExpr(*AGG) \
-                .collect()
-
-        partitions = s.read.format("cdkds").option("storageOptions", json.dumps(options)).load(url) \
-            .rdd.getNumPartitions()
-        a = timed(cdkds_query, repeat, counter)
-        b = timed(lambda: pq.read_table(files, filesystem=fs, partitioning=None), repeat, counter)
-        if a.result[0][0] != b.result.num_rows:
-            raise AssertionError(f"s3: Spark counted {a.result[0][0]} rows, pq.read_table {b.result.num_rows}")
-        record("6 s3", f"Spark cdkds full scan, {rows:,} rows", a, b, "pq.read_table over s3fs", FULL_GOAL,
-               (partitions, None), files=len(files), note="the anchor is not Spark: pyspark has no hadoop-aws")
-        compare_python("6 s3", repo_url, "events", files, repeat, options, fs, "pq.read_table over s3fs", counter)
+        query = lambda df: df.selectExpr(*AGG)  # noqa: E731
+        ways = cdkds_ways(s, url, query, None, storageOptions=json.dumps(options))
+        anchor = Way("pq.read_table over s3fs", lambda: pq.read_table(files, filesystem=fs, partitioning=None))
+        compare("6 s3", f"Spark full scan, {rows:,} rows (anchor not Spark)", ways, anchor, repeat,
+                lambda a, b: a[0][0] == b.num_rows, counter, files=len(files),
+                note="the anchor is not Spark: pyspark has no hadoop-aws")
+        compare_python("6 s3", repo_url, "events", files, repeat, None, options, fs, "pq.read_table over s3fs", counter)
         from pyarrow.fs import S3FileSystem  # pyarrow's own S3 client, for reference
 
         native = S3FileSystem(access_key="testing", secret_key="testing", region="us-east-1",
                               endpoint_override=endpoint.removeprefix("http://"), scheme="http")
-        compare_python("6 s3", repo_url, "events", files, repeat, options, native, "pq.read_table, pyarrow S3", counter)
+        compare_python("6 s3", repo_url, "events", files, repeat, None, options, native, "pq.read_table, pyarrow S3",
+                       counter)
     finally:
         server.kill()
         server.wait(10)
@@ -526,14 +463,15 @@ def shape_s3(data: Data, spark: Spark, scale: float, repeat: int) -> None:
 
 SHAPES: dict[str, Callable[[Data, Spark, float, int], None]] = {
     "1": shape_small_files, "2": shape_one_big_file, "3": shape_many_tiny_files,
-    "4": shape_one_of_20_columns, "5": shape_selective_sorted, "6": shape_s3}
+    "4": shape_one_of_20_columns, "5": shape_selective_sorted, "6": shape_s3, "7": shape_hash_point,
+    "8": shape_predicate_delete, "9": shape_keyed_delete}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--shapes", default="1,2,3,4,5,6", help="a comma-separated subset of 1-6")
+    parser.add_argument("--shapes", default=",".join(SHAPES), help="a comma-separated subset of 1-9")
     parser.add_argument("--scale", type=float, default=1.0, help="scales every row count (0.02 for a quick try)")
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=3, help="timed rounds after the warm-up")
     parser.add_argument("--data", default="/tmp/cdkds-bench-shapes", help="where generated datasets go")
     parser.add_argument("--keep", action="store_true", help="keep generated data and reuse it in later runs")
     parser.add_argument("--output", default=str(Path(__file__).with_name("results-shapes.json")))
@@ -543,8 +481,10 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown shapes {unknown}; choose from {', '.join(SHAPES)}")
     data = Data(Path(args.data), args.scale, args.keep)
-    spark = Spark(args)
-    started = dt.datetime.now(dt.timezone.utc)
+    spark = Spark()
+    started, load_before = dt.datetime.now(dt.timezone.utc), os.getloadavg()
+    if native_load() is None:
+        print("cdkds.connector.load is not in this checkout: the native Spark path is left out", flush=True)
     try:
         for key in chosen:
             print(f"-- shape {key}: {SHAPES[key].__name__[len('shape_'):].replace('_', '-')}", flush=True)
@@ -556,9 +496,11 @@ def main() -> None:
         print_table()
         Path(args.output).write_text(json.dumps({
             "when": started.isoformat(), "scale": args.scale, "repeat": args.repeat, "shapes": chosen,
-            "cores": os.cpu_count(), "spark_master": "local[2]", "timing": "best of repeat after one warm-up",
+            "finished": dt.datetime.now(dt.timezone.utc).isoformat(), "cores": os.cpu_count(),
+            "load_average": {"before": load_before, "after": os.getloadavg()}, "spark_master": "local[2]",
+            "timing": "one warm-up of every way, then `repeat` interleaved rounds; ratio = median of paired ratios",
             "s3_anchor": "pq.read_table over s3fs (pyspark has no hadoop-aws: Spark's Parquet source cannot read s3)",
-            "results": RESULTS}, indent=2))
+            "goals": goals_json(), "results": RESULTS}, indent=2))
         print(f"wrote {args.output}")
 
 
