@@ -302,12 +302,26 @@ def _without_deleted(spark: SparkSession, store: ObjectStore, group: NativeGroup
         for name in names[t.file.path]:
             files.append(pa.array([name] * len(positions), pa.string()))
             rows.append(pa.array(positions))
-    table = pa.table({_FILE: pa.concat_arrays(files), _ROW: pa.concat_arrays(rows)})
+    file, row = _unused_names(frame.columns, _FILE, _ROW)
+    table = pa.table({file: pa.concat_arrays(files), row: pa.concat_arrays(rows)})
     deleted_frame = spark.createDataFrame(table)
     if table.num_rows <= BROADCAST_ROWS:
         deleted_frame = F.broadcast(deleted_frame)
-    marked = frame.select("*", F.col("_metadata.file_path").alias(_FILE), F.col("_metadata.row_index").alias(_ROW))
-    return marked.join(deleted_frame, [_FILE, _ROW], "left_anti").drop(_FILE, _ROW)
+    metadata = frame.metadataColumn("_metadata")  # Spark's, even where a data column is named _metadata
+    marked = frame.select("*", metadata.getField("file_path").alias(file), metadata.getField("row_index").alias(row))
+    return marked.join(deleted_frame, [file, row], "left_anti").drop(file, row)
+
+
+def _unused_names(columns: Sequence[str], *names: str) -> tuple[str, ...]:
+    """``names``, each suffixed until no column has it (Spark compares names without case)."""
+    taken = {c.lower() for c in columns}
+    out = []
+    for name in names:
+        while name.lower() in taken:
+            name += "_"
+        taken.add(name.lower())
+        out.append(name)
+    return tuple(out)
 
 
 def _spark_file_names(frame: DataFrame, store: ObjectStore, group: NativeGroup) -> dict[str, list[str]]:
