@@ -265,6 +265,9 @@ def _group_frame(spark: SparkSession, store: ObjectStore, plan: NativePlan, grou
     if any(_GLOB.search(store.path(t.file.path)) for t in group.tasks):
         raise Refused("a path Spark would read as a glob pattern")
     layout = _layout(store, group)
+    if _names_clash_without_case(group.layout or footer_schema(store, group.tasks[0])) or \
+            len({c.lower() for c in plan.read_columns}) < len(plan.read_columns):
+        raise Refused("fields whose names differ only in case (Spark's Parquet source matches them without case)")
     urls = [spark_url(store, t.file.path) for t in group.tasks]
     frame = spark.read.options(**_PARQUET, **store_options).schema(layout.read_schema).parquet(*urls)
     if group.has_deletes:
@@ -281,6 +284,21 @@ def _group_frame(spark: SparkSession, store: ObjectStore, plan: NativePlan, grou
     if plan.read_columns == plan.scan.columns:
         return frame
     return frame.select(*(top_level_column(c) for c in plan.scan.columns))
+
+
+def _names_clash_without_case(schema: pa.Schema | pa.StructType) -> bool:
+    """Whether two sibling fields, at any depth, have names that differ only in case."""
+    fields = list(schema)
+    if len({f.name.lower() for f in fields}) < len(fields):
+        return True
+    return any(_names_clash_without_case(t) for t in map(_record_of, (f.type for f in fields)) if t is not None)
+
+
+def _record_of(t: pa.DataType) -> pa.StructType | None:
+    """The record type ``t`` is or holds (in lists and map values), if any."""
+    while pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
+        t = t.item_type if pa.types.is_map(t) else t.value_type
+    return t if pa.types.is_struct(t) else None
 
 
 def _row_rules(predicate: Expression, visible: Expression, tombstones: Sequence[Expression], arrow: pa.Schema
