@@ -7,7 +7,8 @@ pushdown, row-group skipping and vectorised decoding apply. Per group, the file 
 turned into the current columns (renames, widenings, added fields, nested records), then the
 scan's predicate, the TTL and the tombstones filter rows, and the deletion vectors drop rows
 by position (``_metadata.row_index``). Files none of this can express exactly (Avro, types
-Spark reads differently, casts that could differ from cdkds's) are read by the Python source,
+Spark reads differently, casts that could differ from cdkds's, field names that differ only in
+case) are read by the Python source,
 restricted to exactly those files at the same revision and plan time, and unioned in.
 """
 
