@@ -7,7 +7,8 @@ pushdown, row-group skipping and vectorised decoding apply. Per group, the file 
 turned into the current columns (renames, widenings, added fields, nested records), then the
 scan's predicate, the TTL and the tombstones filter rows, and the deletion vectors drop rows
 by position (``_metadata.row_index``). Files none of this can express exactly (Avro, types
-Spark reads differently, casts that could differ from cdkds's) are read by the Python source,
+Spark reads differently, casts that could differ from cdkds's, field names that differ only in
+case) are read by the Python source,
 restricted to exactly those files at the same revision and plan time, and unioned in.
 """
 
@@ -265,6 +266,9 @@ def _group_frame(spark: SparkSession, store: ObjectStore, plan: NativePlan, grou
     if any(_GLOB.search(store.path(t.file.path)) for t in group.tasks):
         raise Refused("a path Spark would read as a glob pattern")
     layout = _layout(store, group)
+    if _names_clash_without_case(group.layout or footer_schema(store, group.tasks[0])) or \
+            len({c.lower() for c in plan.read_columns}) < len(plan.read_columns):
+        raise Refused("fields whose names differ only in case (Spark's Parquet source matches them without case)")
     urls = [spark_url(store, t.file.path) for t in group.tasks]
     frame = spark.read.options(**_PARQUET, **store_options).schema(layout.read_schema).parquet(*urls)
     if group.has_deletes:
@@ -281,6 +285,21 @@ def _group_frame(spark: SparkSession, store: ObjectStore, plan: NativePlan, grou
     if plan.read_columns == plan.scan.columns:
         return frame
     return frame.select(*(top_level_column(c) for c in plan.scan.columns))
+
+
+def _names_clash_without_case(schema: pa.Schema | pa.StructType) -> bool:
+    """Whether two sibling fields, at any depth, have names that differ only in case."""
+    fields = list(schema)
+    if len({f.name.lower() for f in fields}) < len(fields):
+        return True
+    return any(_names_clash_without_case(t) for t in map(_record_of, (f.type for f in fields)) if t is not None)
+
+
+def _record_of(t: pa.DataType) -> pa.StructType | None:
+    """The record type ``t`` is or holds (in lists and map values), if any."""
+    while pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
+        t = t.item_type if pa.types.is_map(t) else t.value_type
+    return t if pa.types.is_struct(t) else None
 
 
 def _row_rules(predicate: Expression, visible: Expression, tombstones: Sequence[Expression], arrow: pa.Schema
@@ -302,12 +321,26 @@ def _without_deleted(spark: SparkSession, store: ObjectStore, group: NativeGroup
         for name in names[t.file.path]:
             files.append(pa.array([name] * len(positions), pa.string()))
             rows.append(pa.array(positions))
-    table = pa.table({_FILE: pa.concat_arrays(files), _ROW: pa.concat_arrays(rows)})
+    file, row = _unused_names(frame.columns, _FILE, _ROW)
+    table = pa.table({file: pa.concat_arrays(files), row: pa.concat_arrays(rows)})
     deleted_frame = spark.createDataFrame(table)
     if table.num_rows <= BROADCAST_ROWS:
         deleted_frame = F.broadcast(deleted_frame)
-    marked = frame.select("*", F.col("_metadata.file_path").alias(_FILE), F.col("_metadata.row_index").alias(_ROW))
-    return marked.join(deleted_frame, [_FILE, _ROW], "left_anti").drop(_FILE, _ROW)
+    metadata = frame.metadataColumn("_metadata")  # Spark's, even where a data column is named _metadata
+    marked = frame.select("*", metadata.getField("file_path").alias(file), metadata.getField("row_index").alias(row))
+    return marked.join(deleted_frame, [file, row], "left_anti").drop(file, row)
+
+
+def _unused_names(columns: Sequence[str], *names: str) -> tuple[str, ...]:
+    """``names``, each suffixed until no column has it (Spark compares names without case)."""
+    taken = {c.lower() for c in columns}
+    out = []
+    for name in names:
+        while name.lower() in taken:
+            name += "_"
+        taken.add(name.lower())
+        out.append(name)
+    return tuple(out)
 
 
 def _spark_file_names(frame: DataFrame, store: ObjectStore, group: NativeGroup) -> dict[str, list[str]]:
