@@ -17,7 +17,7 @@ from cdkds.catalog.log.actions import (
 )
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import ExpressionError, IncompatibleDescriptorError
-from cdkds.catalog.expressions import Expression, bind, transform
+from cdkds.catalog.expressions import Expression, bind, references, transform
 from cdkds.catalog.expressions.pruning import FileFilter
 from cdkds.formats import evolution
 from cdkds.formats.schema import to_arrow
@@ -72,9 +72,14 @@ class Snapshot:
         except IncompatibleDescriptorError as e:
             raise IncompatibleDescriptorError(f"dataset {dataset!r}: {e}") from None
         renames = top_level_renames(self.descriptor, evolved)
+        old_ids, new_ids = self.descriptor.field_ids, evolved.field_ids
         for t in _applying(self):
             try:
                 bind(rename(t.predicate, renames), evolved.fields)
+                # a field dropped and added again under its name is another field: the delete must not read it
+                for name in references(t.predicate):
+                    if name in old_ids and old_ids[name] != new_ids.get(renames.get(name, name)):
+                        raise ExpressionError(f"field {name!r} was dropped; the field now named so is a new one")
             except ExpressionError as e:
                 raise IncompatibleDescriptorError(
                     f"dataset {dataset!r}: the live delete '{t.predicate}' of revision {t.revision} cannot be "

@@ -110,6 +110,9 @@ def test_tombstones_follow_renames_and_block_drops_until_compacted(repo, backend
         assert [r["id"] for r in table(d)] == [0, 2, 3, 4, 5]
     with pytest.raises(IncompatibleDescriptorError, match="live delete 'b = 10'.*compact"):
         ds.alter().drop("b").commit()
+    with pytest.raises(IncompatibleDescriptorError, match="live delete 'b = 10'.*'b' was dropped.*compact"):
+        ds.alter().drop("b").add("b", "long").commit()  # another field under its name: row 1 would come back
+    assert [r["id"] for r in table(ds)] == [0, 2, 3, 4, 5]
     ds.compact()
     ds.alter().drop("b").commit()
     assert [r["id"] for r in table(ds)] == [0, 2, 3, 4, 5]
