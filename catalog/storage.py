@@ -30,6 +30,7 @@ import time
 import threading
 import uuid
 from typing import Any, Callable, Iterator, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
@@ -175,6 +176,19 @@ def _audited(doing: str) -> Callable[[Callable[..., _Result]], Callable[..., _Re
     return decorate
 
 
+def _local_host(url: str) -> str:
+    """``url``, with ``file://localhost/p`` as ``file:///p``; :class:`StorageError` for a
+    ``file:`` URL naming another host (fsspec would take the host for a folder under the
+    working directory)."""
+    parts = urlsplit(url)
+    if parts.scheme != "file" or not parts.netloc:
+        return url
+    if parts.netloc.lower() != "localhost":
+        raise StorageError(f"cannot open storage for {url!r}: a file URL names a path on this machine, not host "
+                           f"{parts.netloc!r} (write file:///path)")
+    return urlunsplit(parts._replace(netloc=""))
+
+
 class ObjectStore:
     """Objects under one root of an fsspec filesystem, addressed by relative keys."""
 
@@ -189,6 +203,7 @@ class ObjectStore:
         """The store for any fsspec URL (``file://``, ``memory://``, ``s3://``...) or local path."""
         if not isinstance(url, str) or not url.strip():
             raise StorageError(f"a repository URL must be a non-empty string, got {url!r}")
+        url = _local_host(url)
         try:
             fs, root = fsspec.core.url_to_fs(url, **(storage_options or {}))
         except (ValueError, ImportError, TypeError) as e:

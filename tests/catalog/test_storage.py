@@ -8,6 +8,7 @@ import pytest
 from botocore.exceptions import ClientError
 from s3fs.errors import translate_boto_error
 
+from cdkds.catalog.errors import StorageError
 from cdkds.catalog.storage import ObjectStore, _s3_put_if_absent
 
 
@@ -128,3 +129,13 @@ def test_absence_and_bugs_pass_unchanged():
     except KeyError as bug:
         assert store_failure(bug, "reading x") is None
     assert store_failure(OSError("damaged footer"), "reading x", unclassified=False) is None
+
+
+def test_a_file_url_names_this_machine(tmp_path, monkeypatch):
+    """fsspec reads ``file://host/p`` as the folder ``host/p`` under the working directory."""
+    monkeypatch.chdir(tmp_path)
+    store = ObjectStore.open(f"file://localhost{tmp_path}/lake")
+    assert store.root == f"{tmp_path}/lake" and store.url == f"file://{tmp_path}/lake"
+    with pytest.raises(StorageError, match="not host 'elsewhere'"):
+        ObjectStore.open(f"file://elsewhere{tmp_path}/lake")
+    assert not (tmp_path / "localhost").exists() and not (tmp_path / "elsewhere").exists()
