@@ -10,13 +10,16 @@ traceback unless ``--debug`` is given.
 
 from __future__ import annotations
 
+import configparser
 import contextlib
 import csv
 import datetime as dt
+import importlib.metadata
 import io
 import json
 import math
 import sys
+from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 import click
@@ -66,6 +69,15 @@ def common(command: Callable) -> Callable:
     return click.option("--json", "as_json", is_flag=True, help="print JSON for scripts")(command)
 
 
+def open_repository(url: str, storage: Sequence[str]) -> DatasetRepository:
+    """The repository at ``url``; a :class:`CliError` naming it when nothing is there (a typo would
+    otherwise look like an empty repository)."""
+    repository = DatasetRepository(url, storage_options(storage))
+    if not repository.store.exists(""):
+        raise CliError(f"repository {repository.url} does not exist")
+    return repository
+
+
 def open_dataset(url: str, storage: Sequence[str], version: int | None = None, timestamp: str | None = None) -> Dataset:
     parent, name = split_dataset_url(url)
     return DatasetRepository(parent, storage_options(storage)).load(name, version=version, timestamp=timestamp)
@@ -108,7 +120,18 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
+def installed_version() -> str:
+    """The version of the installed cdkds package, or setup.cfg's in a source tree that is not installed."""
+    try:
+        return importlib.metadata.version("cdkds")
+    except importlib.metadata.PackageNotFoundError:
+        config = configparser.ConfigParser()
+        config.read(Path(__file__).resolve().parent.parent / "setup.cfg")
+        return config.get("metadata", "version", fallback="unknown")
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(version=installed_version(), prog_name="cdkds", message="%(prog)s %(version)s")
 @click.option("--debug", is_flag=True, help="show the traceback of an error")
 @click.pass_context
 def cli(ctx: click.Context, debug: bool) -> None:
@@ -187,14 +210,27 @@ def print_table(table: pa.Table, fmt: str, footer: str | None = None) -> None:
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, fieldnames=table.schema.names, lineterminator="\n")
         writer.writeheader()
-        writer.writerows({k: _json_default(v) if isinstance(v, (dt.datetime, dt.date, bytes)) else v
-                          for k, v in r.items()} for r in rows)
+        writer.writerows({k: cell(v) for k, v in r.items()} for r in rows)
         click.echo(buffer.getvalue(), nl=False)
     else:
         out = terminal()
         grid = Table(*table.schema.names)
         for r in rows:
-            grid.add_row(*("" if v is None else str(v) for v in r.values()))
+            grid.add_row(*(cell(v) for v in r.values()))
         out.print(grid)
         if footer:
             out.print(footer)
+
+
+def cell(value: Any) -> str:
+    """A value as table and CSV output print it: as ``--json`` and export write it (``true``,
+    ``false``, ISO times, hex bytes, ``NaN``, nested values as JSON), null as an empty cell."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bool, list, tuple, dict)) or isinstance(value, float) and not math.isfinite(value):
+        return json.dumps(_finite(value), default=_json_default, allow_nan=False, ensure_ascii=False)
+    if isinstance(value, (dt.datetime, dt.date, dt.time, bytes)):
+        return _json_default(value)
+    return str(value)

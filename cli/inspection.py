@@ -12,9 +12,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.tree import Tree
 
-from cdkds.catalog import DatasetRepository
 from cdkds.catalog.read.scan import read_plan
-from cdkds.cli.app import cli, common, emit, open_dataset, print_table, storage_options, to_json
+from cdkds.cli.app import cli, common, emit, open_dataset, open_repository, print_table, to_json
 
 SMALL_FILE_BYTES = 16 * 1024 * 1024  # a data file under this size counts as small (compaction would merge it)
 
@@ -29,7 +28,7 @@ def list_(repository: str, storage: Sequence[str], as_json: bool) -> None:
     Example:
       cdkds list file:///data/lake
     """
-    names = DatasetRepository(repository, storage_options(storage)).list()
+    names = open_repository(repository, storage).list()
     emit(as_json, names, lambda out: [out.print(n) for n in names])
 
 

@@ -236,3 +236,34 @@ def test_json_output_is_strict_json(tmp_path):
         text = run(args[0], f"file://{tmp_path}/floats", *args[1:]).stdout
         rows = json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} is not JSON"))
         assert sorted(map(str, (r["x"] for r in rows))) == ["-Infinity", "1.5", "Infinity", "NaN", "None"]
+
+
+@pytest.mark.slow
+def test_version_and_a_missing_repository_from_the_console_script(tmp_path):
+    from cdkds.cli.app import installed_version
+    import importlib.metadata
+    assert installed_version() == importlib.metadata.version("cdkds")
+    assert run_script("--version").stdout.strip() == f"cdkds {installed_version()}"
+    missing = run_script("list", f"file://{tmp_path}/no/such/dir", code=1)
+    assert missing.stdout == "" and missing.stderr.strip() == f"error: repository file://{tmp_path}/no/such/dir does not exist"
+    (tmp_path / "empty").mkdir()
+    assert run_script("list", f"file://{tmp_path}/empty").stdout == ""
+
+
+def test_values_print_alike_in_table_csv_and_json(tmp_path):
+    repo = DatasetRepository(f"file://{tmp_path}/lake")
+    ds = repo.create("flags", DatasetDescriptor({"type": "record", "name": "F", "fields": [
+        {"name": "id", "type": "long"}, {"name": "ok", "type": ["null", "boolean"], "default": None},
+        {"name": "tags", "type": ["null", {"type": "array", "items": "string"}], "default": None}]}))
+    with ds.writer() as w:
+        w.write_batch(pa.table({"id": [1, 2, 3], "ok": [True, False, None], "tags": [["a"], None, []]}))
+    url = f"{tmp_path}/lake/flags"
+    assert json.loads(run("show", url, "--json").stdout) == [
+        {"id": 1, "ok": True, "tags": ["a"]}, {"id": 2, "ok": False, "tags": None}, {"id": 3, "ok": None, "tags": []}]
+    assert run("show", url, "--format", "csv").stdout.splitlines() == ["id,ok,tags", '1,true,"[""a""]"', "2,false,",
+                                                                        "3,,[]"]
+    table = run("show", url).stdout
+    assert "│ true " in table and "│ false " in table and '["a"]' in table and "True" not in table
+    exported = tmp_path / "flags.csv"
+    run("export", url, str(exported), "--columns", "id,ok")
+    assert exported.read_text().splitlines()[1:] == ["1,true", "2,false", "3,"]
