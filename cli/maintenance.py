@@ -3,6 +3,8 @@ rebuild-index, alter (schema changes) and rebuild (of a lost log)."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import datetime as dt
 import json
 import re
@@ -12,10 +14,11 @@ from typing import Any, Sequence
 import click
 from rich.console import Console
 
-from cdkds.catalog import CdkdsError, DatasetNotFoundError, DatasetRepository
+from cdkds.catalog import CdkdsError, Dataset, DatasetNotFoundError, DatasetRepository
 from cdkds.catalog.maintenance.rebuild import IncompleteRebuildWarning
 from cdkds.catalog.log.expiry import MINIMUM_LOG_AGE
 from cdkds.catalog.maintenance.vacuum import MINIMUM_RETENTION
+from cdkds.catalog.read.scan import read_plan
 from cdkds.catalog.repository import split_dataset_url
 from cdkds.catalog.schema_update import SchemaUpdate
 from cdkds.catalog.write.writer import DATA_FOLDER
@@ -37,9 +40,29 @@ def delete(url: str, where: str, storage: Sequence[str], as_json: bool) -> None:
       cdkds delete file:///data/lake/events --where "ts < '2026-01-01'"
     """
     ds = open_dataset(url, storage)
+    with working(f"counting the rows of {ds.name} matching {where}"):
+        rows, files = matching_rows(ds, where)
     with working(f"deleting from {ds.name}"):
         revision = ds.delete(where)
-    committed(as_json, ds, revision, f"deleted rows matching {where}")
+    if revision is None:
+        rows, files = 0, 0
+    committed(as_json, ds, revision, f"deleted {_rows(rows)} in {_files(files)}", deleted_rows=rows, files=files)
+
+
+def matching_rows(ds: Dataset, where: str) -> tuple[int, int]:
+    """The live rows of ``ds`` matching ``where`` and the files holding them: what a delete with
+    this predicate removes from this revision (a scan of the files it plans to touch, one column)."""
+    plan = ds.plan(where, [ds.descriptor.arrow_schema.names[0]])
+    rows, files = 0, 0
+    for task in plan.tasks:
+        with contextlib.closing(read_plan(ds.store, dataclasses.replace(plan, tasks=(task,)))) as scan:
+            found = sum(batch.num_rows for batch in scan)
+        rows, files = rows + found, files + (found > 0)
+    return rows, files
+
+
+def _rows(n: int) -> str:
+    return f"{n} row" if n == 1 else f"{n} rows"
 
 
 @cli.command()

@@ -84,7 +84,7 @@ def test_every_command_on_s3(s3_endpoint):
 def test_maintenance_commands(lake):
     root, _ = lake
     url = f"{root}/sales/events"
-    assert "deleted rows matching userId = 3: revision 3" in run("delete", url, "--where", "userId = 3").stdout
+    assert "deleted 13 rows in 1 file: revision 3" in run("delete", url, "--where", "userId = 3").stdout
     done = json.loads(run("compact", url, "--target-file-size", "64m", "--json").stdout)
     assert done["revision"] == 4 and done["files_after"] <= done["files_before"]
     assert json.loads(run("describe", url, "--json").stdout)["tombstones"] == 0

@@ -30,3 +30,20 @@ def test_compact_reports_the_files_its_commit_rewrote(tmp_path):
     assert (done["files_rewritten"], done["files_written"]) == (entry.removed_files, entry.added_files) == (1, 1)
     assert (done["files_before"], done["files_after"]) == (2, 2)  # the dataset's, not the commit's
     assert repo.load("t").check(read_data=True).ok
+
+
+def test_delete_reports_the_rows_and_files_it_deleted(tmp_path):
+    repo = DatasetRepository(f"file://{tmp_path}/lake")
+    ds = repo.create("t", DatasetDescriptor(SCHEMA, "identity(p)"))
+    with ds.writer() as w:
+        w.write_batch(pa.table({"id": range(10), "p": [i % 3 for i in range(10)]}))  # 4, 3 and 3 rows
+    ds.delete("id = 0")
+    url = f"file://{tmp_path}/lake/t"
+    # partition 0's file goes whole (its row id 0 already tombstoned), partition 1's loses one row
+    done = json.loads(run("delete", url, "--where", "p = 0 or id = 4", "--json").stdout)
+    assert (done["deleted_rows"], done["files"], done["revision"]) == (4, 2, 3)
+    assert sorted(r["id"] for r in json.loads(run("show", url, "--json").stdout)) == [1, 2, 5, 7, 8]
+    assert run("delete", url, "--where", "id = 1").stdout.strip() == "deleted 1 row in 1 file: revision 4"
+    # a row already deleted: the statistics cannot rule the file out, so a tombstone is committed
+    assert run("delete", url, "--where", "id = 1").stdout.strip() == "deleted 0 rows in 0 files: revision 5"
+    assert run("delete", url, "--where", "p = 7").stdout.strip() == "deleted 0 rows in 0 files: nothing to do"
