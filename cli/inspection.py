@@ -126,7 +126,8 @@ def schema(url: str, kind: str, storage: Sequence[str], as_json: bool) -> None:
 @click.option("--limit", type=click.IntRange(min=1), help="only the newest N commits")
 @common
 def history(url: str, limit: int | None, storage: Sequence[str], as_json: bool) -> None:
-    """The commits of a dataset, oldest first.
+    """The commits of a dataset, oldest first, with the files and rows each added and removed
+    (-rows: of removed files and deletion vectors; rows a tombstone hides are not counted).
 
     \b
     Example:
@@ -137,13 +138,14 @@ def history(url: str, limit: int | None, storage: Sequence[str], as_json: bool) 
         entries = entries[-limit:]
     rows = [{"revision": e.revision, "time": e.time.isoformat(), "operation": e.operation,
              "added_files": e.added_files, "removed_files": e.removed_files, "added_rows": e.added_rows,
-             "tombstones": e.tombstones} for e in entries]
+             "removed_rows": e.removed_rows, "tombstones": e.tombstones} for e in entries]
 
     def render(out: Console) -> None:
-        table = Table("revision", "time", "operation", "+files", "-files", "+rows", "tombstones")
+        table = Table("revision", "time", "operation", "+files", "-files", "+rows", "-rows", "tombstones")
         for r in rows:
             table.add_row(str(r["revision"]), r["time"][:19].replace("T", " "), r["operation"], str(r["added_files"]),
-                          str(r["removed_files"]), str(r["added_rows"]), str(r["tombstones"]))
+                          str(r["removed_files"]), str(r["added_rows"]),
+                          "?" if r["removed_rows"] is None else str(r["removed_rows"]), str(r["tombstones"]))
         out.print(table)
 
     emit(as_json, rows, render)

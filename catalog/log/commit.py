@@ -88,6 +88,11 @@ def _checksum(body: dict) -> str:
 
 @dataclass(frozen=True)
 class HistoryEntry:
+    """One commit in a dataset's history and what it changed. ``removed_rows`` counts the live
+    rows of the files it removed and the rows its deletion vectors mark; rows hidden by its
+    tombstones (``tombstones`` predicates) are not counted, since only a scan could tell.
+    ``None`` when a removed file was added before the retained log and its rows are unknown."""
+
     revision: int
     timestamp: int
     operation: str
@@ -96,19 +101,40 @@ class HistoryEntry:
     removed_files: int
     added_rows: int
     tombstones: int
+    removed_rows: int | None = None
 
     @property
     def time(self) -> dt.datetime:
         return dt.datetime.fromtimestamp(self.timestamp / 1000, tz=dt.timezone.utc)
 
     @staticmethod
-    def of(raw: dict) -> "HistoryEntry":
-        """The entry of a parsed commit (see :meth:`Commit.parse`)."""
+    def of(raw: dict, live_rows: dict[str, int] | None = None) -> "HistoryEntry":
+        """The entry of a parsed commit (see :meth:`Commit.parse`). ``live_rows``, the live rows
+        of each data file before the commit, gives ``removed_rows`` and is moved past the commit."""
         kinds = [next(iter(a)) for a in raw["actions"]]
         return HistoryEntry(
             int(raw["revision"]), int(raw["timestamp"]), raw["operation"], MappingProxyType(dict(raw.get("info", {}))),
             kinds.count("add"), kinds.count("remove"),
-            sum(int(a["add"]["rows"]) for a in raw["actions"] if "add" in a), kinds.count("tombstone"))
+            sum(int(a["add"]["rows"]) for a in raw["actions"] if "add" in a), kinds.count("tombstone"),
+            None if live_rows is None else _removed_rows(raw, live_rows))
+
+
+def _removed_rows(raw: dict, live_rows: dict[str, int]) -> int | None:
+    """The rows a commit removes (files and deletion vectors), moving ``live_rows`` past it."""
+    removed: int | None = 0
+    for action in raw["actions"]:
+        kind, body = next(iter(action.items()))
+        if kind == "add":
+            live_rows[body["path"]] = int(body["rows"])
+        elif kind == "remove":
+            rows = live_rows.pop(body["path"], None)
+            removed = None if rows is None or removed is None else removed + rows
+        elif kind == "deleteRows":
+            marked = int(body["vector"]["cardinality"])
+            if body["path"] in live_rows:
+                live_rows[body["path"]] -= marked
+            removed = None if removed is None else removed + marked
+    return removed
 
 
 # ---------------------------------------------------------------- the log's clock

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from cdkds.catalog.errors import CorruptLogError, DatasetNotFoundError, InvalidTimeTravelError
+from cdkds.catalog.errors import CdkdsError, CorruptLogError, DatasetNotFoundError, InvalidTimeTravelError
 from cdkds.catalog.log.actions import READER_VERSION, SetProtocol
 from cdkds.catalog.log.commit import Commit, HistoryEntry, commit_key, millis
 from cdkds.catalog.log.listing import Listing, LogListing
@@ -122,8 +122,23 @@ class Replay:
 
     def history(self) -> list[HistoryEntry]:
         """The retained commits, oldest first."""
-        raws = (self.listing.raw(r) for r in self.listing.list().commits)
-        return [HistoryEntry.of(raw) for raw in raws if raw is not None]  # None: expired since the listing
+        listing = self.listing.list()
+        raws = [raw for raw in (self.listing.raw(r) for r in listing.commits)
+                if raw is not None]  # None: expired since the listing
+        start, live_rows = self._live_rows_before(listing, raws)
+        return [HistoryEntry.of(raw, live_rows if int(raw["revision"]) > start else {} if raw["revision"] == 0 else None)
+                for raw in raws]
+
+    def _live_rows_before(self, listing: Listing, raws: list[dict]) -> tuple[int, dict[str, int]]:
+        """The revision after which the history counts removed rows, and each file's live rows then:
+        nothing before commit 0, or after expiry the oldest retained state (a checkpoint)."""
+        if not listing.expired:
+            return -1, {}
+        try:
+            oldest = self.oldest()
+        except CdkdsError:  # the history still lists the commits, without their removed rows
+            return max(int(raw["revision"]) for raw in raws), {}
+        return oldest.version, {path: f.live_rows for path, f in oldest.files.items()}
 
     # ---------------------------------------------------------------- internals
 

@@ -267,3 +267,30 @@ def test_values_print_alike_in_table_csv_and_json(tmp_path):
     exported = tmp_path / "flags.csv"
     run("export", url, str(exported), "--columns", "id,ok")
     assert exported.read_text().splitlines()[1:] == ["1,true", "2,false", "3,"]
+
+
+def test_history_shows_the_rows_each_commit_added_and_removed(tmp_path):
+    repo = DatasetRepository(f"file://{tmp_path}/lake")
+    ds = repo.create("t", DatasetDescriptor({"type": "record", "name": "R", "fields": [
+        {"name": "id", "type": "long"}, {"name": "p", "type": "long"}]}, "identity(p)"))
+    with ds.writer() as w:
+        w.write_batch(pa.table({"id": range(10), "p": [i % 2 for i in range(10)]}))
+    ds.delete("p = 0")  # a whole file: 5 rows
+    ds.delete("id = 1")  # a tombstone: not counted
+    with ds.writer(mode="overwrite") as w:
+        w.write_batch(pa.table({"id": [20], "p": [1]}))
+    url = f"file://{tmp_path}/lake/t"
+    history = json.loads(run("history", url, "--json").stdout)
+    assert [(h["added_rows"], h["removed_rows"], h["tombstones"]) for h in history] == [
+        (0, 0, 0), (10, 0, 0), (0, 5, 0), (0, 0, 1), (1, 5, 0)]
+    assert [e.removed_rows for e in repo.load("t").history()] == [0, 0, 5, 0, 5]
+    assert "-rows" in run("history", url).stdout
+    ds.checkpoint()
+    with ds.writer() as w:
+        w.write_batch(pa.table({"id": [21], "p": [1]}))
+    run("expire-log", url, "--older-than", "0s", "--force")
+    ds.compact()
+    history = json.loads(run("history", url, "--json").stdout)
+    # commits 1-3 expired: 5 and 6 counted from checkpoint 4, 4 itself not
+    assert [(h["revision"], h["removed_rows"]) for h in history] == [(0, 0), (4, None), (5, 0), (6, 2)]
+    assert history[-1]["operation"] == "compact"
