@@ -78,14 +78,18 @@ def compact(url: str, where: str | None, target_file_size: int | None, storage: 
       cdkds compact file:///data/lake/events --target-file-size 256m
     """
     ds = open_dataset(url, storage)
-    before = len(ds.files)
+    base = ds.snapshot
     options = {} if target_file_size is None else {"target_file_size": target_file_size}
     with working(f"compacting {ds.name}"):
         revision = ds.compact(where=where, **options)
-    entry = ds.log.entry(revision) if revision is not None else None
+    entry = ds.log.entry(revision, base) if revision is not None else None
     rewritten, written = (entry.removed_files, entry.added_files) if entry is not None else (0, 0)
-    committed(as_json, ds, revision, f"compacted {_files(rewritten)} into {written}", files_rewritten=rewritten,
-              files_written=written, files_before=before, files_after=len(ds.files))
+    rows_read = entry.removed_rows if entry is not None else 0  # None: another writer committed in between
+    rows_written = entry.added_rows if entry is not None else 0
+    rows = "" if rows_read is None else f" ({_rows(rows_read)} into {rows_written})"
+    committed(as_json, ds, revision, f"compacted {_files(rewritten)} into {written}{rows}", files_rewritten=rewritten,
+              files_written=written, files_before=len(base.files), files_after=len(ds.files), rows_rewritten=rows_read,
+              rows_written=rows_written)
 
 
 def _files(n: int) -> str:
@@ -299,10 +303,12 @@ def rebuild(url: str, force: bool, storage: Sequence[str], as_json: bool) -> Non
         ds = repository.rebuild(name)
     reports = [w.message.report for w in caught if isinstance(w.message, IncompleteRebuildWarning)]
     missing = [str(u) for r in reports for u in r.unrecoverable]
-    data = {"dataset": name, "revision": ds.version, "complete": not missing, "unrecoverable": missing}
+    files, rows = len(ds.snapshot.files), ds.snapshot.row_count
+    data = {"dataset": name, "revision": ds.version, "files": files, "rows": rows, "complete": not missing,
+            "unrecoverable": missing}
 
     def render(out: Console) -> None:
-        out.print(f"rebuilt the log of {name}: revision {ds.version}")
+        out.print(f"rebuilt the log of {name} from {_files(files)} ({_rows(rows)}): revision {ds.version}")
         if missing:
             out.print("not recoverable from the data files:")
             for line in missing:

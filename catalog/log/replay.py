@@ -115,10 +115,15 @@ class Replay:
                 return revision
             revision += 1
 
-    def entry(self, revision: int) -> HistoryEntry | None:
-        """The history entry of commit ``revision``; ``None`` when it is not (or no longer) in the log."""
+    def entry(self, revision: int, before: Snapshot | None = None) -> HistoryEntry | None:
+        """The history entry of commit ``revision``; ``None`` when it is not (or no longer) in the log.
+        Given ``before``, the state at ``revision - 1``, it counts the rows the commit removed."""
         raw = self.listing.raw(revision)
-        return HistoryEntry.of(raw) if raw is not None else None
+        if raw is None:
+            return None
+        if before is None or before.version != revision - 1:
+            return HistoryEntry.of(raw)
+        return HistoryEntry.of(raw, {path: f.live_rows for path, f in before.files.items()})
 
     def history(self) -> list[HistoryEntry]:
         """The retained commits, oldest first."""

@@ -57,9 +57,10 @@ class TransactionLog:
         """The retained commits, oldest first."""
         return self.replay.history()
 
-    def entry(self, revision: int) -> HistoryEntry | None:
-        """The history entry of commit ``revision``; ``None`` when it is not (or no longer) in the log."""
-        return self.replay.entry(revision)
+    def entry(self, revision: int, before: Snapshot | None = None) -> HistoryEntry | None:
+        """The history entry of commit ``revision``; ``None`` when it is not (or no longer) in the log.
+        Given ``before``, the state at ``revision - 1``, it counts the rows the commit removed."""
+        return self.replay.entry(revision, before)
 
     def landed(self, commit_uuid: str, after: int) -> int | None:
         """The revision after ``after`` holding commit ``commit_uuid``; ``None`` when a

@@ -108,6 +108,12 @@ def test_maintenance_commands(lake):
     (["describe", "notaurl"], 1, "error: dataset URL 'notaurl' names no dataset folder"),
     (["show", "{url}", "--where", "nope = 1"], 1, "error: dataset 'events': unknown field 'nope' in predicate"),
     (["show", "{url}", "--where", "id = = 1"], 1, "error: "),
+    (["show", "{url}", "--where", "userId = "], 1, "error: dataset 'events': cannot parse predicate 'userId = '"),
+    (["delete", "{url}", "--where", "userId = "], 1, "error: dataset 'events': cannot parse predicate 'userId = '"),
+    (["compact", "{url}", "--where", "userId = "], 1, "error: dataset 'events': cannot parse predicate 'userId = '"),
+    (["export", "{url}", "{root}/../out.csv", "--where", "userId = "], 1,
+     "error: dataset 'events': cannot parse predicate 'userId = '"),
+    (["list", "{root}/nope"], 1, "/lake/nope does not exist"),
     (["show", "{url}", "--columns", "id,nope"], 1, "error: dataset 'events': unknown column 'nope'"),
     (["show", "{url}", "--version", "9"], 1, "error: dataset 'events' has no revision 9; its latest is 2"),
     (["show", "{url}", "--version", "1", "--timestamp", "2026-01-01"], 2, "give --version or --timestamp, not both"),
@@ -209,6 +215,7 @@ def test_alter_and_rebuild(lake):
     assert "is corrupt or truncated" in run("show", url, code=1).stderr
     rebuilt = json.loads(run("rebuild", url, "--json").stdout)
     assert rebuilt["revision"] == 4 and not rebuilt["complete"]  # the delete and alter left no file: reported
+    assert (rebuilt["rows"], rebuilt["files"]) == (101, len(DatasetRepository(root).load("sales/events").files))
     assert any("revision(s) [1, 2]" in line for line in rebuilt["unrecoverable"]), rebuilt
     assert len(json.loads(run("show", url, "--limit", "1000", "--json").stdout)) == 101  # the deleted rows are back
     assert [p.name for p in lake_dir.iterdir() if p.name.startswith("_log.broken-")]

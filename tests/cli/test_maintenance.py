@@ -23,12 +23,13 @@ def test_compact_reports_the_files_its_commit_rewrote(tmp_path):
     out = run("compact", url).stdout
     entry = repo.load("t").history()[-1]
     assert (entry.operation, entry.removed_files, entry.added_files) == ("compact", 1, 1)
-    assert "compacted 1 file into 1: revision 3" in out
+    assert "compacted 1 file into 1 (2 rows into 1): revision 3" in out
     ds.delete("id = 3")
     done = json.loads(run("compact", url, "--json").stdout)
     entry = repo.load("t").history()[-1]
     assert (done["files_rewritten"], done["files_written"]) == (entry.removed_files, entry.added_files) == (1, 1)
     assert (done["files_before"], done["files_after"]) == (2, 2)  # the dataset's, not the commit's
+    assert (done["rows_rewritten"], done["rows_written"]) == (2, 1)
     assert repo.load("t").check(read_data=True).ok
 
 
