@@ -48,3 +48,15 @@ def test_delete_reports_the_rows_and_files_it_deleted(tmp_path):
     # a row already deleted: the statistics cannot rule the file out, so a tombstone is committed
     assert run("delete", url, "--where", "id = 1").stdout.strip() == "deleted 0 rows in 0 files: revision 5"
     assert run("delete", url, "--where", "p = 7").stdout.strip() == "deleted 0 rows in 0 files: nothing to do"
+
+
+def test_delete_and_history_count_the_rows_of_a_keyed_dataset(tmp_path):
+    repo = DatasetRepository(f"file://{tmp_path}/lake")
+    ds = repo.create("u", DatasetDescriptor(SCHEMA, "hash(id, 2)", record_key=["id"]))
+    ds.upsert([{"id": i, "p": i} for i in range(20)])
+    ds.upsert([{"id": i, "p": -i} for i in range(5)])  # deletion vectors mark the 5 replaced rows
+    url = f"file://{tmp_path}/lake/u"
+    done = json.loads(run("delete", url, "--where", "p >= 10 or id = 0", "--json").stdout)
+    assert (done["deleted_rows"], done["revision"]) == (11, 3)
+    assert [h["removed_rows"] for h in json.loads(run("history", url, "--json").stdout)] == [0, 0, 5, 11]
+    assert len(json.loads(run("show", url, "--limit", "100", "--json").stdout)) == 9
