@@ -31,7 +31,7 @@ from pyspark.sql import types as T
 from cdkds.catalog.errors import ExpressionError
 from cdkds.catalog.expressions import ALWAYS_TRUE, Expression
 from cdkds.catalog.keyed.deletion import load_deletes
-from cdkds.catalog.read.native import NativeGroup, NativePlan, NativeReader, footer_schema, plan_native
+from cdkds.catalog.read.native import NativeGroup, NativePlan, NativeReader, plan_native
 from cdkds.catalog.storage import ObjectStore
 from cdkds.connector.expressions import spark_literal, to_spark_column, top_level_column
 from cdkds.connector.s3a import NoS3aEquivalent, has_s3a, s3a_options
@@ -231,10 +231,10 @@ class _Layout:
     columns: tuple[Column, ...] | None  # None: the file columns are the plan's, as they are
 
 
-def _layout(store: ObjectStore, group: NativeGroup) -> _Layout:
+def _layout(group: NativeGroup) -> _Layout:
     """How Spark reads ``group``'s files into the plan's columns (Refused if not exactly)."""
     projection = group.projection
-    layout = projection.schema if projection.is_identity else footer_schema(store, group.tasks[0])
+    layout = group.layout
     read_schema = T.StructType([T.StructField(n, spark_type(layout.field(n).type)) for n in projection.read_columns])
     if projection.is_identity:
         return _Layout(read_schema, None)
@@ -265,8 +265,8 @@ def _group_frame(spark: SparkSession, store: ObjectStore, plan: NativePlan, grou
     """The plan's output rows of one group's files, read by Spark's Parquet source."""
     if any(_GLOB.search(store.path(t.file.path)) for t in group.tasks):
         raise Refused("a path Spark would read as a glob pattern")
-    layout = _layout(store, group)
-    if _names_clash_without_case(group.layout or footer_schema(store, group.tasks[0])) or \
+    layout = _layout(group)
+    if _names_clash_without_case(group.layout) or \
             len({c.lower() for c in plan.read_columns}) < len(plan.read_columns):
         raise Refused("fields whose names differ only in case (Spark's Parquet source matches them without case)")
     urls = [spark_url(store, t.file.path) for t in group.tasks]

@@ -163,7 +163,6 @@ def files_dataset(store: ObjectStore, tasks: Sequence[FileScanTask], schema: pa.
 
 def group_dataset(store: ObjectStore, group: NativeGroup, filesystem: pafs.FileSystem) -> ds.FileSystemDataset:
     """The files of ``group`` as a pyarrow dataset of the columns its projection reads."""
-    assert group.layout is not None
     return files_dataset(store, group.tasks, pa.schema([group.layout.field(c) for c in group.projection.read_columns]),
                          filesystem)
 

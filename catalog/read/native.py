@@ -64,11 +64,7 @@ class NativeGroup:
     projection: FileProjection
     tombstones: tuple[Expression, ...]
     visible: Expression
-    layout: pa.Schema | None = None
-
-    @property
-    def files(self) -> list:
-        return [t.file for t in self.tasks]
+    layout: pa.Schema
 
     @property
     def has_deletes(self) -> bool:
