@@ -22,6 +22,8 @@ the process (Arrow's threads reading fsspec's Python files need Python's lock).
 
 from __future__ import annotations
 
+import operator
+
 from typing import Any, Iterator, Mapping, Sequence
 
 import pyarrow as pa
@@ -31,6 +33,7 @@ import pyarrow.fs as pafs
 
 from cdkds.catalog.errors import DataFileError
 from cdkds.catalog.expressions import ALWAYS_TRUE, Expression, references, to_arrow
+from cdkds.catalog.expressions.tree import balanced
 from cdkds.catalog.read.native import NativeGroup, NativePlan, NativeReader, plan_native
 from cdkds.catalog.read.scan import FileScanTask, ScanPlan, read_tasks, reading_error
 from cdkds.catalog.storage import ObjectStore, store_failure
@@ -102,12 +105,7 @@ def group_filters(predicate: Expression, group: NativeGroup, columns: dict[str, 
 
 
 def _all(terms: list[pc.Expression]) -> pc.Expression | None:
-    if not terms:
-        return None
-    out = terms[0]
-    for term in terms[1:]:
-        out = out & term
-    return out
+    return balanced(terms, operator.and_) if terms else None
 
 
 def group_filter(predicate: Expression, group: NativeGroup, columns: dict[str, pc.Expression]) -> pc.Expression | None:
