@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
-from cdkds.catalog.log.conflicts import ConflictRule, Exclusive
+from cdkds.catalog.log.conflicts import ConflictRule, Exclusive, replanned
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.expressions import Expression
 from cdkds.catalog.log.actions import Action, AddFile
@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from cdkds.catalog.maintenance.check import CheckReport
     from cdkds.catalog.repository import DatasetRepository
     from cdkds.catalog.schema_update import SchemaUpdate
+    from cdkds.catalog.services.planner import ServicePlan
+    from cdkds.catalog.services.runner import ServiceReport
 
 
 class Dataset:
@@ -49,6 +51,8 @@ class Dataset:
         self.store = store
         self.log = log
         self.snapshot = snapshot
+        self.last_services: "ServiceReport | None" = None  # what the services did after this object's last write
+        self._serviced: Snapshot | None = None  # the services' commits after this object's last write
 
     def __repr__(self) -> str:
         return f"Dataset({self.name!r}, version={self.version}, url={self.store.url!r})"
@@ -77,6 +81,7 @@ class Dataset:
 
     def refresh(self) -> "Dataset":
         """Move to the latest commit."""
+        self._serviced = None
         self.snapshot = self.log.snapshot()
         return self
 
@@ -145,6 +150,7 @@ class Dataset:
     def writer(self, **options: Any) -> "DatasetWriter | KeyedWriter":
         """A writer stream; use it as a context manager (see :class:`DatasetWriter`). On a
         keyed dataset appends are inserts (see :class:`cdkds.catalog.keyed.writer.KeyedWriter`)."""
+        self._adopt_services()
         if self.descriptor.record_key:
             from cdkds.catalog.keyed.writer import KeyedWriter
             return KeyedWriter(self, **options)
@@ -155,6 +161,13 @@ class Dataset:
         when no file can hold a match). Whole files are removed where the partition or
         the statistics prove every row matches; otherwise a tombstone hides the rows (on
         a keyed dataset, deletion vectors mark them)."""
+        self._adopt_services()
+        revision = replanned(self, lambda: self._delete(where))
+        if revision is not None:
+            self._after_write()
+        return revision
+
+    def _delete(self, where: Expression | str) -> int | None:
         plan = plan_delete(self.name, self.snapshot, where)
         if not plan.removed and not plan.partial:
             return None
@@ -215,12 +228,47 @@ class Dataset:
 
     def _keyed(self, operation: str, rows: Any) -> "UpsertResult":
         from cdkds.catalog.keyed.operations import run
-        return run(self, operation, rows)
+        self._adopt_services()
+        result = run(self, operation, rows)
+        if result.revision is not None:
+            result = dataclasses.replace(result, services=self._after_write())
+        return result
 
     def compact(self, target_file_size: int = DEFAULT_TARGET_FILE_SIZE, where: Expression | str | None = None) -> int | None:
         """Merge small files per partition (and apply tombstones) in one commit; returns
         its revision, ``None`` when there was nothing to compact."""
+        self._adopt_services()
         return maintenance.compact(self, target_file_size, where)
+
+    def maintain(self, budget: int | None = None) -> "ServiceReport":
+        """Run the table services once over the latest revision: rewrite files with many
+        deleted rows, bin-pack small files, merge index deltas, and expire the log and
+        vacuum where the descriptor asks for it (see :mod:`cdkds.catalog.services`), within
+        ``budget`` bytes of input (``None``: all there is). Each rewrite is its own
+        ``compact`` commit; this dataset moves to the latest revision."""
+        from cdkds.catalog.services.runner import maintain
+        return maintain(self, budget)
+
+    def services_plan(self) -> "ServicePlan":
+        """What the table services would do next on this revision, and why."""
+        from cdkds.catalog.services.planner import plan_services
+        return plan_services(self.store, self.snapshot, clock())
+
+    def _after_write(self) -> "ServiceReport | None":
+        """The inline pass of the table services after one of this object's writes committed.
+        They commit through a copy, so this object keeps showing the write's revision; its
+        next write starts from their last commit (:meth:`_adopt_services`)."""
+        from cdkds.catalog.services.runner import after_write
+        serviced = Dataset(self.repository, self.name, self.store, self.log, self.snapshot)
+        self.last_services = after_write(serviced)
+        self._serviced = serviced.snapshot if serviced.version != self.version else None
+        return self.last_services
+
+    def _adopt_services(self) -> None:
+        """Move to the services' last commit after this object's write, before writing again:
+        it holds the same rows, and a write planned there does not race it."""
+        if self._serviced is not None:
+            self.snapshot, self._serviced = self._serviced, None
 
     def vacuum(self, retention: dt.timedelta = maintenance.DEFAULT_RETENTION, dry_run: bool = True,
                force: bool = False) -> list[str]:
@@ -254,6 +302,11 @@ class Dataset:
         """Commit ``descriptor`` as the dataset's new one, if the update rules allow it
         (:meth:`DatasetDescriptor.evolve`). Setting a record key builds the record index
         from the data files in the same commit."""
+        self._adopt_services()
+        return replanned(self, lambda: self._update_descriptor(descriptor, operation, info))
+
+    def _update_descriptor(self, descriptor: DatasetDescriptor, operation: str,
+                           info: Mapping[str, Any] | None) -> Snapshot:
         evolved = self.snapshot.evolve(descriptor, self.name)
         actions: list[Action] = [SetMetadata(evolved)]
         protocol = self.snapshot.protocol.reader_version

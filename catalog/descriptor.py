@@ -21,6 +21,7 @@ from cdkds.catalog.errors import (
     InvalidSchemaError,
 )
 from cdkds.catalog.keyed.properties import KeyedProperties
+from cdkds.catalog.services.settings import SERVICE_PROPERTIES, ServiceSettings
 from cdkds.catalog.partitioning import PartitionStrategy
 from cdkds.catalog.write.sorting import descriptor_sort
 from cdkds.formats import evolution, schema as schemas
@@ -34,7 +35,7 @@ DEFAULT_COMPRESSION = "snappy"
 # the properties cdkds reads (README, "Descriptor properties"); a descriptor keeps any other
 # string pair for its users, so entry points that take properties from people refuse the rest
 KNOWN_PROPERTIES = ("checkpoint.interval", "index.buckets", "index.compaction.deltas", "ttl", "ttl.field", "gc.grace",
-                    "sort.by")
+                    "sort.by", *SERVICE_PROPERTIES)
 _KEY_KINDS = {"int", "long", "string", "uuid", "enum", "date", "timestamp-millis", "timestamp-micros",
               "local-timestamp-millis", "local-timestamp-micros", "decimal", "boolean", "bytes", "fixed"}
 _ORDERING_KINDS = {"int", "long", "float", "double", "date", "timestamp-millis", "timestamp-micros",
@@ -123,6 +124,7 @@ class DatasetDescriptor:
         if not interval.isdigit() or int(interval) < 1:
             raise InvalidDescriptorError(f"property checkpoint.interval must be a positive integer, got {interval!r}")
         KeyedProperties.parse(props, fields, self.ordering_field, recorded)
+        ServiceSettings.parse(props, recorded)
         descriptor_sort(props, fields, self.record_key)
 
     @property
@@ -135,6 +137,11 @@ class DatasetDescriptor:
     def keyed(self) -> "KeyedProperties":
         """The record-index, TTL and tombstone properties (see :mod:`cdkds.catalog.keyed.properties`)."""
         return KeyedProperties.parse(self.properties, self.fields, self.ordering_field, self._recorded)
+
+    @property
+    def services(self) -> ServiceSettings:
+        """What the table services do (see :mod:`cdkds.catalog.services.settings`)."""
+        return ServiceSettings.parse(self.properties, self._recorded)
 
     # ---------------------------------------------------------------- schema views
 

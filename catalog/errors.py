@@ -9,6 +9,7 @@ __all__ = [
     "CommitConflictError",
     "CommitFailedError",
     "CommitStateUnknownError",
+    "ConcurrentRewriteError",
     "CorruptLogError",
     "CorruptLogWarning",
     "DataFileError",
@@ -27,6 +28,7 @@ __all__ = [
     "KeyExistsError",
     "CorruptIndexError",
     "SchemaMismatchError",
+    "ServiceWarning",
     "StorageAccessError",
     "StorageConnectionError",
     "StorageError",
@@ -125,6 +127,12 @@ class CommitConflictError(CommitFailedError):
     """A commit lost a race to a concurrent commit it cannot be rebased onto."""
 
 
+class ConcurrentRewriteError(CommitConflictError):
+    """A commit lost a race to a compaction (a table service's, say): it rewrote files this
+    commit was planned on without changing any row, so planning the same write again on
+    the latest revision commits it. Every write of cdkds does that itself."""
+
+
 class CommitStateUnknownError(CdkdsError):
     """A commit that may or may not have landed (as Iceberg's ``CommitStateUnknownException``):
     the store failed before the outcome could be read back. Its data files must stay;
@@ -145,6 +153,10 @@ class CommitStateUnknownError(CdkdsError):
 
 class CorruptLogError(CdkdsError):
     """A transaction log object that is missing, truncated or breaks the commit chain."""
+
+
+class ServiceWarning(UserWarning):
+    """A table service gave up or failed; the write that ran it stands (see :mod:`cdkds.catalog.services`)."""
 
 
 class CorruptLogWarning(UserWarning):

@@ -15,6 +15,18 @@ settings.register_profile("dev", max_examples=30, deadline=None, suppress_health
 settings.register_profile("thorough", max_examples=2000, deadline=None, suppress_health_check=list(HealthCheck))
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
+# Most tests look at one mechanism (a tombstone, a deletion vector, a file count) that the
+# table services would rewrite right after the write; they run without inline services, in
+# this process and the processes it starts. tests/catalog/services/ turns them on (the
+# `inline_services` fixture), and the examples run with the defaults.
+os.environ["CDKDS_INLINE_SERVICES"] = "off"
+
+
+@pytest.fixture
+def inline_services(monkeypatch):
+    """Inline table services on, as they are by default."""
+    monkeypatch.delenv("CDKDS_INLINE_SERVICES", raising=False)
+
 
 @pytest.fixture(scope="session")
 def s3_endpoint() -> str:

@@ -259,6 +259,13 @@ class RecordIndex:
                 actions.append(self._write_file(int(bucket), self._dedupe(rows), base=False))
         return actions
 
+    def merge(self, bucket: int, now_ms: int) -> list[Action]:
+        """Actions replacing the files of ``bucket`` by one base (none when it has no deltas)."""
+        existing = self.snapshot.index_files(bucket)
+        if not any(not f.base for f in existing):
+            return []
+        return self._compact(bucket, existing, self.schema.empty_table(), now_ms)
+
     def _dedupe(self, rows: pa.Table) -> pa.Table:
         ranked = rows.append_column(_RANK, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
         return self._latest(ranked, ["_hash", *self.key.names]).drop_columns([_RANK])

@@ -45,6 +45,7 @@ from cdkds.formats.errors import SchemaMismatchError
 from cdkds.formats.records import batch_conformer
 
 if TYPE_CHECKING:
+    from cdkds.catalog.services.runner import ServiceReport
     from cdkds.catalog.dataset import Dataset
     from cdkds.catalog.log.commit import Commit
     from cdkds.catalog.log.snapshot import Snapshot
@@ -57,13 +58,15 @@ MAX_ATTEMPTS = 10
 class UpsertResult:
     """What a keyed write did: rows inserted, updated (replaced), deleted, and given but left
     unchanged (they lost reconciliation, or an update of a key that does not exist); the
-    revision of its commit (``None`` when nothing needed committing)."""
+    revision of its commit (``None`` when nothing needed committing); what the table
+    services did after it (``services``, when they ran inline)."""
 
     inserted: int = 0
     updated: int = 0
     deleted: int = 0
     unchanged: int = 0
     revision: int | None = None
+    services: "ServiceReport | None" = None
 
 
 @dataclass

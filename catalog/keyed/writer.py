@@ -20,7 +20,7 @@ from cdkds.catalog.errors import CdkdsError
 from cdkds.catalog.keyed.operations import UpsertResult, commit, prepare, run
 from cdkds.catalog.keyed.rows import full_rows
 from cdkds.catalog.log.actions import Action, RemoveFile, RemoveIndex
-from cdkds.catalog.log.conflicts import ReadPartitions
+from cdkds.catalog.log.conflicts import ReadPartitions, replanned
 from cdkds.catalog.write.sorting import write_sort
 from cdkds.catalog.write.writer import DEFAULT_MAX_OPEN_FILES, DEFAULT_TARGET_FILE_SIZE, check_file_options
 
@@ -89,12 +89,14 @@ class KeyedWriter:
         rows = rows if rows is not None else self.dataset.descriptor.arrow_schema.empty_table()
         ds = self.dataset
         if self.mode == "overwrite" and self._first:
-            snapshot = ds.snapshot
-            empty = dataclasses.replace(snapshot, files=MappingProxyType({}), index=MappingProxyType({}))
-            change = prepare(ds, "insert", rows, snapshot=empty, **self._layout)
-            removes = [*(RemoveFile(p) for p in snapshot.files), *(RemoveIndex(p) for p in snapshot.index)]
-            self.results.append(commit(ds, [change], removes=removes, rule=ReadPartitions(), operation="overwrite",
-                                       commit_uuid=self.commit_uuid, extra_actions=self.extra_actions))
+            def overwrite() -> UpsertResult:
+                snapshot = ds.snapshot
+                empty = dataclasses.replace(snapshot, files=MappingProxyType({}), index=MappingProxyType({}))
+                change = prepare(ds, "insert", rows, snapshot=empty, **self._layout)
+                removes = [*(RemoveFile(p) for p in snapshot.files), *(RemoveIndex(p) for p in snapshot.index)]
+                return commit(ds, [change], removes=removes, rule=ReadPartitions(), operation="overwrite",
+                              commit_uuid=self.commit_uuid, extra_actions=self.extra_actions)
+            self.results.append(replanned(ds, overwrite))
         elif self._first and self.extra_actions:
             self.results.append(commit(ds, [prepare(ds, "insert", rows, **self._layout)], operation="insert",
                                        commit_uuid=self.commit_uuid, extra_actions=self.extra_actions))
@@ -109,6 +111,8 @@ class KeyedWriter:
             return None
         revision = self.flush()
         self._open = False
+        if any(r.revision is not None for r in self.results):
+            self.dataset._after_write()
         return revision
 
     def abort(self) -> None:

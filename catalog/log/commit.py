@@ -24,6 +24,7 @@ from cdkds.formats import values
 from cdkds.formats.errors import SchemaMismatchError
 
 LOG_FOLDER = "_log"
+REWRITE_OPERATION = "compact"  # commits that rewrite files without changing a row (compaction, the table services)
 ENGINE = "cdkds/0.1.0"
 _REQUIRED = ("revision", "uuid", "previous", "timestamp", "operation", "actions")
 

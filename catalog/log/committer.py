@@ -28,11 +28,12 @@ import uuid
 from typing import Any, Mapping, Sequence
 
 from cdkds.catalog.errors import (
-    CommitConflictError, CommitFailedError, CommitStateUnknownError, CorruptLogError, StorageError,
+    CommitConflictError, CommitFailedError, CommitStateUnknownError, ConcurrentRewriteError, CorruptLogError,
+    StorageError,
 )
 from cdkds.catalog.log.actions import Action, AddFile, rebase_actions
 from cdkds.catalog.log.checkpointer import Checkpointer
-from cdkds.catalog.log.commit import Commit, age_ms, commit_key, engine_info, next_timestamp
+from cdkds.catalog.log.commit import REWRITE_OPERATION, Commit, age_ms, commit_key, engine_info, next_timestamp
 from cdkds.catalog.log.conflicts import BlindAppend, ConflictRule
 from cdkds.catalog.log.replay import Replay
 from cdkds.catalog.log.snapshot import Snapshot
@@ -214,7 +215,8 @@ class _Attempt:
             reason = self.rule.conflict(ours.actions, theirs, self.base) or endangered(
                 self.committer.store, ours.actions, theirs)
             if reason is not None:
-                raise CommitConflictError(
+                kind = ConcurrentRewriteError if theirs.operation == REWRITE_OPERATION else CommitConflictError
+                raise kind(
                     f"dataset {self.dataset!r}: {ours.operation!r} planned on revision {self.base.version} conflicts "
                     f"with revision {theirs.revision} ({theirs.operation!r}), which committed first: {reason}; "
                     f"nothing of {ours.operation!r} was committed — re-read the dataset and retry")

@@ -12,20 +12,38 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar
 
 from cdkds.catalog.log.actions import (
     Action, AddFile, DeleteRows, RemoveFile, RemoveIndex, SetMetadata, SetTransaction, Tombstone,
 )
 from cdkds.catalog.expressions import bind
 from cdkds.catalog.expressions.pruning import FileFilter
-from cdkds.catalog.errors import CdkdsError
+from cdkds.catalog.errors import CdkdsError, ConcurrentRewriteError
 from cdkds.formats import evolution
 
 if TYPE_CHECKING:
     from cdkds.catalog.descriptor import DatasetDescriptor
     from cdkds.catalog.log.transaction import Commit
     from cdkds.catalog.log.snapshot import Snapshot
+
+
+REPLANS = 5  # plans of one write that lost races to compactions (each a commit that landed)
+T = TypeVar("T")
+
+
+def replanned(dataset: Any, write: Callable[[], T]) -> T:
+    """``write()`` (which plans on ``dataset``'s snapshot and commits), planned again on the
+    latest revision each time a compaction committed first (:class:`ConcurrentRewriteError`:
+    it changed no row, so the write is as valid after it)."""
+    for attempt in range(REPLANS):
+        try:
+            return write()
+        except ConcurrentRewriteError:
+            if attempt == REPLANS - 1:
+                raise
+            dataset.refresh()
+    raise AssertionError("unreachable")
 
 
 class ConflictRule(ABC):

@@ -12,8 +12,8 @@ from cdkds.catalog.expressions import ALWAYS_TRUE, Expression, as_expression, bi
 from cdkds.catalog.expressions.pruning import FileFilter
 from cdkds.catalog.keyed.ttl import TimeToLive
 from cdkds.catalog.log.commit import clock
-from cdkds.catalog.read.scan import file_task, read_task
-from cdkds.catalog.write.writer import DEFAULT_TARGET_FILE_SIZE, RewriteFiles, check_target_file_size
+from cdkds.catalog.maintenance.rewrite import rewrite
+from cdkds.catalog.write.writer import DEFAULT_TARGET_FILE_SIZE, check_target_file_size
 
 if TYPE_CHECKING:
     from cdkds.catalog.dataset import Dataset
@@ -74,18 +74,7 @@ def compact(dataset: "Dataset", target_file_size: int = DEFAULT_TARGET_FILE_SIZE
     plan = plan_compaction(dataset, target_file_size, where)
     if not plan.groups:
         return None
-    if dataset.descriptor.record_key:
-        from cdkds.catalog.keyed.compaction import compact as compact_keyed
-        return compact_keyed(dataset, plan, target_file_size)
-    snapshot = dataset.snapshot
-    columns = list(snapshot.descriptor.fields)
-    now = clock()
-    with dataset.writer(mode=RewriteFiles(plan.files), target_file_size=target_file_size) as writer:
-        for f in plan.files:
-            task = file_task(snapshot, f, now)
-            for batch in read_task(dataset.store, snapshot.descriptor, ALWAYS_TRUE, columns, task):
-                writer.write_batch(batch)
-    return dataset.version
+    return rewrite(dataset, plan.files, target_file_size).revision
 
 
 def _has_deletes(snapshot: "Snapshot", f: AddFile, now_ms: int) -> bool:

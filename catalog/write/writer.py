@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cdkds.catalog.log.actions import Action, AddFile, RemoveFile
-from cdkds.catalog.log.conflicts import BlindAppend, ConflictRule, ReadPartitions, ReplacePartitions, Rewrite
+from cdkds.catalog.log.conflicts import BlindAppend, ConflictRule, ReadPartitions, ReplacePartitions, Rewrite, replanned
 from cdkds.catalog.errors import CdkdsError, CommitFailedError, InvalidRecordError
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.log.snapshot import Snapshot
@@ -514,11 +514,14 @@ class DatasetWriter:
         adds = self._files.close()
         if not adds and not self.mode.commits_without_files(self._commits == 0):
             return None
-        removes, rule = self.mode.plan(self.dataset.snapshot, adds, self._own, self._commits == 0)
         info = {"rows": sum(a.row_count for a in adds), "files": len(adds)}
-        try:
+
+        def commit() -> None:  # a compaction that committed first changed no row: removals are planned again
+            removes, rule = self.mode.plan(self.dataset.snapshot, adds, self._own, self._commits == 0)
             self.dataset._commit(self.mode.operation, [*removes, *adds], info, self._files.transaction, rule,
                                  planned_on=self._planned_on)
+        try:
+            replanned(self.dataset, commit)
         except CommitFailedError:  # known not to have landed; on any other error the files may be committed
             delete_files(self.dataset.store, [a.path for a in adds])
             raise
@@ -538,6 +541,8 @@ class DatasetWriter:
             self.abort()
             raise
         self._closed = True
+        if self._commits:
+            self.dataset._after_write()
         return version
 
     def abort(self) -> None:

@@ -320,14 +320,14 @@ def test_rebuild_reports_the_order_of_concurrent_writes(repo, ds):
 
 
 def test_rebuild_leaves_out_a_compaction_that_never_committed(repo, ds, monkeypatch):
-    from cdkds.catalog.write import writer
+    from cdkds.catalog.maintenance import rewrite as rewriting
 
     for k in range(3):
         write(ds, rows(range(k * 3, k * 3 + 3), g="a"))
     stale = repo.load("t")
     write(ds, rows([100], g="a"), mode="overwrite")
     time.sleep(1.1)  # rebuild orders by file time: S3 keeps whole seconds, and a tie would put the compaction first
-    monkeypatch.setattr(writer, "delete_files", lambda store, keys: None)  # it crashes before cleaning up
+    monkeypatch.setattr(rewriting, "delete_files", lambda store, keys: None)  # it crashes before cleaning up
     with pytest.raises(CommitConflictError):
         stale.compact()
     monkeypatch.undo()

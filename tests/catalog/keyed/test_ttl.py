@@ -26,7 +26,7 @@ def clock(monkeypatch):
     import sys
 
     monkeypatch.setattr(log_commit, "clock", lambda: now["ms"])
-    for name in ("cdkds.catalog.keyed.operations", "cdkds.catalog.keyed.compaction", "cdkds.catalog.read.scan",
+    for name in ("cdkds.catalog.keyed.operations", "cdkds.catalog.maintenance.rewrite", "cdkds.catalog.read.scan",
                  "cdkds.catalog.dataset", "cdkds.catalog.maintenance.compaction"):
         module = sys.modules.get(name) or importlib.import_module(name)
         monkeypatch.setattr(module, "clock", lambda: now["ms"])

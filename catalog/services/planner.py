@@ -1,0 +1,257 @@
+"""What the table services would do next on a snapshot, and why.
+
+- **Deleted rows**: a data file whose deleted fraction (deletion vectors exactly; rows TTL
+  expired, counted by reading the columns its rules use, once per file and minute in a
+  process) reaches ``services.deleted.fraction`` is rewritten without them.
+- **Tombstones**: a data file a tombstone (a delete of a dataset without a record key)
+  applies to is rewritten without the rows it hides, whatever their number: every reader
+  pays for a tombstone (and pyarrow's lazy reads cannot apply some), so the services turn
+  such deletes into copy-on-write ones, a budget at a time.
+- **Small files**: a partition with ``services.small.files`` files under three quarters of
+  ``services.file.size`` has them bin-packed into files of about that size.
+- **Index deltas**: a record-index bucket with ``index.compaction.deltas`` delta files or
+  more has them merged into one base.
+- **Log and files**: with ``services.log.retention`` / ``services.vacuum.retention`` set,
+  commits and unreferenced files older than that are removed (never by default).
+
+Work is taken in that order (most deleted first, then tombstoned files, then the partitions
+with most small files, then the buckets with most deltas; a partition's small files join
+its rewritten ones) while its input bytes stay within a budget.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections import OrderedDict, defaultdict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from cdkds.catalog.expressions import ALWAYS_TRUE
+from cdkds.catalog.expressions.visitors import references
+from cdkds.catalog.log.actions import AddFile
+from cdkds.catalog.log.checkpointer import checkpoint_interval
+from cdkds.catalog.read.scan import file_task, read_task
+from cdkds.catalog.services.settings import ServiceSettings
+
+if TYPE_CHECKING:
+    from cdkds.catalog.log.snapshot import Snapshot
+    from cdkds.catalog.storage import ObjectStore
+
+SMALL_FILE_FRACTION = 0.75  # a file under this share of services.file.size is small
+MOMENT_MS = 60_000
+
+
+@dataclass(frozen=True)
+class RewriteGroup:
+    """Data files of one partition to rewrite together, and why (``deleted`` or ``small``)."""
+
+    partition: tuple
+    files: tuple[AddFile, ...]
+    reason: str
+
+    @property
+    def bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+
+@dataclass(frozen=True)
+class BucketMerge:
+    """A record-index bucket whose deltas are to be merged into one base."""
+
+    bucket: int
+    deltas: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class ServicePlan:
+    """The work the services would do on one snapshot, in the order they take it."""
+
+    settings: ServiceSettings
+    groups: tuple[RewriteGroup, ...] = ()
+    buckets: tuple[BucketMerge, ...] = ()
+    deleted: tuple[tuple[str, float], ...] = ()  # files at or over the threshold, with their fraction
+    small: tuple[tuple[tuple, int], ...] = ()  # partitions at or over the small-file count
+    tombstoned: int = 0  # files tombstones apply to
+    next_checkpoint: int = 0
+    expire_log: bool = False
+    vacuum: bool = False
+    left: tuple[str, ...] = field(default=())  # work over the budget, said in words
+
+    @property
+    def files(self) -> list[AddFile]:
+        return [f for g in self.groups for f in g.files]
+
+    @property
+    def bytes(self) -> int:
+        return sum(g.bytes for g in self.groups) + sum(b.bytes for b in self.buckets)
+
+    @property
+    def empty(self) -> bool:
+        return not self.groups and not self.buckets and not self.expire_log and not self.vacuum
+
+    def within(self, budget: int | None) -> "ServicePlan":
+        """The work of this plan that fits ``budget`` input bytes (``None``: all of it), in order."""
+        if budget is None:
+            return self
+        taken: list[RewriteGroup] = []
+        merges: list[BucketMerge] = []
+        left: list[str] = []
+        spent = 0
+        for group in self.groups:
+            if spent + group.bytes <= budget:
+                taken.append(group)
+                spent += group.bytes
+            else:
+                left.append(f"{len(group.files)} {group.reason} file(s) of partition {_partition(group.partition)} "
+                            f"({group.bytes:,} bytes)")
+        for merge in self.buckets:
+            if spent + merge.bytes <= budget:
+                merges.append(merge)
+                spent += merge.bytes
+            else:
+                left.append(f"index bucket {merge.bucket} ({merge.deltas} deltas, {merge.bytes:,} bytes)")
+        return ServicePlan(self.settings, tuple(taken), tuple(merges), self.deleted, self.small, self.next_checkpoint,
+                           self.expire_log, self.vacuum, tuple(left))
+
+    def describe(self) -> list[str]:
+        """What the services would do next and why, a line each."""
+        s = self.settings
+        lines = [f"inline services: {'on' if s.inline else 'off'} (budget {s.budget:,} bytes a commit)"]
+        if self.deleted:
+            worst = max(f for _, f in self.deleted)
+            lines.append(f"{len(self.deleted)} file(s) with at least {s.deleted_fraction:.0%} of their rows deleted "
+                         f"or expired (up to {worst:.0%}): rewrite them")
+        if self.tombstoned:
+            lines.append(f"{self.tombstoned} file(s) with rows hidden by tombstones: rewrite them without those rows")
+        for partition, count in self.small:
+            lines.append(f"{count} small files in partition {_partition(partition)} (at least {s.small_files}): "
+                         f"bin-pack them")
+        for merge in self.buckets:
+            lines.append(f"index bucket {merge.bucket} has {merge.deltas} deltas: merge them")
+        lines.append(f"next checkpoint at revision {self.next_checkpoint}")
+        lines.append(f"log expiry: {'commits older than ' + str(s.log_retention) if s.log_retention else 'off'}; "
+                     f"vacuum: {'files older than ' + str(s.vacuum_retention) if s.vacuum_retention else 'off'}")
+        if self.empty:
+            lines.append("nothing to do")
+        return lines
+
+
+def plan_services(store: "ObjectStore", snapshot: "Snapshot", now_ms: int,
+                  settings: ServiceSettings | None = None) -> ServicePlan:
+    """The work the services would do on ``snapshot`` at ``now_ms``, all of it (see
+    :meth:`ServicePlan.within` for one pass's share)."""
+    descriptor = snapshot.descriptor
+    settings = settings or descriptor.services
+    small_size = settings.file_size * SMALL_FILE_FRACTION
+    by_partition: dict[tuple, list[AddFile]] = defaultdict(list)
+    for f in snapshot.files.values():
+        by_partition[_key(f)].append(f)
+    moment = now_ms - now_ms % MOMENT_MS  # expiry counted as of the minute, so that counts are remembered
+    deleted: list[tuple[AddFile, float]] = []
+    tombstoned = 0
+    crowded: list[tuple[tuple, int]] = []
+    ranked: list[tuple[tuple, RewriteGroup]] = []
+    for partition, files in by_partition.items():
+        urgency: dict[str, tuple] = {}  # files due for a rewrite, most deleted first, then tombstoned ones
+        small = []
+        for f in files:
+            if snapshot.tombstones_for(f):
+                urgency[f.path] = (1, 0.0)
+                tombstoned += 1
+                continue
+            fraction = DEAD_ROWS.fraction(store, snapshot, f, moment)
+            if fraction >= settings.deleted_fraction:
+                urgency[f.path] = (0, -fraction)
+                deleted.append((f, fraction))
+            elif f.size < small_size:
+                small.append(f)
+        if len(small) >= settings.small_files:
+            crowded.append((partition, len(small)))
+        elif not urgency:
+            continue
+        due = [f for f in files if f.path in urgency]
+        for group in _bins(due + small, settings.file_size):
+            ranks = [urgency[f.path] for f in group if f.path in urgency]
+            if ranks or len(group) > 1:  # a small file alone is not worth a rewrite
+                reason = ("deleted", "tombstones")[min(ranks)[0]] if ranks else "small"
+                ranked.append(((min(ranks, default=(2, 0.0)), -len(group)), RewriteGroup(partition, group, reason)))
+    ranked.sort(key=lambda item: item[0])
+    groups = [g for _, g in ranked]
+    deleted.sort(key=lambda item: -item[1])
+    crowded.sort(key=lambda item: -item[1])
+    buckets: list[BucketMerge] = []
+    if descriptor.record_key:
+        threshold = descriptor.keyed.compaction_deltas
+        for bucket in sorted({e.bucket for e in snapshot.index.values()}):
+            files = snapshot.index_files(bucket)
+            deltas = sum(not f.base for f in files)
+            if deltas >= threshold:
+                buckets.append(BucketMerge(bucket, deltas, sum(f.size for f in files)))
+        buckets.sort(key=lambda m: -m.deltas)
+    interval = checkpoint_interval(descriptor)
+    return ServicePlan(settings, tuple(groups), tuple(buckets), tuple((f.path, x) for f, x in deleted), tuple(crowded),
+                       tombstoned, (snapshot.version // interval + 1) * interval,
+                       settings.log_retention is not None, settings.vacuum_retention is not None)
+
+
+def _key(f: AddFile) -> tuple:
+    return tuple(sorted(f.partition.items(), key=lambda kv: kv[0]))
+
+
+def _partition(key: tuple) -> str:
+    return ", ".join(f"{k}={v}" for k, v in key) or "(unpartitioned)"
+
+
+def _bins(files: list[AddFile], size: int) -> list[tuple[AddFile, ...]]:
+    """``files`` bin-packed, smallest first, into groups of at most ``size`` bytes."""
+    groups: list[tuple[AddFile, ...]] = []
+    group: list[AddFile] = []
+    total = 0
+    for f in sorted(files, key=lambda f: f.size):
+        if group and total + f.size > size:
+            groups.append(tuple(group))
+            group, total = [], 0
+        group.append(f)
+        total += f.size
+    if group:
+        groups.append(tuple(group))
+    return groups
+
+
+class _DeadRows:
+    """The deleted fraction of data files, remembered per file and set of rules (files are
+    immutable; a new tombstone, deletion vector or TTL moment makes a new entry)."""
+
+    def __init__(self, capacity: int = 65536):
+        self._items: OrderedDict[tuple, float] = OrderedDict()
+        self._capacity = capacity
+        self._lock = threading.Lock()
+
+    def fraction(self, store: "ObjectStore", snapshot: "Snapshot", f: AddFile, now_ms: int) -> float:
+        if f.row_count <= 0:
+            return 0.0
+        task = file_task(snapshot, f, now_ms)
+        if task.visible is ALWAYS_TRUE:  # tombstones are not counted: a file they apply to is rewritten anyway
+            return f.deleted_rows / f.row_count
+        key = (store.url, f.path, len(f.deletes), task.tombstones, str(task.visible))
+        with self._lock:
+            known = self._items.get(key)
+        if known is not None:
+            return known
+        descriptor = snapshot.descriptor
+        names = set()
+        for rule in (*task.tombstones, task.visible):
+            names |= references(rule)  # the columns the rules read: a fraction of the file's bytes
+        columns = [n for n in descriptor.fields if n in names] or [next(iter(descriptor.fields))]
+        live = sum(b.num_rows for b in read_task(store, descriptor, ALWAYS_TRUE, columns, task))
+        fraction = 1 - live / f.row_count
+        with self._lock:
+            self._items[key] = fraction
+            while len(self._items) > self._capacity:
+                self._items.popitem(last=False)
+        return fraction
+
+
+DEAD_ROWS = _DeadRows()
