@@ -73,16 +73,20 @@ def main(root: str) -> None:
         rows = sum(batch.num_rows for batch in latest.scan(where))
         print(f"{where!r:45}: read {len(plan.files):3} of {plan.total_files} files, {rows} rows match")
 
-    latest.delete("country = 'DE' and amount < 100")
+    revision = latest.delete("country = 'DE' and amount < 100")
     remaining = sum(batch.num_rows for batch in latest.scan())
-    print(f"deleted cheap German orders in one commit: {remaining} rows remain ({latest.history()[-1].tombstones} tombstone)")
+    tombstones = next(h.tombstones for h in latest.history() if h.revision == revision)
+    print(f"deleted cheap German orders in one commit (revision {revision}): {remaining} rows remain "
+          f"({tombstones} tombstone)")
+    print(f"the table services then rewrote the files the tombstone applies to, in a commit of their own: "
+          f"{latest.last_services.summary()}")
 
     first = repo.load("shop/events", version=1)
     print(f"time travel: version 1 has {first.snapshot.row_count} rows, latest has {remaining}")
 
-    files_before = len(latest.files)
+    files_before = len(latest.refresh().files)
     latest.compact()
-    print(f"compacted {files_before} files into {len(latest.files)}, tombstones applied; "
+    print(f"compacted {files_before} files into {len(latest.files)}; "
           f"{sum(batch.num_rows for batch in latest.scan())} rows")
 
     files = sorted(f.path for f in latest.files)
@@ -125,7 +129,11 @@ def keyed(repo: DatasetRepository) -> None:
     r = users.update([{"tenant": "au", "userId": 2, "email": "changed@au.example"}])
     r2 = users.delete_keys([("nz", 0), ("nz", 1)])
     print(f"update changed {r.updated} row; delete_keys deleted {r2.deleted}; "
-          f"{users.snapshot.row_count} live rows, one per key, in {len(users.files)} files (no file rewritten)")
+          f"{users.snapshot.row_count} live rows, one per key")
+    plan = users.refresh().services_plan()
+    print(f"table services after each write ({plan.settings.deleted_fraction:.0%} of a file deleted: rewritten; "
+          f"{plan.settings.small_files} small files in a partition: bin-packed): "
+          f"{[h.revision for h in users.history() if h.info.get('service')]} are their commits")
     feed = users.changes(start_version=2).read_all()  # the change feed: every commit's changed rows
     kinds = {k: feed["_change_type"].to_pylist().count(k) for k in dict.fromkeys(feed["_change_type"].to_pylist())}
     print(f"change feed since revision 2: {kinds}")
