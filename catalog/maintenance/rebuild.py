@@ -182,7 +182,8 @@ def _read_transactions(store: ObjectStore) -> tuple[list[_Transaction], list[str
             txn = transactions.setdefault(uuid, _Transaction(
                 uuid, meta.get("cdkds.operation", "append"), int(meta.get("cdkds.base_revision", 0)), descriptor,
                 meta.get("cdkds.writer", uuid), int(meta.get("cdkds.flush", 0)), "cdkds.writer" in meta,
-                modified(info), frozenset(json.loads(meta.get("cdkds.replaces", "[]")))))
+                modified(info), frozenset()))
+            txn.replaces |= frozenset(json.loads(meta.get("cdkds.replaces", "[]")))  # each file names its partition's
             if txn.operation not in OPERATIONS:
                 raise ValueError(f"unknown operation {txn.operation!r}")
             txn.written = min(txn.written, modified(info))

@@ -207,8 +207,7 @@ class PartitionedWriter:
             "cdkds.flush": str(flush),
             "cdkds.descriptor": json.dumps(descriptor.to_json()),
         }
-        if replaces:
-            self._metadata["cdkds.replaces"] = json.dumps(list(replaces))
+        self._replaces = tuple(replaces)
         if self.sort_by:
             self._metadata["cdkds.sort_by"] = json.dumps(list(self.sort_by))
 
@@ -366,6 +365,9 @@ class PartitionedWriter:
         relative = "/".join(p for p in (DATA_FOLDER, folder, name) if p)
         metadata = {**self._metadata, "cdkds.partition": json.dumps(
             {k: values.to_json(v, self._kinds[k]) for k, v in partition.items()})}
+        replaced = [p for p in self._replaces if p.rsplit("/", 1)[0] == relative.rsplit("/", 1)[0]]
+        if replaced:  # the replaced files of this file's partition (a rebuild takes the union of a transaction's)
+            metadata["cdkds.replaces"] = json.dumps(replaced)
         return self._format.open_writer(self.store.fs, self.store.open_output(relative), self.descriptor.schema,
                                         self._schema, self.descriptor.compression, metadata)
 
