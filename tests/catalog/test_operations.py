@@ -368,15 +368,14 @@ def test_rebuild_reads_files_written_before_writer_ids(repo, ds, monkeypatch):
 def test_a_compacted_file_names_only_the_replaced_files_of_its_partition_and_rebuild_takes_their_union(repo, ds):
     import json
 
-    import pyarrow.parquet as pq
+    from cdkds.formats.files import file_format
 
     for k in range(2):
         write(ds, rows(range(k * 6, k * 6 + 6)))  # partitions a, b, c: two files each
     replaced = {f.path for f in ds.files}
     ds.compact()
     for f in ds.files:
-        meta = pq.read_metadata(ds.store.path(f.path)).metadata
-        named = json.loads(meta[b"cdkds.replaces"])
+        named = json.loads(file_format("parquet").metadata(ds.store.fs, ds.store.path(f.path))["cdkds.replaces"])
         assert len(named) == 2 and {p.rsplit("/", 1)[0] for p in named} == {f.path.rsplit("/", 1)[0]}
     rebuilt, _ = rebuild(repo)
     assert ids(rebuilt) == list(range(12)) and not replaced & {f.path for f in rebuilt.files}
