@@ -97,23 +97,24 @@ class ServicePlan:
             return self
         taken: list[RewriteGroup] = []
         merges: list[BucketMerge] = []
-        left: list[str] = []
         spent = 0
         for group in self.groups:
             if spent + group.bytes <= budget:
                 taken.append(group)
                 spent += group.bytes
-            else:
-                left.append(f"{len(group.files)} {group.reason} file(s) of partition {_partition(group.partition)} "
-                            f"({group.bytes:,} bytes)")
         for merge in self.buckets:
             if spent + merge.bytes <= budget:
                 merges.append(merge)
                 spent += merge.bytes
-            else:
-                left.append(f"index bucket {merge.bucket} ({merge.deltas} deltas, {merge.bytes:,} bytes)")
-        return ServicePlan(self.settings, tuple(taken), tuple(merges), self.deleted, self.small, self.next_checkpoint,
-                           self.expire_log, self.vacuum, tuple(left))
+        left = []
+        groups = [g for g in self.groups if g not in taken]
+        if groups:
+            left.append(f"{sum(len(g.files) for g in groups)} file(s) in {len(groups)} group(s), "
+                        f"{sum(g.bytes for g in groups):,} bytes")
+        buckets = [m for m in self.buckets if m not in merges]
+        if buckets:
+            left.append(f"{len(buckets)} index bucket(s), {sum(m.bytes for m in buckets):,} bytes")
+        return dataclasses.replace(self, groups=tuple(taken), buckets=tuple(merges), left=tuple(left))
 
     def describe(self) -> list[str]:
         """What the services would do next and why, a line each."""
@@ -124,7 +125,8 @@ class ServicePlan:
             lines.append(f"{len(self.deleted)} file(s) with at least {s.deleted_fraction:.0%} of their rows deleted "
                          f"or expired (up to {worst:.0%}): rewrite them")
         if self.tombstoned:
-            lines.append(f"{self.tombstoned} file(s) with rows hidden by tombstones: rewrite them without those rows")
+            lines.append(f"{self.tombstoned} file(s) with rows hidden by tombstones: "
+                         + ("rewrite them without those rows" if s.tombstones else "left (services.tombstones is false)"))
         for partition, count in self.small:
             lines.append(f"{count} small files in partition {_partition(partition)} (at least {s.small_files}): "
                          f"bin-pack them")
@@ -158,9 +160,10 @@ def plan_services(store: "ObjectStore", snapshot: "Snapshot", now_ms: int,
         small = []
         for f in files:
             if snapshot.tombstones_for(f):
-                urgency[f.path] = (1, 0.0)
                 tombstoned += 1
-                continue
+                if settings.tombstones:
+                    urgency[f.path] = (1, 0.0)
+                continue  # its deleted fraction is not counted
             fraction = DEAD_ROWS.fraction(store, snapshot, f, moment)
             if fraction >= settings.deleted_fraction:
                 urgency[f.path] = (0, -fraction)

@@ -6,6 +6,8 @@
   256m); work beyond it waits for the next commit or ``cdkds maintain``;
 - ``services.deleted.fraction`` — rewrite a data file once this fraction of its rows is
   deleted (deletion vectors, tombstones) or expired (TTL); default 0.2, from 0.01 to 1;
+- ``services.tombstones`` — ``true`` (default) or ``false``: rewrite the files a tombstone
+  (a delete on a dataset without a record key) applies to, without the rows it hides;
 - ``services.small.files`` — bin-pack a partition's small files (under three quarters of
   ``services.file.size``) once it has this many (default 8, at least 2);
 - ``services.file.size`` — the size files are rewritten to (default 128m);
@@ -35,7 +37,8 @@ DEFAULT_FILE_SIZE = 128 * 1024 * 1024  # the writer's DEFAULT_TARGET_FILE_SIZE
 MIN_FILE_SIZE = 1024
 MIN_LOG_RETENTION = dt.timedelta(hours=1)  # expiry refuses less without force; so do the services
 MIN_VACUUM_RETENTION = dt.timedelta(hours=1)
-SERVICE_PROPERTIES = ("services.inline", "services.budget", "services.deleted.fraction", "services.small.files",
+SERVICE_PROPERTIES = ("services.inline", "services.budget", "services.deleted.fraction", "services.tombstones",
+                      "services.small.files",
                       "services.file.size", "services.log.retention", "services.vacuum.retention")
 
 
@@ -46,6 +49,7 @@ class ServiceSettings:
     inline: bool = True
     budget: int = DEFAULT_BUDGET
     deleted_fraction: float = DEFAULT_DELETED_FRACTION
+    tombstones: bool = True
     small_files: int = DEFAULT_SMALL_FILES
     file_size: int = DEFAULT_FILE_SIZE
     log_retention: dt.timedelta | None = None
@@ -60,6 +64,7 @@ class ServiceSettings:
                 _boolean(props, "services.inline", True),
                 _size(props, "services.budget", DEFAULT_BUDGET, minimum=0),
                 _fraction(props, "services.deleted.fraction", DEFAULT_DELETED_FRACTION),
+                _boolean(props, "services.tombstones", True),
                 _count(props, "services.small.files", DEFAULT_SMALL_FILES, minimum=2),
                 _size(props, "services.file.size", DEFAULT_FILE_SIZE, minimum=MIN_FILE_SIZE),
                 _duration(props, "services.log.retention", MIN_LOG_RETENTION),
