@@ -111,3 +111,39 @@ def test_maintain_watch_runs_passes_until_interrupted(tmp_path, stop):
     history = repo.load("t").history()
     assert [e.info.get("service") for e in history if e.operation == "compact"] == ["maintain", "maintain"]
     assert rows(repo) == [*range(8), 100, 101, 102]
+
+
+def test_describe_says_what_the_services_would_do_next_and_why(tmp_path):
+    repo, url = fragmented(tmp_path)
+    info = json.loads(run("describe", url, "--json").stdout)
+    assert info["services"] == repo.load("t").services_plan().describe()
+    assert "4 small files in partition p_copy=0 (at least 3): bin-pack them" in info["services"]
+    assert info["small_files"] == 4
+    text = run("describe", url).stdout
+    assert "services:\n  inline services: on" in text and "  4 small files in partition p_copy=0" in text, text
+    run("maintain", url)
+    after = json.loads(run("describe", url, "--json").stdout)["services"]
+    assert after[-1] == "nothing to do" and not any("small files" in line for line in after)
+
+
+def test_history_shows_service_commits_as_such(tmp_path, inline_services):
+    repo, url = fragmented(tmp_path, writes=3)  # the third write's inline pass bin-packs the partition
+    ds = repo.load("t")
+    ds.delete("id = 0")  # a tombstone: its inline pass rewrites the file without the row
+    with ds.writer() as w:
+        w.write_batch(pa.table({"id": [6], "p": [0]}))
+    run("compact", url)  # a compaction a user asked for is not a service's
+    history = json.loads(run("history", url, "--json").stdout)
+    assert [(h["operation"], h["service"]) for h in history] == [
+        ("create", None), ("append", None), ("append", None), ("append", None), ("compact", "inline"),
+        ("delete", None), ("compact", "inline"), ("append", None), ("compact", None)]
+    assert history[6]["info"]["reasons"] == ["tombstones"]
+    inline = history[4]
+    assert inline["info"]["reasons"] == ["small"] and (inline["removed_files"], inline["added_files"]) == (3, 1)
+    assert inline["bytes_read"] == inline["info"]["bytes_read"] > 0 and inline["bytes_written"] > 0
+    table = run("history", url).stdout
+    line = next(l for l in table.splitlines() if "service" in l)
+    assert "compact (service: inline, small files)" in line
+    assert f"{inline['bytes_read']:,} -> {inline['bytes_written']:,}" in line, table
+    assert "compact (service: inline, tombstones)" in table
+    assert rows(repo) == list(range(1, 7))
