@@ -300,7 +300,8 @@ class CdkdsWriter(DataSourceArrowWriter):
         staged = StagedRows(self.where, messages)
         results: "list[UpsertResult | None]" = []
         try:
-            commit_once(dataset, self.txn, lambda extra: results.append(self.commit_to(dataset, messages, staged, extra)),
+            commit_once(dataset, self.txn,
+                        lambda extra: results.append(self.commit_to(dataset, messages, staged, extra)),
                         lambda: self.discard(dataset, messages))
         finally:
             staged.drop()

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 
-from cdkds.catalog.errors import CommitFailedError, CommitStateUnknownError
+from cdkds.catalog.errors import CommitStateUnknownError
 from cdkds.catalog.expressions import ALWAYS_TRUE
 from cdkds.catalog.log.actions import Action, AddFile, AddIndex, RemoveFile
 from cdkds.catalog.log.commit import REWRITE_OPERATION, clock

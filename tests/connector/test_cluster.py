@@ -49,9 +49,10 @@ JOB = textwrap.dedent("""
     report = maintain(spark, users_url)
     users = DatasetRepository(url.rsplit("/", 1)[0]).load("events_users")
     service = users.history()[-1].info.get("service")
+    found = int(users.get(700)["email"] == "v2" and users.get(100)["email"] == "v1")
+    clean = int(not any(f.deletes for f in users.snapshot.files.values()) and users.check(read_data=True).ok)
     print("MAINTAIN", len(report.revisions), int(report.rewritten_files > 0 and service == "spark"), keyed.count(),
-          keyed.filter("email = 'v2'").count(), int(users.get(700)["email"] == "v2" and users.get(100)["email"] == "v1"),
-          int(not any(f.deletes for f in users.snapshot.files.values()) and users.check(read_data=True).ok))
+          keyed.filter("email = 'v2'").count(), found, clean)
     # one Parquet file of 16 row groups (~10 MB): read by several tasks, each a range of row groups
     big_url = url + "_big"
     spark.range(0, 2000000).selectExpr("id", "id * 7 % 1000 AS v").coalesce(1).write.format("cdkds").mode("append").save(big_url)

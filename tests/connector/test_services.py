@@ -18,7 +18,8 @@ SMALL = {"services.small.files": "3", "services.file.size": "1m"}
 
 
 def rows(lo: int, hi: int, v: str = "a") -> pa.Table:
-    return pa.table({"id": pa.array(range(lo, hi), pa.int64()), "p": pa.array([i % 2 for i in range(lo, hi)], pa.int64()),
+    ids = range(lo, hi)
+    return pa.table({"id": pa.array(ids, pa.int64()), "p": pa.array([i % 2 for i in ids], pa.int64()),
                      "v": [v] * (hi - lo)})
 
 
