@@ -54,6 +54,16 @@ def test_maintain_keeps_within_its_budget(tmp_path):
     assert (done["revisions"], done["rewritten_files"], done["bytes_read"]) == ([5], 4, size)
 
 
+@pytest.mark.xfail(strict=True, reason="catalog/services/planner.py ServicePlan.within() builds its plan positionally "
+                                       "without `tombstoned`: `left` lands in `vacuum` and is lost")
+def test_maintain_says_what_it_left_for_a_later_pass(tmp_path):
+    repo, url = fragmented(tmp_path)
+    size = sum(f.size for f in repo.load("t").snapshot.files.values())
+    done = json.loads(run("maintain", url, "--budget", str(size - 1), "--json").stdout)
+    assert done["left"] == [f"4 small file(s) of partition p_copy=0 ({size:,} bytes)"], done
+    assert "left for later: 4 small file(s)" in done["summary"]
+
+
 @pytest.mark.parametrize("args, code, message", [
     (["maintain", "{root}/nope"], 1, "error: dataset 'nope' does not exist"),
     (["maintain", "{root}"], 1, "error: dataset 'lake' does not exist"),
@@ -85,14 +95,18 @@ def test_the_console_script_refuses_a_path_that_is_not_a_dataset(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
-def test_maintain_watch_runs_passes_until_interrupted(tmp_path, stop):
+@pytest.mark.parametrize("stop, as_json", [(signal.SIGINT, False), (signal.SIGTERM, True)])
+def test_maintain_watch_runs_passes_until_interrupted(tmp_path, stop, as_json):
     repo, url = fragmented(tmp_path)
-    watcher = subprocess.Popen([CDKDS, "maintain", url, "--watch", "--interval", "0.2s"], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+    watcher = subprocess.Popen([CDKDS, "maintain", url, "--watch", "--interval", "0.2s", *(["--json"] * as_json)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         first = watcher.stdout.readline()
-        assert "rewrote 4 file(s)" in first, first
+        if as_json:  # a JSON object a line
+            first = json.loads(first)
+            assert (first["revisions"], first["rewritten_files"]) == ([5], 4), first
+        else:
+            assert "rewrote 4 file(s)" in first, first
         ds = repo.load("t")
         for i in range(3):  # more small files: a later pass packs them with the one it wrote
             with ds.writer() as w:
@@ -107,7 +121,11 @@ def test_maintain_watch_runs_passes_until_interrupted(tmp_path, stop):
             watcher.kill()
     assert watcher.returncode == 0 and err == "", err
     lines = out.strip().splitlines()
-    assert lines[-1].startswith("stopped after ") and "t is at revision 9" in lines[-1], out
+    if as_json:
+        assert json.loads(lines[-1])["stopped"] and json.loads(lines[-1])["revision"] == 9, out
+        assert all(isinstance(json.loads(line), dict) for line in lines)
+    else:
+        assert lines[-1].startswith("stopped after ") and "t is at revision 9" in lines[-1], out
     history = repo.load("t").history()
     assert [e.info.get("service") for e in history if e.operation == "compact"] == ["maintain", "maintain"]
     assert rows(repo) == [*range(8), 100, 101, 102]
