@@ -12,10 +12,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.tree import Tree
 
+from cdkds.catalog.log.commit import HistoryEntry
 from cdkds.catalog.read.scan import read_plan
+from cdkds.catalog.services.planner import SMALL_FILE_FRACTION
 from cdkds.cli.app import cli, common, emit, open_dataset, open_repository, print_table, to_json
-
-SMALL_FILE_BYTES = 16 * 1024 * 1024  # a data file under this size counts as small (compaction would merge it)
 
 
 @cli.command("list")
@@ -36,7 +36,8 @@ def list_(repository: str, storage: Sequence[str], as_json: bool) -> None:
 @click.argument("url")
 @common
 def describe(url: str, storage: Sequence[str], as_json: bool) -> None:
-    """A dataset's descriptor, schema, partitioning, revision and files.
+    """A dataset's descriptor, schema, partitioning, revision and files, and what the table
+    services would do next and why.
 
     \b
     Example:
@@ -45,6 +46,7 @@ def describe(url: str, storage: Sequence[str], as_json: bool) -> None:
     ds = open_dataset(url, storage)
     d, s = ds.descriptor, ds.snapshot
     files = list(s.files.values())
+    small = d.services.file_size * SMALL_FILE_FRACTION  # small as the services count it
     info = {
         "dataset": ds.name, "url": ds.url, "revision": ds.version,
         "committed": dt.datetime.fromtimestamp(s.timestamp / 1000, dt.timezone.utc).isoformat(),
@@ -53,20 +55,24 @@ def describe(url: str, storage: Sequence[str], as_json: bool) -> None:
         "record_key": list(d.record_key) or None, "ordering_field": d.ordering_field,
         "properties": dict(d.properties),
         "files": len(files), "rows": s.row_count, "bytes": sum(f.size for f in files),
-        "small_files": sum(1 for f in files if f.size < SMALL_FILE_BYTES),
+        "small_files": sum(1 for f in files if f.size < small),
         "tombstones": len(s.tombstones),
         "deletion_vectors": sum(len(f.deletes) for f in files),
         "deleted_rows": sum(f.deleted_rows for f in files),
         "schema": d.schema,
+        "services": ds.services_plan().describe(),
     }
 
     def render(out: Console) -> None:
         table = Table(show_header=False, box=None)
         for key, value in info.items():
-            if key != "schema":
+            if key not in ("schema", "services"):
                 table.add_row(key.replace("_", " "), "-" if value in (None, {}, []) else str(value))
         out.print(table)
         out.print(schema_tree(d.schema))
+        out.print("services:")
+        for line in info["services"]:
+            out.print(f"  {line}")
 
     emit(as_json, info, render)
 
@@ -137,18 +143,41 @@ def history(url: str, limit: int | None, storage: Sequence[str], as_json: bool) 
     if limit is not None:
         entries = entries[-limit:]
     rows = [{"revision": e.revision, "time": e.time.isoformat(), "operation": e.operation,
-             "added_files": e.added_files, "removed_files": e.removed_files, "added_rows": e.added_rows,
-             "removed_rows": e.removed_rows, "tombstones": e.tombstones} for e in entries]
+             "service": e.info.get("service"), "added_files": e.added_files, "removed_files": e.removed_files,
+             "added_rows": e.added_rows, "removed_rows": e.removed_rows, "tombstones": e.tombstones,
+             "bytes_read": e.info.get("bytes_read"), "bytes_written": e.info.get("bytes_written"),
+             "info": dict(e.info)} for e in entries]
 
     def render(out: Console) -> None:
-        table = Table("revision", "time", "operation", "+files", "-files", "+rows", "-rows", "tombstones")
-        for r in rows:
-            table.add_row(str(r["revision"]), r["time"][:19].replace("T", " "), r["operation"], str(r["added_files"]),
+        table = Table("revision", "time", "operation", "+files", "-files", "+rows", "-rows", "tombstones",
+                      "bytes rewritten")
+        for e, r in zip(entries, rows):
+            table.add_row(str(r["revision"]), r["time"][:19].replace("T", " "), operation(e), str(r["added_files"]),
                           str(r["removed_files"]), str(r["added_rows"]),
-                          "?" if r["removed_rows"] is None else str(r["removed_rows"]), str(r["tombstones"]))
+                          "?" if r["removed_rows"] is None else str(r["removed_rows"]), str(r["tombstones"]),
+                          rewritten_bytes(e))
         out.print(table)
 
     emit(as_json, rows, render)
+
+
+def operation(entry: HistoryEntry) -> str:
+    """A commit's operation as the history prints it: a table service's commit says so, with
+    what made it (``compact (service: inline, small files)``)."""
+    service = entry.info.get("service")
+    if service is None:
+        return entry.operation
+    reasons = [REASONS.get(r, str(r)) for r in entry.info.get("reasons", ())]
+    return f"{entry.operation} (service: {', '.join([str(service), *reasons])})"
+
+
+REASONS = {"small": "small files", "deleted": "deleted rows", "tombstones": "tombstones", "index": "index deltas"}
+
+
+def rewritten_bytes(entry: HistoryEntry) -> str:
+    """The bytes a rewrite (compaction or a service) read and wrote, from its commit's info."""
+    read, written = entry.info.get("bytes_read"), entry.info.get("bytes_written")
+    return "" if read is None or written is None else f"{read:,} -> {written:,}"
 
 
 @cli.command()

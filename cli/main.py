@@ -8,10 +8,10 @@ from typing import Sequence
 import click
 
 from cdkds.catalog import CdkdsError
-from cdkds.cli import check, inspection, loading, maintenance
+from cdkds.cli import check, inspection, loading, maintenance, services
 from cdkds.cli.app import CliError, cli
 
-COMMANDS = (check, inspection, loading, maintenance)  # importing a module adds its commands to the group
+COMMANDS = (check, inspection, loading, maintenance, services)  # importing a module adds its commands to the group
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -28,7 +28,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except click.ClickException as e:  # a bad invocation (never a traceback), or an error of ours
         if debug and isinstance(e, CliError):
             raise
-        e.show()
+        if isinstance(e, click.UsageError):  # one line, as every error: what was wrong and where help is
+            command = e.ctx.command_path if e.ctx is not None else "cdkds"
+            click.echo(f"error: {e.format_message()} (see '{command} --help')", err=True)
+        else:
+            e.show()
         return e.exit_code
     except CdkdsError as e:
         if debug:

@@ -2,15 +2,17 @@
 
 ``spark.read.format("cdkds")`` finds :class:`CdkdsDataSource` by itself through the
 ``pyspark_cdkds`` module; :func:`register` registers it explicitly and can make every
-dataset of a repository queryable in SQL by name.
+dataset of a repository queryable in SQL by name; :func:`upsert` writes keyed rows and
+:func:`maintain` runs the table services as a Spark job.
 """
 
 from __future__ import annotations
 
 from cdkds.connector.keyed import upsert
+from cdkds.connector.services import maintain
 from cdkds.connector.source import CdkdsDataSource
 
-__all__ = ["CdkdsDataSource", "load", "register", "upsert"]
+__all__ = ["CdkdsDataSource", "load", "maintain", "register", "upsert"]
 
 
 def load(spark, url: str, **options):

@@ -251,12 +251,15 @@ class CdkdsStreamWriter(DataSourceStreamArrowWriter):
             staged.drop()
 
     def _commit(self, job: CdkdsWriter, messages: list, staged: StagedRows, txn: SetTransaction) -> None:
-        """Commit the batch once; a keyed batch that lost a race for its keys is planned again."""
+        """Commit the batch once (a keyed batch that lost a race for its keys is planned again),
+        then run the inline table services."""
         dataset = job.target(prefer_latest=True)
         for attempt in range(KEYED_ATTEMPTS):
+            before = dataset.version
             try:
                 commit_once(dataset, txn, lambda extra: job.commit_to(dataset, messages, staged, extra),
                             lambda: job.discard(dataset, messages))
+                job.serve(dataset, before)
                 return
             except CommitConflictError:
                 if job.operation is None or attempt == KEYED_ATTEMPTS - 1:

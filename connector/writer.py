@@ -12,6 +12,7 @@ Like :mod:`cdkds.connector.source`, this module imports only pyspark at import t
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from cdkds.catalog import Dataset, DatasetDescriptor
     from cdkds.catalog.keyed.operations import UpsertResult
     from cdkds.catalog.log.actions import Action, AddFile, SetTransaction
+    from cdkds.catalog.services.runner import ServiceReport
     from cdkds.connector.options import Location
 
 ROUTING_ROWS = 131_072  # rows an executor gathers before routing them to partition files
@@ -294,12 +296,28 @@ class CdkdsWriter(DataSourceArrowWriter):
 
     def commit(self, messages: list) -> None:
         dataset = self.target()
+        before = dataset.version
         staged = StagedRows(self.where, messages)
+        results: "list[UpsertResult | None]" = []
         try:
-            commit_once(dataset, self.txn, lambda extra: self.commit_to(dataset, messages, staged, extra),
+            commit_once(dataset, self.txn,
+                        lambda extra: results.append(self.commit_to(dataset, messages, staged, extra)),
                         lambda: self.discard(dataset, messages))
         finally:
             staged.drop()
+        services = self.serve(dataset, before)
+        if self.clustered and results and results[0] is not None:
+            self.record_result(dataclasses.replace(results[0], services=services))
+
+    def serve(self, dataset: "Dataset", before: int) -> "ServiceReport | None":
+        """The inline pass of the table services after the job committed onto ``dataset`` (at
+        revision ``before`` until then), on the driver: it never fails the job (a failure is a
+        :class:`ServiceWarning`). ``None`` when the job committed nothing or they are off."""
+        if self.operation is not None and self.mode == "overwrite":
+            return dataset.last_services  # the keyed overwrite's KeyedWriter ran them after its commits
+        if dataset.version == before:
+            return None
+        return dataset._after_write()
 
     def _repository(self) -> "tuple[Any, str]":
         from cdkds.catalog import DatasetRepository
@@ -347,9 +365,9 @@ class CdkdsWriter(DataSourceArrowWriter):
         return self.base if self.base is not None else 0
 
     def commit_to(self, dataset: "Dataset", messages: list, staged: "StagedRows",
-                  extra: "Sequence[Action]" = ()) -> None:
+                  extra: "Sequence[Action]" = ()) -> "UpsertResult | None":
         """Commit the job onto ``dataset`` as one commit, with ``extra`` actions (``staged``:
-        the rows of a keyed job's tasks)."""
+        the rows of a keyed job's tasks); what a clustered keyed job did."""
         from cdkds.catalog.write.writer import write_mode
 
         if self.operation is not None:
@@ -360,21 +378,20 @@ class CdkdsWriter(DataSourceArrowWriter):
         info = {"rows": sum(a.row_count for a in adds), "files": len(adds), "engine.spark": True}
         dataset._commit(mode.operation, [*removes, *adds, *extra], info, self.transaction, rule,
                         planned_on=self.base_revision)
+        return None
 
     def _commit_keyed(self, dataset: "Dataset", messages: list, table: "pa.Table | None",
-                      extra: "Sequence[Action]") -> None:
+                      extra: "Sequence[Action]") -> "UpsertResult | None":
         """Plan (on ``dataset``, unborn for a first write: a planning failure creates
-        nothing) and commit a keyed job; a clustered job records its counts for
-        :func:`cdkds.connector.upsert`."""
+        nothing) and commit a keyed job; a clustered job returns its counts (``commit``
+        records them for :func:`cdkds.connector.upsert`)."""
         from cdkds.catalog.keyed import operations
 
         info = {"engine.spark": True, "job": self.transaction}
         if self.clustered:
             changes = [m.change for m in messages if m is not None and m.change is not None]
-            result = operations.commit(dataset, changes, info, commit_uuid=self.transaction, extra_actions=extra,
-                                       planned_on=self.base_revision)
-            self.record_result(result)
-            return
+            return operations.commit(dataset, changes, info, commit_uuid=self.transaction, extra_actions=extra,
+                                     planned_on=self.base_revision)
         if self.mode == "overwrite":
             from cdkds.catalog.keyed.writer import KeyedWriter
 
@@ -383,21 +400,21 @@ class CdkdsWriter(DataSourceArrowWriter):
             if table is not None:
                 writer.write_batch(table)
             writer.close()
-            return
+            return None
         if table is None:
             if extra:
                 operations.commit(dataset, [], info, commit_uuid=self.transaction,
                                   operation=self.operation, extra_actions=extra)
-            return
+            return None
         change = operations.prepare(dataset, self.operation, operation_rows(dataset, self.operation, table),
                                     sort_by=self.sort_by, target_file_size=self.target_file_size)
         operations.commit(dataset, [change], info, commit_uuid=self.transaction, extra_actions=extra)
+        return None
 
     def record_result(self, result: "UpsertResult") -> None:
         """Keep what the job did where :func:`cdkds.connector.upsert` reads it (the job's
         staging folder): the counts of the one commit path, made even when nothing needed
-        committing (then no commit records them)."""
-        import dataclasses
+        committing (then no commit records them), and what the inline services did after it."""
         import json
 
         from cdkds.catalog.storage import ObjectStore
@@ -462,9 +479,15 @@ def take_result(where: "Location", job: str) -> "UpsertResult | None":
     path = result_path(job)
     try:
         with store.fs.open(store.path(path), "rb") as f:
-            result = UpsertResult(**json.loads(f.read()))
+            data = json.loads(f.read())
     except FileNotFoundError:
         return None
+    if data.get("services") is not None:
+        from cdkds.catalog.services.runner import ServiceReport
+
+        data["services"] = ServiceReport(**{k: tuple(v) if isinstance(v, list) else v
+                                            for k, v in data["services"].items()})
+    result = UpsertResult(**data)
     _delete_quietly(store, [path])
     return result
 

@@ -1,7 +1,12 @@
 """Rewriting data files without their deleted and expired rows, in one commit that changes
 no row: compaction's and the table services' one way of moving rows. On a keyed dataset
 every row moved gets a new index entry in the same commit, and index buckets may be merged
-alongside."""
+alongside.
+
+A rewrite is two steps, so that the first can run anywhere: :func:`write_files` writes the
+new data files of some of the files to rewrite (in the committing process, or in a Spark
+task, see :func:`cdkds.connector.maintain`), and :func:`commit_rewrite` commits what one or
+more of them wrote, with its index entries, as one commit. :func:`rewrite` does both."""
 
 from __future__ import annotations
 
@@ -12,16 +17,20 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 
-from cdkds.catalog.errors import CommitFailedError, CommitStateUnknownError
+from cdkds.catalog.errors import CommitStateUnknownError
 from cdkds.catalog.expressions import ALWAYS_TRUE
 from cdkds.catalog.log.actions import Action, AddFile, AddIndex, RemoveFile
 from cdkds.catalog.log.commit import REWRITE_OPERATION, clock
 from cdkds.catalog.log.conflicts import Rewrite
-from cdkds.catalog.read.scan import file_task, read_task
+from cdkds.catalog.read.scan import FileScanTask, file_task, read_task
 from cdkds.catalog.write.writer import DEFAULT_TARGET_FILE_SIZE, PartitionedWriter, delete_files
 
 if TYPE_CHECKING:
     from cdkds.catalog.dataset import Dataset
+    from cdkds.catalog.descriptor import DatasetDescriptor
+    from cdkds.catalog.storage import ObjectStore
+
+PLACED_FILE, PLACED_POSITION = "_file", "_pos"  # where each moved row went (see WrittenFiles)
 
 
 @dataclass(frozen=True)
@@ -36,6 +45,16 @@ class Rewritten:
     merged_buckets: int
 
 
+@dataclass(frozen=True)
+class WrittenFiles:
+    """What :func:`write_files` wrote, not committed: data files and, on a keyed dataset, the
+    rows it moved (``moved``: their record key, ordering and TTL columns, with the file and
+    position each went to in ``_file`` and ``_pos``; ``None`` when no row moved)."""
+
+    adds: tuple[AddFile, ...]
+    moved: pa.Table | None = None
+
+
 def rewrite(dataset: "Dataset", files: Sequence[AddFile], target_file_size: int = DEFAULT_TARGET_FILE_SIZE,
             info: Mapping[str, Any] | None = None, merge_buckets: Sequence[int] = ()) -> Rewritten:
     """Rewrite ``files`` of the dataset's snapshot (their live rows, into files of about
@@ -44,44 +63,91 @@ def rewrite(dataset: "Dataset", files: Sequence[AddFile], target_file_size: int 
     raises (:class:`CommitConflictError` when a concurrent commit deleted rows of a file it
     rewrites); files of a commit known not to have landed are deleted."""
     snapshot = dataset.snapshot
-    descriptor = snapshot.descriptor
     now = clock()
-    keyed = bool(descriptor.record_key)
-    index = None
-    if keyed:
-        from cdkds.catalog.keyed.index import RecordIndex
-        index = RecordIndex(dataset.store, snapshot, dataset.name)
-    columns = list(descriptor.fields)
-    indexed = list(dict.fromkeys([*descriptor.record_key, *(c for c in (
-        descriptor.ordering_field, index.ttl.ttl_field if index is not None and index.ttl else None) if c)]))
     transaction = uuid.uuid4().hex
-    writer = PartitionedWriter(dataset.store, dataset.name, descriptor, snapshot.descriptor_version, snapshot.version,
-                               transaction, REWRITE_OPERATION, [f.path for f in files], target_file_size)
+    written = write_files(dataset.store, dataset.name, snapshot.descriptor, snapshot.descriptor_version,
+                          snapshot.version, [file_task(snapshot, f, now) for f in files], transaction,
+                          target_file_size)
+    return commit_rewrite(dataset, files, [written], transaction, now, info, merge_buckets)
+
+
+def write_files(store: "ObjectStore", dataset: str, descriptor: "DatasetDescriptor", descriptor_version: int,
+                base_revision: int, tasks: Sequence[FileScanTask], transaction: str,
+                target_file_size: int = DEFAULT_TARGET_FILE_SIZE) -> WrittenFiles:
+    """Write the live rows of the files of ``tasks`` (of revision ``base_revision``, read as the
+    tasks say: without deleted and expired rows) into new data files of about
+    ``target_file_size``, for commit ``transaction``; commits nothing. What it wrote is deleted
+    when it fails."""
+    indexed = index_columns(descriptor)
+    writer = PartitionedWriter(store, dataset, descriptor, base_revision=base_revision,
+                               descriptor_version=descriptor_version, transaction=transaction,
+                               operation=REWRITE_OPERATION, replaces=[t.file.path for t in tasks],
+                               target_file_size=target_file_size)
     moved: list[pa.Table] = []
-    written: list[str] = []
+    adds: list[AddFile] = []
     try:
-        for f in files:
-            for batch in read_task(dataset.store, descriptor, ALWAYS_TRUE, columns, file_task(snapshot, f, now)):
+        for task in tasks:
+            for batch in read_task(store, descriptor, ALWAYS_TRUE, list(descriptor.fields), task):
                 writer.write_batch(batch)
-                if keyed:
+                if indexed:
                     moved.append(pa.Table.from_batches([batch.select(indexed)]))
         adds = writer.close()
-        written = [a.path for a in adds]
+        if not moved:
+            return WrittenFiles(tuple(adds))
+        placed, paths, positions = writer.placements()
+        order = np.argsort(placed, kind="stable")  # placements in the order the rows were read
+        rows = pa.concat_tables(moved)
+        rows = rows.append_column(PLACED_FILE, pa.array([paths[i] for i in order], pa.string())) \
+            .append_column(PLACED_POSITION, pa.array(positions[order], pa.int64()))
+        return WrittenFiles(tuple(adds), rows)
+    except BaseException:
+        writer.abort()
+        delete_files(store, [a.path for a in adds])
+        raise
+
+
+def index_columns(descriptor: "DatasetDescriptor") -> list[str]:
+    """The columns an index entry takes from a row: record key, ordering and TTL fields (none
+    for a dataset without a record key)."""
+    if not descriptor.record_key:
+        return []
+    from cdkds.catalog.keyed.ttl import TimeToLive
+    ttl = TimeToLive.of(descriptor)
+    return list(dict.fromkeys([*descriptor.record_key, *(c for c in (
+        descriptor.ordering_field, ttl.ttl_field if ttl is not None else None) if c)]))
+
+
+def commit_rewrite(dataset: "Dataset", files: Sequence[AddFile], written: Sequence[WrittenFiles], transaction: str,
+                   now_ms: int, info: Mapping[str, Any] | None = None, merge_buckets: Sequence[int] = ()) -> Rewritten:
+    """Commit what :func:`write_files` wrote from ``files`` of the dataset's snapshot, for commit
+    ``transaction`` at ``now_ms``, as one ``compact`` commit replacing ``files``: with index
+    entries for the rows moved, and the deltas of the index buckets ``merge_buckets`` merged;
+    the dataset moves to it. Raises what the commit raises; the written files (and the index
+    files it wrote) are deleted unless the commit may have landed."""
+    snapshot = dataset.snapshot
+    adds = [a for w in written for a in w.adds]
+    paths = [a.path for a in adds]
+    try:
         actions: list[Action] = [*adds, *(RemoveFile(f.path) for f in files)]
+        index = None
+        if snapshot.descriptor.record_key:
+            from cdkds.catalog.keyed.index import RecordIndex
+            index = RecordIndex(dataset.store, snapshot, dataset.name)
         touched: set[int] = set()
+        moved = [w.moved for w in written if w.moved is not None and w.moved.num_rows]
         if index is not None and moved:
             rows = pa.concat_tables(moved)
-            placed, paths, positions = writer.placements()
-            order = np.argsort(placed, kind="stable")
-            index_actions = index.write(index.entries(rows, [paths[i] for i in order], positions[order]), now)
+            entries = index.entries(rows.drop_columns([PLACED_FILE, PLACED_POSITION]), rows.column(PLACED_FILE),
+                                    rows.column(PLACED_POSITION).to_numpy())
+            index_actions = index.write(entries, now_ms)
             touched = {a.bucket for a in index_actions if isinstance(a, AddIndex)}
-            written.extend(a.path for a in index_actions if isinstance(a, AddIndex))
+            paths.extend(a.path for a in index_actions if isinstance(a, AddIndex))
             actions.extend(index_actions)
         merged = 0
         if index is not None:
             for bucket in sorted(set(merge_buckets) - touched):
-                merge = index.merge(bucket, now)
-                written.extend(a.path for a in merge if isinstance(a, AddIndex))
+                merge = index.merge(bucket, now_ms)
+                paths.extend(a.path for a in merge if isinstance(a, AddIndex))
                 actions.extend(merge)
                 merged += bool(merge)
         facts = {"rewritten_files": len(files), "bytes_read": sum(f.size for f in files),
@@ -89,13 +155,9 @@ def rewrite(dataset: "Dataset", files: Sequence[AddFile], target_file_size: int 
         if merged:
             facts["merged_buckets"] = merged
         dataset._commit(REWRITE_OPERATION, actions, {**facts, **(info or {})}, transaction, rule=Rewrite(tuple(files)))
-    except CommitFailedError:
-        delete_files(dataset.store, written)
-        raise
     except CommitStateUnknownError:
         raise  # it may have landed: its files must stay
     except BaseException:
-        writer.abort()
-        delete_files(dataset.store, written)
+        delete_files(dataset.store, paths)
         raise
     return Rewritten(dataset.version, len(files), facts["bytes_read"], len(adds), facts["bytes_written"], merged)

@@ -43,6 +43,16 @@ JOB = textwrap.dedent("""
           spark.read.format("cdkds").option("where", "userId = 5").load(url).count(),
           spark.read.format("cdkds").option("versionAsOf", 1).load(url).count(),
           first.inserted, second.inserted, second.updated, keyed.count(), keyed.filter("email = 'v2'").count())
+    # the table services as a Spark job: groups rewritten in tasks (executors), one commit on the driver
+    from cdkds.connector import maintain
+    from cdkds.catalog import DatasetRepository
+    report = maintain(spark, users_url)
+    users = DatasetRepository(url.rsplit("/", 1)[0]).load("events_users")
+    service = users.history()[-1].info.get("service")
+    found = int(users.get(700)["email"] == "v2" and users.get(100)["email"] == "v1")
+    clean = int(not any(f.deletes for f in users.snapshot.files.values()) and users.check(read_data=True).ok)
+    print("MAINTAIN", len(report.revisions), int(report.rewritten_files > 0 and service == "spark"), keyed.count(),
+          keyed.filter("email = 'v2'").count(), found, clean)
     # one Parquet file of 16 row groups (~10 MB): read by several tasks, each a range of row groups
     big_url = url + "_big"
     spark.range(0, 2000000).selectExpr("id", "id * 7 % 1000 AS v").coalesce(1).write.format("cdkds").mode("append").save(big_url)
@@ -121,6 +131,7 @@ def _run_job(master: str, url: str, tmp_path: Path) -> list[int]:
     assert (files, rows, total) == (1, 2000000, 1999999 * 2000000 // 2)
     assert partitions >= 4 and reading >= 4, lines["SPLITS"]
     assert sized >= 3 and sized_reading >= 2, lines["SPLITS"]
+    assert lines["MAINTAIN"] == [1, 1, 1500, 1000, 1, 1], lines["MAINTAIN"]  # cdkds.connector.maintain
     return lines["ROWS"]
 
 
