@@ -5,11 +5,11 @@ transaction log. Plain Python: it never imports pyspark.
 from cdkds.catalog.dataset import Dataset, DatasetReader
 from cdkds.catalog.descriptor import DatasetDescriptor, DatasetDescriptorBuilder
 from cdkds.catalog.errors import (
-    CdkdsError, CommitConflictError, CommitFailedError, CommitStateUnknownError, CorruptLogError,
+    CdkdsError, CommitConflictError, CommitFailedError, CommitStateUnknownError, ConcurrentRewriteError, CorruptLogError,
     CorruptIndexError, CorruptLogWarning, DataFileError, InvalidKeyError, KeyExistsError, DatasetExistsError, DatasetNotFoundError,
     ExpressionError, IncompatibleDescriptorError, InvalidDatasetSchemaError, InvalidDescriptorError, InvalidNameError,
     InvalidPartitionStrategyError, InvalidRecordError, InvalidSchemaError, InvalidTimeTravelError,
-    SchemaMismatchError, StorageAccessError, StorageConnectionError, StorageError, StorageTimeoutError,
+    SchemaMismatchError, ServiceWarning, StorageAccessError, StorageConnectionError, StorageError, StorageTimeoutError,
     StorageUnreachableError,
 )
 from cdkds.catalog.expressions import Expression, field
@@ -18,13 +18,14 @@ from cdkds.catalog.repository import DatasetRepository, LogMetadataProvider, Met
 from cdkds.catalog.write.writer import DatasetWriter
 
 __all__ = [
-    "CdkdsError", "CommitConflictError", "CommitFailedError", "CommitStateUnknownError", "CorruptLogError",
+    "CdkdsError", "CommitConflictError", "CommitFailedError", "CommitStateUnknownError", "ConcurrentRewriteError",
+    "CorruptLogError",
     "CorruptIndexError", "CorruptLogWarning", "DataFileError", "InvalidKeyError", "KeyExistsError", "Dataset", "DatasetDescriptor",
     "DatasetDescriptorBuilder", "DatasetExistsError", "DatasetNotFoundError", "DatasetReader", "DatasetRepository",
     "DatasetWriter", "Expression", "ExpressionError", "IncompatibleDescriptorError", "InvalidDatasetSchemaError",
     "InvalidDescriptorError",
     "InvalidNameError", "InvalidPartitionStrategyError", "InvalidRecordError", "InvalidSchemaError",
     "InvalidTimeTravelError", "LogMetadataProvider", "MetadataProvider", "PartitionStrategy",
-    "PartitionStrategyBuilder", "SchemaMismatchError", "StorageAccessError", "StorageConnectionError", "StorageError",
+    "PartitionStrategyBuilder", "SchemaMismatchError", "ServiceWarning", "StorageAccessError", "StorageConnectionError", "StorageError",
     "StorageTimeoutError", "StorageUnreachableError", "field",
 ]

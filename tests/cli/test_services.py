@@ -54,14 +54,12 @@ def test_maintain_keeps_within_its_budget(tmp_path):
     assert (done["revisions"], done["rewritten_files"], done["bytes_read"]) == ([5], 4, size)
 
 
-@pytest.mark.xfail(strict=True, reason="catalog/services/planner.py ServicePlan.within() builds its plan positionally "
-                                       "without `tombstoned`: `left` lands in `vacuum` and is lost")
 def test_maintain_says_what_it_left_for_a_later_pass(tmp_path):
     repo, url = fragmented(tmp_path)
     size = sum(f.size for f in repo.load("t").snapshot.files.values())
     done = json.loads(run("maintain", url, "--budget", str(size - 1), "--json").stdout)
-    assert done["left"] == [f"4 small file(s) of partition p_copy=0 ({size:,} bytes)"], done
-    assert "left for later: 4 small file(s)" in done["summary"]
+    assert done["left"] == [f"4 file(s) in 1 group(s), {size:,} bytes"], done
+    assert "left for later: 4 file(s)" in done["summary"]
 
 
 @pytest.mark.parametrize("args, code, message", [
