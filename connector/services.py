@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import pickle
-import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +24,8 @@ if TYPE_CHECKING:
 
     from cdkds.catalog import Dataset
     from cdkds.catalog.maintenance.rewrite import WrittenFiles
-    from cdkds.catalog.services.planner import RewriteGroup
+    from cdkds.catalog.maintenance.rewrite import Rewritten
+    from cdkds.catalog.services.planner import RewriteGroup, ServicePlan
     from cdkds.catalog.services.runner import ServiceReport
     from cdkds.connector.options import Location
 
@@ -41,43 +41,22 @@ def maintain(spark: "SparkSession", url: str, budget: int | str | None = None, *
     there is). ``options``: ``storageOptions`` (a dict, or its JSON). A concurrent commit that
     deleted rows of a file being rewritten makes the pass give that work up (``gave_up``; a
     later pass tries again), never the other commit."""
-    from cdkds.catalog import CommitConflictError
     from cdkds.catalog.log.commit import clock
     from cdkds.catalog.maintenance.rewrite import commit_rewrite
-    from cdkds.catalog.services.planner import plan_services
-    from cdkds.catalog.services.runner import ServiceReport
+    from cdkds.catalog.services.runner import maintain as one_pass
     from cdkds.connector.source import open_dataset
 
     where = _location(url, options)
     limit = _budget(budget, where.name)
-    start = time.monotonic()
-    dataset = open_dataset(where)
-    settings = dataset.descriptor.services
-    plan = plan_services(dataset.store, dataset.snapshot, clock(), settings).within(limit)
-    done = None
-    gave_up: list[str] = []
-    if plan.groups or plan.buckets:
+
+    def in_tasks(dataset: "Dataset", plan: "ServicePlan", info: dict) -> "Rewritten":
         now = clock()
         transaction = uuid.uuid4().hex
-        written = rewrite_in_tasks(spark, where, dataset, plan.groups, transaction, now, settings.file_size)
-        reasons = sorted({g.reason for g in plan.groups} | ({"index"} if plan.buckets else set()))
-        try:
-            done = commit_rewrite(dataset, plan.files, written, transaction, now,
-                                  {"service": SERVICE, "reasons": reasons, "engine.spark": True},
-                                  [m.bucket for m in plan.buckets])
-        except CommitConflictError as e:
-            gave_up.append(f"the rewrite lost to a concurrent commit ({e}); a later pass tries again")
-    expired = vacuumed = 0
-    if settings.log_retention is not None:
-        expired = len(dataset.expire_log(settings.log_retention))
-    if settings.vacuum_retention is not None:
-        vacuumed = len(dataset.vacuum(settings.vacuum_retention, dry_run=False))
-    if done is None:
-        return ServiceReport(SERVICE, expired=expired, vacuumed=vacuumed, seconds=time.monotonic() - start,
-                             left=plan.left, gave_up=tuple(gave_up))
-    return ServiceReport(SERVICE, (done.revision,), done.files_read, done.files_written, done.bytes_read,
-                         done.bytes_written, done.merged_buckets, expired, vacuumed, time.monotonic() - start,
-                         plan.left, tuple(gave_up))
+        written = rewrite_in_tasks(spark, where, dataset, plan.groups, transaction, now, plan.settings.file_size)
+        return commit_rewrite(dataset, plan.files, written, transaction, now, {**info, "engine.spark": True},
+                              [m.bucket for m in plan.buckets])
+
+    return one_pass(open_dataset(where), limit, SERVICE, in_tasks)
 
 
 def rewrite_in_tasks(spark: "SparkSession", where: "Location", dataset: "Dataset", groups: "tuple[RewriteGroup, ...]",

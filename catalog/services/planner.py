@@ -88,6 +88,11 @@ class ServicePlan:
         return sum(g.bytes for g in self.groups) + sum(b.bytes for b in self.buckets)
 
     @property
+    def reasons(self) -> list[str]:
+        """Why its rewrite is done: ``deleted``, ``tombstones``, ``small``, ``index``."""
+        return sorted({g.reason for g in self.groups} | ({"index"} if self.buckets else set()))
+
+    @property
     def empty(self) -> bool:
         return not self.groups and not self.buckets and not self.expire_log and not self.vacuum
 

@@ -17,7 +17,7 @@ import os
 import time
 import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from cdkds.catalog.errors import CdkdsError, CommitConflictError, ServiceWarning
 from cdkds.catalog.log.checkpointer import checkpoint_interval
@@ -73,14 +73,24 @@ class ServiceReport:
         return ("; ".join(parts) or "nothing to do") + f" ({self.seconds:.2f} s)"
 
 
-def maintain(dataset: "Dataset", budget: int | None = None, trigger: str = "maintain") -> ServiceReport:
+Rewriter = Callable[["Dataset", ServicePlan, Mapping[str, Any]], Rewritten]
+
+
+def rewrite_here(dataset: "Dataset", plan: ServicePlan, info: Mapping[str, Any]) -> Rewritten:
+    """The rewrite of ``plan`` in this process, committed with ``info``."""
+    return rewrite(dataset, plan.files, plan.settings.file_size, info, [m.bucket for m in plan.buckets])
+
+
+def maintain(dataset: "Dataset", budget: int | None = None, trigger: str = "maintain",
+             rewriter: Rewriter = rewrite_here) -> ServiceReport:
     """One pass of the services over the latest revision of ``dataset`` (which moves to what
-    the pass commits), within ``budget`` input bytes (``None``: all the work there is).
-    Raises what reading or the store raise; a lost race is reported in ``gave_up``."""
+    the pass commits), within ``budget`` input bytes (``None``: all the work there is), its
+    rewrite done by ``rewriter`` (a Spark job passes its own). Raises what reading or the
+    store raise; a lost race is reported in ``gave_up``."""
     if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 0):
         raise CdkdsError(f"dataset {dataset.name!r}: the services' budget must be a number of bytes, got {budget!r}")
     start = time.monotonic()
-    if trigger == "maintain":
+    if trigger != "inline":
         dataset.refresh()
     settings = dataset.descriptor.services
     done: list[Rewritten] = []
@@ -92,7 +102,7 @@ def maintain(dataset: "Dataset", budget: int | None = None, trigger: str = "main
         if not plan.groups and not plan.buckets:
             break
         try:
-            done.append(_commit(dataset, plan, trigger))
+            done.append(rewriter(dataset, plan, {"service": trigger, "reasons": plan.reasons}))
             break
         except CommitConflictError as e:
             if attempt == PASS_ATTEMPTS - 1:
@@ -130,9 +140,3 @@ def after_write(dataset: "Dataset") -> ServiceReport | None:
                       f"({type(e).__name__}: {e}); the write stands, and a later pass or `cdkds maintain` "
                       f"tries again", ServiceWarning, stacklevel=3)
         return ServiceReport("inline", seconds=time.monotonic() - start, gave_up=(f"{type(e).__name__}: {e}",))
-
-
-def _commit(dataset: "Dataset", plan: ServicePlan, trigger: str) -> Rewritten:
-    reasons = sorted({g.reason for g in plan.groups} | ({"index"} if plan.buckets else set()))
-    return rewrite(dataset, plan.files, plan.settings.file_size, {"service": trigger, "reasons": reasons},
-                   [m.bucket for m in plan.buckets])
