@@ -224,7 +224,8 @@ class Dataset:
     def rebuild_index(self) -> int:
         """Rebuild the record index from the data files in one commit; returns its revision."""
         from cdkds.catalog.keyed.operations import rebuild_index
-        return rebuild_index(self)
+        self._adopt_services()
+        return replanned(self, lambda: rebuild_index(self))
 
     def _keyed(self, operation: str, rows: Any) -> "UpsertResult":
         from cdkds.catalog.keyed.operations import run
