@@ -210,7 +210,9 @@ def _configured(*variables: str) -> tuple[str, str]:
 def spark_python(check: str, program: str, how: str) -> Check:
     """Whether ``program`` (a Python Spark starts) imports cdkds and finds ``pyspark_cdkds``."""
     fix = (f"activate the virtual environment cdkds is installed in before starting Spark, or "
-           f"export PYSPARK_PYTHON={sys.executable} (on a cluster: install cdkds into the executors' Python)")
+           f"export PYSPARK_PYTHON={sys.executable} (a script that imports cdkds.connector before starting "
+           f"Spark does that itself when PYSPARK_PYTHON is unset; on a cluster, install cdkds into the "
+           f"executors' Python)")
     executable = shutil.which(program)
     if executable is None:
         return Check(check, False, f"{program} ({how}) is not a program on this machine", fix)
