@@ -217,8 +217,8 @@ def spark_python(check: str, program: str, how: str) -> Check:
     if executable is None:
         return Check(check, False, f"{program} ({how}) is not a program on this machine", fix)
     try:
-        done = subprocess.run([executable, "-c", PROBE], capture_output=True, text=True, timeout=120,
-                              env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+        # this environment and folder, as Spark's local workers get them (PYTHONPATH too: Spark adds its own to it)
+        done = subprocess.run([executable, "-c", PROBE], capture_output=True, text=True, timeout=120)
         found = json.loads(done.stdout.strip().splitlines()[-1])
     except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
         return Check(check, False, f"{executable} ({how}) did not run as Python", fix)

@@ -91,14 +91,22 @@ def test_a_spark_python_without_cdkds_is_named_with_the_fix(bare_python, spark_p
     assert not lookup["ok"] and f"PYSPARK_DRIVER_PYTHON={bare_python}" in lookup["detail"]
 
 
-def test_a_repository_that_cannot_be_written_is_a_problem(tmp_path, spark_python_unset):
+def test_a_repository_that_cannot_be_written_and_an_old_java_are_problems(tmp_path, spark_python_unset):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")  # root may write anywhere, but not under a regular file
-    done = run_script("doctor", f"file://{blocker}/lake", "--json", env={"PYSPARK_PYTHON": sys.executable}, code=1)
+    java = tmp_path / "jdk8" / "bin" / "java"
+    java.parent.mkdir(parents=True)
+    java.write_text('#!/bin/sh\necho \'openjdk version "1.8.0_292"\' >&2\n')
+    java.chmod(0o755)
+    done = run_script("doctor", f"file://{blocker}/lake", "--json", code=1,
+                      env={"PYSPARK_PYTHON": sys.executable, "JAVA_HOME": str(java.parent.parent)})
     found = checks(done)
-    assert done.stderr == "error: doctor found 1 problem\n"
+    assert done.stderr == "error: doctor found 2 problems\n"
+    assert [c for c, v in found.items() if not v["ok"]] == ["java", "repository writable"]
+    assert found["java"]["detail"].startswith(f"Java 1.8.0_292 at {java} (JAVA_HOME=")
+    assert "Java 17 or later" in found["java"]["fix"]
     writable = found["repository writable"]
-    assert not writable["ok"] and "Not a directory" in writable["detail"] and str(blocker) in writable["fix"]
+    assert "Not a directory" in writable["detail"] and str(blocker) in writable["fix"]
     assert blocker.read_text() == "not a folder"
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from cdkds.catalog.tables import TableAdmin
 from tests.catalog.tables.test_contract import StructuredTableContract
-from tests.components import missing
+from tests.components import absent, missing
 
 # Debian installs each major version's server under /usr/lib/postgresql/<major>/bin: the newest
 BIN = max((os.path.dirname(p) for p in glob.glob("/usr/lib/postgresql/*/bin/initdb")),
@@ -30,9 +30,7 @@ def _as_server_user(args):
 
 @pytest.fixture(scope="session")
 def postgres():
-    try:
-        import psycopg  # noqa: F401
-    except ImportError:
+    if absent(("psycopg",)):
         missing("psycopg is not installed (pip install '.[test]')")
     if BIN is None:
         missing("no PostgreSQL server on this machine (apt-get install postgresql: Debian's package provides one)")
