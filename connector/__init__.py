@@ -8,9 +8,21 @@ dataset of a repository queryable in SQL by name; :func:`upsert` writes keyed ro
 
 from __future__ import annotations
 
+import os
+import sys
+
 from cdkds.connector.keyed import upsert
 from cdkds.connector.services import maintain
 from cdkds.connector.source import CdkdsDataSource
+
+# Spark starts PYSPARK_PYTHON, else `python3` from the PATH, for its workers and to look up Python
+# data sources (pyspark_* modules) — read when the session starts. A script run as
+# `.venv/bin/python script.py` without activating the venv would have Spark start another Python,
+# without cdkds: reads fail with DATA_SOURCE_NOT_FOUND ... cdkds.DefaultSource, and tasks cannot
+# unpickle the source. A script that imports cdkds.connector before starting Spark gets this Python
+# instead — only when PYSPARK_PYTHON is unset: a cluster whose executors run another Python sets it
+# (or spark.pyspark.python), and that choice stands.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 __all__ = ["CdkdsDataSource", "load", "maintain", "register", "upsert"]
 

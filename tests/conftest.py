@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from cdkds.catalog import DatasetRepository
+from tests.components import absent, missing
 
 settings.register_profile("ci", max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -20,6 +21,15 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 # this process and the processes it starts. tests/catalog/services/ turns them on (the
 # `inline_services` fixture), and the examples run with the defaults.
 os.environ["CDKDS_INLINE_SERVICES"] = "off"
+
+
+def pytest_runtest_setup(item):
+    """``@pytest.mark.needs("module", ...)``: skip the test when a module is not installed (fail
+    it under CDKDS_REQUIRE_COMPONENTS=1, see tests/components.py)."""
+    for mark in item.iter_markers("needs"):
+        lacking = absent(mark.args)
+        if lacking:
+            missing(f"{', '.join(lacking)} {'is' if len(lacking) == 1 else 'are'} not installed (pip install '.[test]')")
 
 
 @pytest.fixture

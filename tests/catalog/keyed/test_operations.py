@@ -403,7 +403,7 @@ def test_many_keys_given_as_one_value_are_refused_by_every_entry_point(keys):
 def test_pandas_frames_are_tables_of_rows_and_keys_not_iterables_of_column_names():
     """A DataFrame iterates over its column names: get_many/delete_keys took those for keys
     (deleting the row whose key is 'k'), and upsert refused it."""
-    pd = pytest.importorskip("pandas")
+    import pandas as pd  # a dependency of cdkds (Spark's mapInArrow needs it)
     schema = {"type": "record", "name": "r", "fields": [{"name": "k", "type": "string"}, {"name": "v", "type": "long"}]}
     repo = DatasetRepository(f"memory://frames-{uuid.uuid4().hex}")
     ds = repo.create("frames", DatasetDescriptor(schema, record_key="k"))

@@ -12,9 +12,11 @@ from hypothesis import given, settings, strategies as st
 
 from cdkds.catalog import DatasetDescriptor, DatasetRepository, ExpressionError
 from tests.catalog.read.test_changes import KEYED, PLAIN
+from tests.components import imported
 
-duckdb = pytest.importorskip("duckdb")
-polars = pytest.importorskip("polars")
+pytestmark = pytest.mark.needs("duckdb", "polars")
+duckdb = imported("duckdb")
+polars = imported("polars")
 
 
 def bag(table: pa.Table) -> Counter:
