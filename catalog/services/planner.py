@@ -112,8 +112,7 @@ class ServicePlan:
                 spent += merge.bytes
             else:
                 left.append(f"index bucket {merge.bucket} ({merge.deltas} deltas, {merge.bytes:,} bytes)")
-        return ServicePlan(self.settings, tuple(taken), tuple(merges), self.deleted, self.small, self.next_checkpoint,
-                           self.expire_log, self.vacuum, tuple(left))
+        return dataclasses.replace(self, groups=tuple(taken), buckets=tuple(merges), left=tuple(left))
 
     def describe(self) -> list[str]:
         """What the services would do next and why, a line each."""
