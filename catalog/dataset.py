@@ -224,7 +224,8 @@ class Dataset:
     def rebuild_index(self) -> int:
         """Rebuild the record index from the data files in one commit; returns its revision."""
         from cdkds.catalog.keyed.operations import rebuild_index
-        return rebuild_index(self)
+        self._adopt_services()
+        return replanned(self, lambda: rebuild_index(self))
 
     def _keyed(self, operation: str, rows: Any) -> "UpsertResult":
         from cdkds.catalog.keyed.operations import run
@@ -238,7 +239,7 @@ class Dataset:
         """Merge small files per partition (and apply tombstones) in one commit; returns
         its revision, ``None`` when there was nothing to compact."""
         self._adopt_services()
-        return maintenance.compact(self, target_file_size, where)
+        return replanned(self, lambda: maintenance.compact(self, target_file_size, where))
 
     def maintain(self, budget: int | None = None) -> "ServiceReport":
         """Run the table services once over the latest revision: rewrite files with many
