@@ -42,13 +42,19 @@ def _no_service_warning(caught: list) -> None:
     assert not failures, failures
 
 
-def _assert_rows_kept(repo, served, plain, user_revisions, sort_by) -> None:
-    """Each user revision holds the same rows on both datasets; every revision of the serviced
-    one holds the rows of the last user revision at or before it; both check clean."""
+def _assert_rows_kept(repo, served, plain, user_revisions, sort_by, keyed=False) -> None:
+    """Each user revision holds the same rows on both datasets (read, and on a keyed dataset
+    looked up by key); every revision of the serviced one holds the rows of the last user
+    revision at or before it; both check clean."""
     by_revision = dict(user_revisions)
     for on, off in user_revisions:
-        assert rows(repo.load(served, version=on), sort_by) == rows(repo.load(plain, version=off), sort_by), \
-            f"revision {on} (services on) differs from {off} (services off)"
+        expected = rows(repo.load(plain, version=off), sort_by)
+        ds = repo.load(served, version=on)
+        assert rows(ds, sort_by) == expected, f"revision {on} (services on) differs from {off} (services off)"
+        if keyed:
+            keys = [(t, u) for t in ("nz", "au") for u in range(12)]
+            found = sorted(ds.get_many(keys).to_pylist(), key=lambda r: tuple(r[k] for k in sort_by))
+            assert found == expected, f"revision {on}: the record index finds other rows than a scan"
     latest = repo.load(served)
     last_user = 0
     for revision in range(latest.version + 1):
@@ -138,4 +144,4 @@ def test_keyed_datasets_with_ttl_keep_their_rows(inline_services, ops):
                 added += op[0] == "add"
                 user_revisions.append((served.version, plain.version))
         _no_service_warning(caught)
-        _assert_rows_kept(repo, "on", "off", sorted(set(user_revisions)), ["tenant", "userId"])
+        _assert_rows_kept(repo, "on", "off", sorted(set(user_revisions)), ["tenant", "userId"], keyed=True)
