@@ -12,7 +12,7 @@ from cdkds.catalog.expressions import ALWAYS_TRUE, Expression, as_expression, bi
 from cdkds.catalog.expressions.pruning import FileFilter
 from cdkds.catalog.keyed.ttl import TimeToLive
 from cdkds.catalog.log.commit import clock
-from cdkds.catalog.maintenance.rewrite import rewrite
+from cdkds.catalog.maintenance.rewrite import keeps_expiry, rewrite
 from cdkds.catalog.write.writer import DEFAULT_TARGET_FILE_SIZE, check_target_file_size
 
 if TYPE_CHECKING:
@@ -34,7 +34,8 @@ class CompactionPlan:
 def plan_compaction(dataset: "Dataset", target_file_size: int = DEFAULT_TARGET_FILE_SIZE,
                     where: Expression | str | None = None) -> CompactionPlan:
     """Per partition, bin-pack small files into groups of about the target size; a group of
-    one file is rewritten only when rows of it are deleted or expired."""
+    one file is rewritten only when rows of it are deleted or expired. Files whose rows'
+    expiry a rewrite would change are left (:func:`~cdkds.catalog.maintenance.rewrite.keeps_expiry`)."""
     check_target_file_size(dataset.name, target_file_size)
     snapshot = dataset.snapshot
     now = clock()
@@ -48,6 +49,8 @@ def plan_compaction(dataset: "Dataset", target_file_size: int = DEFAULT_TARGET_F
         raise CdkdsError(f"dataset {dataset.name!r} is not partitioned; compact it whole (where=None)")
     by_partition: dict[tuple, list[AddFile]] = defaultdict(list)
     for f in snapshot.files.values():
+        if not keeps_expiry(descriptor, f, now):
+            continue
         if partitions is ALWAYS_TRUE or evaluate(partitions, f.partition) is True:
             if f.size < target_file_size * SMALL_FILE_FRACTION or _has_deletes(snapshot, f, now):
                 by_partition[tuple(sorted(f.partition.items(), key=lambda kv: kv[0]))].append(f)

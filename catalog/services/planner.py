@@ -11,6 +11,9 @@
   ``services.file.size`` has them bin-packed into files of about that size.
 - **Index deltas**: a record-index bucket with ``index.compaction.deltas`` delta files or
   more has them merged into one base.
+- **Commit-time TTL**: where ``ttl`` counts from a row's commit time, a file with live rows
+  is left as it is (moved, its rows would take the rewrite's commit time and outlive their
+  ttl); once its rows expired it is dropped.
 - **Log and files**: with ``services.log.retention`` / ``services.vacuum.retention`` set,
   commits and unreferenced files older than that are removed (never by default).
 
@@ -31,6 +34,7 @@ from cdkds.catalog.expressions import ALWAYS_TRUE
 from cdkds.catalog.expressions.visitors import references
 from cdkds.catalog.log.actions import AddFile
 from cdkds.catalog.log.checkpointer import checkpoint_interval
+from cdkds.catalog.maintenance.rewrite import keeps_expiry
 from cdkds.catalog.read.scan import file_task, read_task
 from cdkds.catalog.services.settings import ServiceSettings
 
@@ -156,6 +160,8 @@ def plan_services(store: "ObjectStore", snapshot: "Snapshot", now_ms: int,
         urgency: dict[str, tuple] = {}  # files due for a rewrite, most deleted first, then tombstoned ones
         small = []
         for f in files:
+            if not keeps_expiry(descriptor, f, now_ms):
+                continue
             if snapshot.tombstones_for(f):
                 urgency[f.path] = (1, 0.0)
                 tombstoned += 1
