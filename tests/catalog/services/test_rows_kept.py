@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import warnings
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from cdkds.catalog import DatasetDescriptor
 from cdkds.catalog.errors import ServiceWarning
@@ -24,6 +24,7 @@ plain_ops = st.lists(st.one_of(
     st.tuples(st.just("delete"), st.sampled_from(["<", ">=", "="]), st.integers(0, 60)),
     st.tuples(st.just("add")),
     st.tuples(st.just("rename")),
+    st.tuples(st.just("tick"), st.integers(1, 3 * HOUR_MS)),
 ), min_size=1, max_size=8)
 
 keys = st.tuples(st.sampled_from(["nz", "au"]), st.integers(0, 11))
@@ -71,17 +72,35 @@ def _assert_rows_kept(repo, served, plain, user_revisions, sort_by, keyed=False)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(ops=plain_ops, partitioned=st.booleans(), fmt=st.sampled_from(["parquet", "avro"]))
-def test_plain_datasets_keep_their_rows(inline_services, ops, partitioned, fmt):
+@given(ops=plain_ops, partitioned=st.booleans(), fmt=st.sampled_from(["parquet", "avro"]), ttl=st.booleans())
+@example(ops=[("append", 5), ("tick", HOUR_MS), ("append", 5), ("tick", 3 * HOUR_MS // 2)], partitioned=False,
+         fmt="parquet", ttl=True)  # a bin-packing must not make rows outlive a commit-time ttl
+def test_plain_datasets_keep_their_rows(inline_services, ops, partitioned, fmt, ttl):
+    """(With ``ttl``, rows expire 2 hours after their commit.)"""
+    from _pytest.monkeypatch import MonkeyPatch
+
+    now = Clock(EPOCH_MS)
+    with MonkeyPatch.context() as mp:
+        patch_clock(mp, now)
+        _plain_writes(ops, partitioned, fmt, ttl, now)
+
+
+def _plain_writes(ops, partitioned, fmt, ttl, now):
     repo = memory_repo()
     strategy = "hash(id, 2)" if partitioned else None
-    served = repo.create("on", DatasetDescriptor(EVENTS, format=fmt, partition_strategy=strategy, properties=TINY))
-    plain = repo.create("off", DatasetDescriptor(EVENTS, format=fmt, partition_strategy=strategy, properties=OFF))
+    props = {"ttl": "2h"} if ttl else {}
+    served = repo.create("on", DatasetDescriptor(EVENTS, format=fmt, partition_strategy=strategy,
+                                                 properties={**TINY, **props}))
+    plain = repo.create("off", DatasetDescriptor(EVENTS, format=fmt, partition_strategy=strategy,
+                                                 properties={**OFF, **props}))
     user_revisions = [(0, 0)]
     next_id, added, v_name = 0, 0, "v"
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for op in ops:
+            if op[0] == "tick":
+                now.ms += op[1]
+                continue
             for ds in (served, plain):
                 if op[0] in ("append", "overwrite"):
                     with ds.writer(mode=op[0]) as w:
