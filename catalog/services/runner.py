@@ -82,6 +82,7 @@ def maintain(dataset: "Dataset", budget: int | None = None, trigger: str = "main
     start = time.monotonic()
     if trigger == "maintain":
         dataset.refresh()
+    first = dataset.version
     settings = dataset.descriptor.services
     done: list[Rewritten] = []
     gave_up: list[str] = []
@@ -101,7 +102,7 @@ def maintain(dataset: "Dataset", budget: int | None = None, trigger: str = "main
                 dataset.refresh()
     expired = vacuumed = 0
     if settings.log_retention is not None or settings.vacuum_retention is not None:
-        due = trigger != "inline" or dataset.version % checkpoint_interval(dataset.descriptor) == 0
+        due = trigger != "inline" or _crossed_an_interval(first, dataset.version, checkpoint_interval(dataset.descriptor))
         if due and settings.log_retention is not None:
             expired = len(dataset.expire_log(settings.log_retention))
         if due and settings.vacuum_retention is not None:
@@ -130,6 +131,13 @@ def after_write(dataset: "Dataset") -> ServiceReport | None:
                       f"({type(e).__name__}: {e}); the write stands, and a later pass or `cdkds maintain` "
                       f"tries again", ServiceWarning, stacklevel=3)
         return ServiceReport("inline", seconds=time.monotonic() - start, gave_up=(f"{type(e).__name__}: {e}",))
+
+
+def _crossed_an_interval(first: int, last: int, interval: int) -> bool:
+    """Whether a revision from ``first`` to ``last`` is a multiple of ``interval``: an inline
+    pass expires and vacuums once an interval, whichever of the write's and its own commits
+    reach it."""
+    return last // interval * interval >= first
 
 
 def _commit(dataset: "Dataset", plan: ServicePlan, trigger: str) -> Rewritten:
