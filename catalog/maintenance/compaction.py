@@ -8,11 +8,9 @@ from typing import TYPE_CHECKING
 
 from cdkds.catalog.log.actions import AddFile
 from cdkds.catalog.errors import CdkdsError
-from cdkds.catalog.expressions import ALWAYS_TRUE, Expression, as_expression, bind, evaluate, not_
-from cdkds.catalog.expressions.pruning import FileFilter
-from cdkds.catalog.keyed.ttl import TimeToLive
+from cdkds.catalog.expressions import ALWAYS_TRUE, Expression, as_expression, bind, evaluate
 from cdkds.catalog.log.commit import clock
-from cdkds.catalog.maintenance.rewrite import keeps_expiry, rewrite
+from cdkds.catalog.maintenance.rewrite import keeps_expiry, may_have_expired, rewrite
 from cdkds.catalog.write.writer import DEFAULT_TARGET_FILE_SIZE, check_target_file_size
 
 if TYPE_CHECKING:
@@ -83,10 +81,4 @@ def compact(dataset: "Dataset", target_file_size: int = DEFAULT_TARGET_FILE_SIZE
 def _has_deletes(snapshot: "Snapshot", f: AddFile, now_ms: int) -> bool:
     """Whether rewriting ``f`` alone drops rows: tombstones or deletion vectors apply, or
     its statistics say some of its rows may have expired (TTL)."""
-    if f.deletes or snapshot.tombstones_for(f):
-        return True
-    ttl = TimeToLive.of(snapshot.descriptor)
-    if ttl is None:
-        return False
-    expired = bind(not_(ttl.visible(now_ms, f)), snapshot.descriptor.fields)
-    return FileFilter.of(expired, snapshot.descriptor).may_match(f)
+    return bool(f.deletes or snapshot.tombstones_for(f)) or may_have_expired(snapshot.descriptor, f, now_ms)

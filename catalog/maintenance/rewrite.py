@@ -13,7 +13,8 @@ import numpy as np
 import pyarrow as pa
 
 from cdkds.catalog.errors import CdkdsError, CommitFailedError, CommitStateUnknownError
-from cdkds.catalog.expressions import ALWAYS_TRUE
+from cdkds.catalog.expressions import ALWAYS_TRUE, bind, not_
+from cdkds.catalog.expressions.pruning import FileFilter
 from cdkds.catalog.keyed.ttl import TimeToLive
 from cdkds.catalog.log.actions import Action, AddFile, AddIndex, RemoveFile
 from cdkds.catalog.log.commit import REWRITE_OPERATION, clock
@@ -44,6 +45,15 @@ def keeps_expiry(descriptor: "DatasetDescriptor", f: AddFile, now_ms: int) -> bo
     the rewrite's commit time and outlive their ttl (expired, they are dropped, not moved)."""
     ttl = TimeToLive.of(descriptor)
     return ttl is None or not ttl.by_commit_time or f.timestamp + ttl.ttl_ms <= now_ms
+
+
+def may_have_expired(descriptor: "DatasetDescriptor", f: AddFile, now_ms: int) -> bool:
+    """Whether rows of ``f`` may have expired (TTL) at ``now_ms``, by its statistics."""
+    ttl = TimeToLive.of(descriptor)
+    if ttl is None:
+        return False
+    expired = bind(not_(ttl.visible(now_ms, f)), descriptor.fields)
+    return FileFilter.of(expired, descriptor).may_match(f)
 
 
 def rewrite(dataset: "Dataset", files: Sequence[AddFile], target_file_size: int = DEFAULT_TARGET_FILE_SIZE,

@@ -34,7 +34,7 @@ from cdkds.catalog.expressions import ALWAYS_TRUE
 from cdkds.catalog.expressions.visitors import references
 from cdkds.catalog.log.actions import AddFile
 from cdkds.catalog.log.checkpointer import checkpoint_interval
-from cdkds.catalog.maintenance.rewrite import keeps_expiry
+from cdkds.catalog.maintenance.rewrite import keeps_expiry, may_have_expired
 from cdkds.catalog.read.scan import file_task, read_task
 from cdkds.catalog.services.settings import ServiceSettings
 
@@ -238,8 +238,8 @@ class _DeadRows:
         if f.row_count <= 0:
             return 0.0
         task = file_task(snapshot, f, now_ms)
-        if task.visible is ALWAYS_TRUE:  # tombstones are not counted: a file they apply to is rewritten anyway
-            return f.deleted_rows / f.row_count
+        if task.visible is ALWAYS_TRUE or not may_have_expired(snapshot.descriptor, f, now_ms):
+            return f.deleted_rows / f.row_count  # tombstones are not counted: a file they apply to is rewritten anyway
         key = (store.url, f.path, len(f.deletes), task.tombstones, str(task.visible))
         with self._lock:
             known = self._items.get(key)

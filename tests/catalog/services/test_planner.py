@@ -37,3 +37,24 @@ def test_a_pass_reports_the_work_over_its_budget(mem_repo):
     assert "left for later" in report.summary()
     report = ds.maintain()
     assert report.revisions and not report.left
+
+
+def test_planning_reads_no_file_whose_statistics_show_no_row_expired(mem_repo, clock, monkeypatch):
+    """A dataset with a TTL: files whose ordering values are all recent are not read to count
+    expired rows (an inline pass plans after every write: it must not read the dataset)."""
+    from cdkds.catalog.services import planner
+    from tests.catalog.keyed.conftest import user, users_descriptor
+
+    ds = mem_repo.create("k", users_descriptor(ttl="30 days", **{"services.inline": "false"}))
+    for r in range(4):
+        ds.upsert([user("nz", 10 * r + i, 60 * r) for i in range(5)])
+    reads = []
+    monkeypatch.setattr(planner, "read_task", lambda *a, **k: reads.append(a) or iter(()))
+    clock.ms += 86_400_000  # a day later: nothing is near its expiry
+    assert not ds.services_plan().deleted and not reads
+    clock.ms += 30 * 86_400_000 + 60 * 60_000  # rows of the first two writes expired, the others' not
+    monkeypatch.undo()
+    from tests.catalog.services.conftest import patch_clock
+    patch_clock(monkeypatch, clock)
+    plan = ds.services_plan()
+    assert len(plan.deleted) == 4 and {f for f, x in plan.deleted if x == 1.0}
