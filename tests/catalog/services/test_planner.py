@@ -58,3 +58,26 @@ def test_planning_reads_no_file_whose_statistics_show_no_row_expired(mem_repo, c
     patch_clock(monkeypatch, clock)
     plan = ds.services_plan()
     assert len(plan.deleted) == 4 and {f for f, x in plan.deleted if x == 1.0}
+
+
+def test_index_buckets_at_the_threshold_are_merged(mem_repo):
+    from tests.catalog.keyed.conftest import state, user, users_descriptor
+
+    props = {"services.inline": "false", "index.buckets": "2"}
+    ds = mem_repo.create("k", users_descriptor(**props, **{"index.compaction.deltas": "8"}))
+    for r in range(4):
+        ds.upsert([user("nz", 2 * r, r), user("nz", 2 * r + 1, r)])  # a delta in each bucket a commit
+    assert not ds.services_plan().buckets
+    mem_repo.update("k", users_descriptor(**props, **{"index.compaction.deltas": "4"}))
+    ds.refresh()
+    plan = ds.services_plan()
+    assert sorted((m.bucket, m.deltas) for m in plan.buckets) == [(0, 4), (1, 4)]
+    assert any("index bucket 0 has 4 deltas" in line for line in plan.describe())
+    smallest = min(m.bytes for m in plan.buckets)
+    assert len(plan.within(smallest).buckets) == 1 and plan.within(smallest).left
+    report = ds.maintain()
+    assert report.merged_buckets == 2 and not ds.services_plan().buckets
+    assert all(f.base for b in (0, 1) for f in ds.snapshot.index_files(b))
+    expected = state(ds)
+    assert len(expected) == 8 and ds.get_many(list(expected)).num_rows == 8
+    assert ds.history()[-1].info["reasons"] == ["index"]
