@@ -122,8 +122,9 @@ def _plain_writes(ops, partitioned, fmt, ttl, now):
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(ops=keyed_ops)
-def test_keyed_datasets_with_ttl_keep_their_rows(inline_services, ops):
+@given(ops=keyed_ops, fmt=st.sampled_from(["parquet", "avro"]),
+       strategy=st.sampled_from(["identity(tenant)", "hash(userId, 2)", None]))
+def test_keyed_datasets_with_ttl_keep_their_rows(inline_services, ops, fmt, strategy):
     from _pytest.monkeypatch import MonkeyPatch
 
     now = Clock(EPOCH_MS)
@@ -133,7 +134,7 @@ def test_keyed_datasets_with_ttl_keep_their_rows(inline_services, ops):
 
         def descriptor(props):
             return DatasetDescriptor(USERS, record_key=["tenant", "userId"], ordering_field="updatedAt",
-                                     partition_strategy="identity(tenant)",
+                                     partition_strategy=strategy, format=fmt,
                                      properties={"index.buckets": "2", "index.compaction.deltas": "2",
                                                  "ttl": "4h", **props})
 
