@@ -110,9 +110,13 @@ def _count(props: Mapping[str, str], name: str, default: int, minimum: int) -> i
     text = props.get(name)
     if text is None:
         return default
-    if not text.strip().isdigit() or int(text) < minimum:
+    try:
+        count = quantities.parse_count(text)
+    except ValueError:
+        count = -1
+    if count < minimum:
         raise InvalidDescriptorError(f"property {name} must be an integer of at least {minimum}, got {text!r}")
-    return int(text)
+    return count
 
 
 def _duration(props: Mapping[str, str], name: str, minimum: dt.timedelta) -> dt.timedelta | None:

@@ -15,7 +15,8 @@ BAD = [
     ("services.deleted.fraction", "0"), ("services.deleted.fraction", "0.001"), ("services.deleted.fraction", "2"),
     ("services.deleted.fraction", "nan"), ("services.deleted.fraction", "inf"), ("services.deleted.fraction", "half"),
     ("services.small.files", "1"), ("services.small.files", "-3"), ("services.small.files", "2.5"),
-    ("services.small.files", "many"),
+    ("services.small.files", "many"), ("services.small.files", "\u00b2"), ("services.small.files", "\u0663"),
+    ("services.small.files", " 3"),
     ("services.file.size", "10"), ("services.file.size", "0"), ("services.file.size", "big"),
     ("services.log.retention", "1s"), ("services.log.retention", "0"), ("services.log.retention", "forever"),
     ("services.vacuum.retention", "1m"), ("services.vacuum.retention", "soon"),
@@ -43,6 +44,14 @@ def test_a_bad_value_is_refused_at_update(mem_repo, name, value):
     with pytest.raises(InvalidDescriptorError):
         ds.update_descriptor(DatasetDescriptor(SCHEMA, properties={name: value}))
     assert mem_repo.load("d").version == 0
+
+
+@pytest.mark.parametrize("name", ["checkpoint.interval", "index.buckets", "index.compaction.deltas"])
+@pytest.mark.parametrize("value", ["\u00b2", "\u0663", "0", "-1", "x"])
+def test_counts_are_ascii_digits(mem_repo, name, value):
+    """``str.isdigit`` takes '²' (which ``int`` refuses) and other scripts' digits."""
+    with pytest.raises(InvalidDescriptorError, match=name):
+        mem_repo.create("d", DatasetDescriptor(SCHEMA, record_key="id", properties={name: value}))
 
 
 def test_good_values_are_read():
