@@ -15,6 +15,7 @@ from tests.catalog.keyed.conftest import USERS, at
 from tests.catalog.services.conftest import OFF, TINY, Clock, EPOCH_MS, memory_repo, patch_clock, rows
 
 HOUR_MS = 3_600_000
+EXAMPLES = max(10, settings.default.max_examples // 4)  # a quarter of the profile's: each example writes twice
 EVENTS = {"type": "record", "name": "E", "fields": [
     {"name": "id", "type": "long"}, {"name": "v", "type": ["null", "string"], "default": None}]}
 
@@ -71,7 +72,7 @@ def _assert_rows_kept(repo, served, plain, user_revisions, sort_by, keyed=False)
         assert report.ok, report.problems
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=plain_ops, partitioned=st.booleans(), fmt=st.sampled_from(["parquet", "avro"]), ttl=st.booleans())
 @example(ops=[("append", 5), ("tick", HOUR_MS), ("append", 5), ("tick", 3 * HOUR_MS // 2)], partitioned=False,
          fmt="parquet", ttl=True)  # a bin-packing must not make rows outlive a commit-time ttl
@@ -121,7 +122,7 @@ def _plain_writes(ops, partitioned, fmt, ttl, now):
     _assert_rows_kept(repo, "on", "off", sorted(set(user_revisions)), "id")
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=keyed_ops, fmt=st.sampled_from(["parquet", "avro"]),
        strategy=st.sampled_from(["identity(tenant)", "hash(userId, 2)", None]))
 def test_keyed_datasets_with_ttl_keep_their_rows(inline_services, ops, fmt, strategy):
