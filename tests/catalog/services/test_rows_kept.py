@@ -36,6 +36,7 @@ keyed_ops = st.lists(st.one_of(
     st.tuples(st.just("overwrite"), st.lists(keys, max_size=6)),
     st.tuples(st.just("tick"), st.integers(1, 3 * HOUR_MS)),
     st.tuples(st.just("add")),
+    st.tuples(st.just("rename")),
 ), min_size=1, max_size=8)
 
 
@@ -141,7 +142,7 @@ def test_keyed_datasets_with_ttl_keep_their_rows(inline_services, ops, fmt, stra
 
         served, plain = repo.create("on", descriptor(TINY)), repo.create("off", descriptor(OFF))
         user_revisions = [(0, 0)]
-        added = 0
+        added, email = 0, "email"
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             for op in ops:
@@ -150,7 +151,7 @@ def test_keyed_datasets_with_ttl_keep_their_rows(inline_services, ops, fmt, stra
                     continue
                 for ds in (served, plain):
                     if op[0] == "upsert":
-                        ds.upsert([{"tenant": t, "userId": u, "email": f"{t}{u}@{dt}", "score": dt,
+                        ds.upsert([{"tenant": t, "userId": u, email: f"{t}{u}@{dt}", "score": dt,
                                     "updatedAt": at((now.ms - EPOCH_MS + dt) / 1000)} for (t, u), dt in op[1]])
                     elif op[0] == "delete_keys":
                         ds.delete_keys(op[1])
@@ -160,9 +161,12 @@ def test_keyed_datasets_with_ttl_keep_their_rows(inline_services, ops, fmt, stra
                         with ds.writer(mode="overwrite") as w:
                             for t, u in dict.fromkeys(op[1]):
                                 w.write({"tenant": t, "userId": u, "updatedAt": at((now.ms - EPOCH_MS) / 1000)})
+                    elif op[0] == "rename":
+                        ds.alter().rename(email, f"{email}x").commit()
                     else:
                         ds.alter().add(f"c{added}", "long", default=added).commit()
                 added += op[0] == "add"
+                email = f"{email}x" if op[0] == "rename" else email
                 user_revisions.append((served.version, plain.version))
         _no_service_warning(caught)
         _assert_rows_kept(repo, "on", "off", sorted(set(user_revisions)), ["tenant", "userId"], keyed=True)
