@@ -125,3 +125,21 @@ def test_a_keyed_overwrite_planned_before_a_service_pass(mem_repo, keyed):
     _service_pass(mem_repo, "k")
     writer.close()
     assert state(mem_repo.load("k")) == {("au", 1): ("only", None, user("au", 1, 5)["updatedAt"])}
+
+
+def test_a_keyed_streaming_batch_planned_before_a_service_pass(mem_repo):
+    """A keyed writer's first commit carrying a streaming batch's SetTransaction, whose index
+    merge loses to the service's."""
+    from cdkds.catalog.log.actions import SetTransaction
+
+    ds = mem_repo.create("s", users_descriptor(**{**PROPS, "index.compaction.deltas": "2", "index.buckets": "1",
+                                                  "services.file.size": "64k"}))
+    for r in range(3):  # the bucket: a base and one delta; both commits below merge it
+        ds.upsert([user("nz", r, r)])
+    writer = ds.writer(extra_actions=[SetTransaction("query", 7)])
+    writer.write(user("nz", 50, 9, "streamed"))
+    _service_pass(mem_repo, "s")
+    writer.close()
+    latest = mem_repo.load("s")
+    assert latest.transaction_version("query") == 7 and latest.get(("nz", 50))["email"] == "streamed"
+    assert set(state(latest)) == {("nz", 0), ("nz", 1), ("nz", 2), ("nz", 50)}
