@@ -35,3 +35,30 @@ def test_inline_passes_expire_the_log_and_vacuum_once_an_interval(tmp_path, cloc
     assert expired and vacuumed, "the inline passes never expired the log nor vacuumed"
     latest = repo.load("d")
     assert [r["id"] for r in rows(latest)] == list(range(40)) and latest.check(read_data=True).ok
+
+
+def test_an_empty_dataset_has_nothing_to_do(mem_repo):
+    ds = mem_repo.create("e", DatasetDescriptor(SCHEMA, properties=TINY))
+    report = ds.maintain()
+    assert not report.did_work and report.summary().startswith("nothing to do")
+    assert ds.services_plan().describe()[-1] == "nothing to do" and ds.version == 0
+    assert not ds.maintain(budget=0).left
+
+
+def test_every_row_deleted_leaves_no_file(mem_repo, inline_services):
+    from tests.catalog.keyed.conftest import state, user, users_descriptor
+
+    plain = mem_repo.create("p", DatasetDescriptor(SCHEMA, properties=TINY))
+    with plain.writer() as w:
+        for i in range(10):
+            w.write({"id": i, "v": "ab"[i % 2]})
+    plain.delete("v = 'a' or v = 'b'")  # statistics cannot prove it: a tombstone
+    keyed = mem_repo.create("k", users_descriptor(**TINY))
+    keyed.upsert([user("nz", i, 0) for i in range(10)])
+    keyed.delete_keys([("nz", i) for i in range(10)])
+    for name in ("p", "k"):
+        latest = mem_repo.load(name)
+        assert not latest.files and latest.to_table().num_rows == 0 and latest.check(read_data=True).ok
+        assert latest.history()[-1].info["service"] == "inline" and not latest.snapshot.tombstones
+    keyed.upsert([user("nz", 1, 5, "again")])
+    assert state(mem_repo.load("k")) == {("nz", 1): ("again", None, user("nz", 1, 5)["updatedAt"])}
