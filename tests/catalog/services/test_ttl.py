@@ -75,3 +75,46 @@ def test_a_rewrite_refuses_to_move_rows_whose_expiry_it_would_reset(mem_repo, cl
     with pytest.raises(CdkdsError, match="'p'.*commit time"):
         rewrite(ds, ds.files)
     assert mem_repo.load("p").version == 1
+
+
+@pytest.mark.parametrize("keyed", [False, True])
+def test_rows_expiring_during_a_pass(mem_repo, clock, monkeypatch, keyed):
+    """The pass plans before rows expire and rewrites after: it drops them, as every read
+    at that moment does, and lookups agree."""
+    from cdkds.catalog import DatasetDescriptor as Descriptor
+    from cdkds.catalog.services import runner
+    from tests.catalog.keyed.conftest import USERS
+
+    props = {**TINY, "services.inline": "false", "services.file.size": "64k", "ttl": "1h"}
+    if keyed:
+        ds = mem_repo.create("x", users_descriptor(**props))
+    else:
+        ds = mem_repo.create("x", Descriptor(USERS, ordering_field="updatedAt", properties=props))
+    for r, t in enumerate((0, 1800, 1800)):
+        rows = [user("nz", 10 * r + i, t) for i in range(4)]
+        if keyed:
+            ds.upsert(rows)
+        else:
+            with ds.writer() as w:
+                for row in rows:
+                    w.write(row)
+    clock.ms = EPOCH_MS + 3600_000 - 1  # nothing expired yet
+    plan = runner.plan_services
+
+    def plan_then_expire(*args, **kwargs):
+        planned = plan(*args, **kwargs)
+        clock.ms = EPOCH_MS + 3600_000 + 1  # the rows of the first write expire now
+        return planned
+    monkeypatch.setattr(runner, "plan_services", plan_then_expire)
+    before = mem_repo.load("x").version
+    report = mem_repo.load("x").maintain()
+    assert report.revisions
+    expected = [(r["tenant"], r["userId"]) for r in sorted(mem_repo.load("x", version=before).reader(),
+                                                             key=lambda r: r["userId"])]
+    assert [k for k in expected] == [("nz", i) for i in range(10, 14)] + [("nz", i) for i in range(20, 24)]
+    after = mem_repo.load("x")
+    assert sorted((r["tenant"], r["userId"]) for r in after.reader()) == expected
+    assert after.snapshot.row_count == 8  # the rewrite dropped the rows that expired while it ran
+    if keyed:
+        assert after.get_many([("nz", i) for i in range(24)]).num_rows == 8
+    assert after.check(read_data=True).ok
