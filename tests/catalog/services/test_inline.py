@@ -5,7 +5,6 @@ a warning, never the write's failure."""
 from __future__ import annotations
 
 import datetime as dt
-import warnings
 
 import pytest
 
