@@ -82,6 +82,7 @@ class ServicePlan:
     expire_log: bool = False
     vacuum: bool = False
     left: tuple[str, ...] = field(default=())  # work over the budget, said in words
+    kept: int = 0  # files with live rows whose ttl counts from their commit time: left as they are
 
     @property
     def files(self) -> list[AddFile]:
@@ -126,6 +127,9 @@ class ServicePlan:
             worst = max(f for _, f in self.deleted)
             lines.append(f"{len(self.deleted)} file(s) with at least {s.deleted_fraction:.0%} of their rows deleted "
                          f"or expired (up to {worst:.0%}): rewrite them")
+        if self.kept:
+            lines.append(f"{self.kept} file(s) whose rows' ttl counts from their commit time: left as they are "
+                         f"until their rows expired (a rewrite would make them outlive it)")
         if self.tombstoned:
             lines.append(f"{self.tombstoned} file(s) with rows hidden by tombstones: rewrite them without those rows")
         for partition, count in self.small:
@@ -153,7 +157,7 @@ def plan_services(store: "ObjectStore", snapshot: "Snapshot", now_ms: int,
         by_partition[_key(f)].append(f)
     moment = now_ms - now_ms % MOMENT_MS  # expiry counted as of the minute, so that counts are remembered
     deleted: list[tuple[AddFile, float]] = []
-    tombstoned = 0
+    tombstoned = kept = 0
     crowded: list[tuple[tuple, int]] = []
     ranked: list[tuple[tuple, RewriteGroup]] = []
     for partition, files in by_partition.items():
@@ -161,6 +165,7 @@ def plan_services(store: "ObjectStore", snapshot: "Snapshot", now_ms: int,
         small = []
         for f in files:
             if not keeps_expiry(descriptor, f, now_ms):
+                kept += 1
                 continue
             if snapshot.tombstones_for(f):
                 urgency[f.path] = (1, 0.0)
@@ -198,7 +203,7 @@ def plan_services(store: "ObjectStore", snapshot: "Snapshot", now_ms: int,
     interval = checkpoint_interval(descriptor)
     return ServicePlan(settings, tuple(groups), tuple(buckets), tuple((f.path, x) for f, x in deleted), tuple(crowded),
                        tombstoned, (snapshot.version // interval + 1) * interval,
-                       settings.log_retention is not None, settings.vacuum_retention is not None)
+                       settings.log_retention is not None, settings.vacuum_retention is not None, kept=kept)
 
 
 def _key(f: AddFile) -> tuple:

@@ -48,6 +48,8 @@ def test_inline_services_keep_commit_time_expiry(mem_repo, clock, inline_service
     _write(ds, 1)
     ds.delete("id = 100" if not ds.descriptor.record_key else "userId = 100")
     ds.maintain()
+    assert any("2 file(s) whose rows' ttl counts from their commit time" in line
+               for line in mem_repo.load(ds.name).services_plan().describe())
     clock.ms = EPOCH_MS + 61 * MINUTE  # the rows of the first write expired, those of the second live
     assert _ids(mem_repo.load(ds.name)) == [1, 101]
     if ds.descriptor.record_key:
