@@ -239,7 +239,7 @@ class Dataset:
         """Merge small files per partition (and apply tombstones) in one commit; returns
         its revision, ``None`` when there was nothing to compact."""
         self._adopt_services()
-        return maintenance.compact(self, target_file_size, where)
+        return replanned(self, lambda: maintenance.compact(self, target_file_size, where))
 
     def maintain(self, budget: int | None = None) -> "ServiceReport":
         """Run the table services once over the latest revision: rewrite files with many

@@ -20,6 +20,7 @@ from cdkds.catalog.errors import (
     IncompatibleDescriptorError, InvalidDatasetSchemaError, InvalidDescriptorError, InvalidPartitionStrategyError,
     InvalidSchemaError,
 )
+from cdkds.catalog import quantities
 from cdkds.catalog.keyed.properties import KeyedProperties
 from cdkds.catalog.services.settings import SERVICE_PROPERTIES, ServiceSettings
 from cdkds.catalog.partitioning import PartitionStrategy
@@ -121,7 +122,11 @@ class DatasetDescriptor:
         if bad:
             raise InvalidDescriptorError(f"properties must map strings to strings; bad entries: {bad!r:.200}")
         interval = props.get("checkpoint.interval", "10")
-        if not interval.isdigit() or int(interval) < 1:
+        try:
+            positive = quantities.parse_count(interval) >= 1
+        except ValueError:
+            positive = False
+        if not positive:
             raise InvalidDescriptorError(f"property checkpoint.interval must be a positive integer, got {interval!r}")
         KeyedProperties.parse(props, fields, self.ordering_field, recorded)
         ServiceSettings.parse(props, recorded)

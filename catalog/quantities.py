@@ -1,4 +1,4 @@
-"""Durations and sizes written as text, read the same way by every entry point: descriptor
+"""Durations, sizes and counts written as text, read the same way by every entry point: descriptor
 properties (``ttl = 30 days``), Spark options (``maxBytesPerTrigger = 10m``) and the command
 line (``--retention 7d``, ``--target-file-size 256m``)."""
 
@@ -43,6 +43,14 @@ def parse_size(text: str) -> int:
         return int(number * _BYTES[unit])
     except OverflowError:
         raise ValueError(f"{text!r} is larger than a size can be") from None
+
+
+def parse_count(text: str) -> int:
+    """A count written in ASCII digits (``8``). ``ValueError`` if it is not one (``str.isdigit``
+    also takes ``²``, which ``int`` refuses, and ``int`` takes other scripts' digits)."""
+    if not (isinstance(text, str) and text.isascii() and text.isdigit()):
+        raise ValueError(f"{text!r} is not a count")
+    return int(text)
 
 
 def _quantity(text: str, units: dict, what: str) -> tuple[float, str]:

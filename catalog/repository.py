@@ -19,7 +19,7 @@ import warnings
 from abc import ABC, abstractmethod
 from typing import Any
 
-from cdkds.catalog.log.conflicts import Exclusive
+from cdkds.catalog.log.conflicts import Exclusive, replanned
 from cdkds.catalog.dataset import Dataset
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import (
@@ -129,8 +129,10 @@ class LogMetadataProvider(MetadataProvider):
         if not log.exists():
             log.create(descriptor)
             return
-        base = log.snapshot()
-        log.commit(base, "update_descriptor", [SetMetadata(base.evolve(descriptor, name))], rule=Exclusive())
+        def commit() -> None:  # planned again when a compaction (a table service's) committed first
+            base = log.snapshot()
+            log.commit(base, "update_descriptor", [SetMetadata(base.evolve(descriptor, name))], rule=Exclusive())
+        replanned(None, commit)
 
     def load(self, name: str) -> DatasetDescriptor:
         return self.log(name).snapshot().descriptor

@@ -368,16 +368,20 @@ class CdkdsWriter(DataSourceArrowWriter):
                   extra: "Sequence[Action]" = ()) -> "UpsertResult | None":
         """Commit the job onto ``dataset`` as one commit, with ``extra`` actions (``staged``:
         the rows of a keyed job's tasks); what a clustered keyed job did."""
+        from cdkds.catalog.log.conflicts import replanned
         from cdkds.catalog.write.writer import write_mode
 
         if self.operation is not None:
             return self._commit_keyed(dataset, messages, staged.table(), extra)
         adds = [a for m in messages if m is not None for a in m.adds]
         mode = write_mode(self.mode, self.descriptor)
-        removes, rule = mode.plan(dataset.snapshot, adds, set(), True)
         info = {"rows": sum(a.row_count for a in adds), "files": len(adds), "engine.spark": True}
-        dataset._commit(mode.operation, [*removes, *adds, *extra], info, self.transaction, rule,
-                        planned_on=self.base_revision)
+
+        def commit() -> None:  # planned again when a compaction (a table service's) committed first
+            removes, rule = mode.plan(dataset.snapshot, adds, set(), True)
+            dataset._commit(mode.operation, [*removes, *adds, *extra], info, self.transaction, rule,
+                            planned_on=self.base_revision)
+        replanned(dataset, commit)
         return None
 
     def _commit_keyed(self, dataset: "Dataset", messages: list, table: "pa.Table | None",
@@ -386,6 +390,7 @@ class CdkdsWriter(DataSourceArrowWriter):
         nothing) and commit a keyed job; a clustered job returns its counts (``commit``
         records them for :func:`cdkds.connector.upsert`)."""
         from cdkds.catalog.keyed import operations
+        from cdkds.catalog.log.conflicts import replanned
 
         info = {"engine.spark": True, "job": self.transaction}
         if self.clustered:
@@ -406,9 +411,11 @@ class CdkdsWriter(DataSourceArrowWriter):
                 operations.commit(dataset, [], info, commit_uuid=self.transaction,
                                   operation=self.operation, extra_actions=extra)
             return None
-        change = operations.prepare(dataset, self.operation, operation_rows(dataset, self.operation, table),
-                                    sort_by=self.sort_by, target_file_size=self.target_file_size)
-        operations.commit(dataset, [change], info, commit_uuid=self.transaction, extra_actions=extra)
+        def commit() -> None:  # planned on the driver: again when a compaction committed first
+            change = operations.prepare(dataset, self.operation, operation_rows(dataset, self.operation, table),
+                                        sort_by=self.sort_by, target_file_size=self.target_file_size)
+            operations.commit(dataset, [change], info, commit_uuid=self.transaction, extra_actions=extra)
+        replanned(dataset, commit)
         return None
 
     def record_result(self, result: "UpsertResult") -> None:

@@ -63,10 +63,14 @@ def _positive_int(props: Mapping[str, str], name: str, default: int, most: int |
     text = props.get(name)
     if text is None:
         return default
-    if not text.isdigit() or int(text) < 1 or (most is not None and int(text) > most):
+    try:
+        count = quantities.parse_count(text)
+    except ValueError:
+        count = 0
+    if count < 1 or (most is not None and count > most):
         limit = f" at most {most}" if most is not None else ""
         raise InvalidDescriptorError(f"property {name} must be a positive integer{limit}, got {text!r}")
-    return int(text)
+    return count
 
 
 @dataclass(frozen=True)

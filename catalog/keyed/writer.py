@@ -98,8 +98,10 @@ class KeyedWriter:
                               commit_uuid=self.commit_uuid, extra_actions=self.extra_actions)
             self.results.append(replanned(ds, overwrite))
         elif self._first and self.extra_actions:
-            self.results.append(commit(ds, [prepare(ds, "insert", rows, **self._layout)], operation="insert",
-                                       commit_uuid=self.commit_uuid, extra_actions=self.extra_actions))
+            def insert() -> UpsertResult:
+                return commit(ds, [prepare(ds, "insert", rows, **self._layout)], operation="insert",
+                              commit_uuid=self.commit_uuid, extra_actions=self.extra_actions)
+            self.results.append(replanned(ds, insert))
         else:
             self.results.append(run(ds, "insert", rows, **self._layout))
         self._first = False

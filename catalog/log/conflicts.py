@@ -35,14 +35,16 @@ T = TypeVar("T")
 def replanned(dataset: Any, write: Callable[[], T]) -> T:
     """``write()`` (which plans on ``dataset``'s snapshot and commits), planned again on the
     latest revision each time a compaction committed first (:class:`ConcurrentRewriteError`:
-    it changed no row, so the write is as valid after it)."""
+    it changed no row, so the write is as valid after it). ``dataset`` ``None``: ``write``
+    reads the latest revision itself."""
     for attempt in range(REPLANS):
         try:
             return write()
         except ConcurrentRewriteError:
             if attempt == REPLANS - 1:
                 raise
-            dataset.refresh()
+            if dataset is not None:
+                dataset.refresh()
     raise AssertionError("unreachable")
 
 

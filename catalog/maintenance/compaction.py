@@ -8,11 +8,9 @@ from typing import TYPE_CHECKING
 
 from cdkds.catalog.log.actions import AddFile
 from cdkds.catalog.errors import CdkdsError
-from cdkds.catalog.expressions import ALWAYS_TRUE, Expression, as_expression, bind, evaluate, not_
-from cdkds.catalog.expressions.pruning import FileFilter
-from cdkds.catalog.keyed.ttl import TimeToLive
+from cdkds.catalog.expressions import ALWAYS_TRUE, Expression, as_expression, bind, evaluate
 from cdkds.catalog.log.commit import clock
-from cdkds.catalog.maintenance.rewrite import rewrite
+from cdkds.catalog.maintenance.rewrite import keeps_expiry, may_have_expired, rewrite
 from cdkds.catalog.write.writer import DEFAULT_TARGET_FILE_SIZE, check_target_file_size
 
 if TYPE_CHECKING:
@@ -34,7 +32,8 @@ class CompactionPlan:
 def plan_compaction(dataset: "Dataset", target_file_size: int = DEFAULT_TARGET_FILE_SIZE,
                     where: Expression | str | None = None) -> CompactionPlan:
     """Per partition, bin-pack small files into groups of about the target size; a group of
-    one file is rewritten only when rows of it are deleted or expired."""
+    one file is rewritten only when rows of it are deleted or expired. Files whose rows'
+    expiry a rewrite would change are left (:func:`~cdkds.catalog.maintenance.rewrite.keeps_expiry`)."""
     check_target_file_size(dataset.name, target_file_size)
     snapshot = dataset.snapshot
     now = clock()
@@ -48,6 +47,8 @@ def plan_compaction(dataset: "Dataset", target_file_size: int = DEFAULT_TARGET_F
         raise CdkdsError(f"dataset {dataset.name!r} is not partitioned; compact it whole (where=None)")
     by_partition: dict[tuple, list[AddFile]] = defaultdict(list)
     for f in snapshot.files.values():
+        if not keeps_expiry(descriptor, f, now):
+            continue
         if partitions is ALWAYS_TRUE or evaluate(partitions, f.partition) is True:
             if f.size < target_file_size * SMALL_FILE_FRACTION or _has_deletes(snapshot, f, now):
                 by_partition[tuple(sorted(f.partition.items(), key=lambda kv: kv[0]))].append(f)
@@ -80,10 +81,4 @@ def compact(dataset: "Dataset", target_file_size: int = DEFAULT_TARGET_FILE_SIZE
 def _has_deletes(snapshot: "Snapshot", f: AddFile, now_ms: int) -> bool:
     """Whether rewriting ``f`` alone drops rows: tombstones or deletion vectors apply, or
     its statistics say some of its rows may have expired (TTL)."""
-    if f.deletes or snapshot.tombstones_for(f):
-        return True
-    ttl = TimeToLive.of(snapshot.descriptor)
-    if ttl is None:
-        return False
-    expired = bind(not_(ttl.visible(now_ms, f)), snapshot.descriptor.fields)
-    return FileFilter.of(expired, snapshot.descriptor).may_match(f)
+    return bool(f.deletes or snapshot.tombstones_for(f)) or may_have_expired(snapshot.descriptor, f, now_ms)

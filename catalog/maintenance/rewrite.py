@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 
-from cdkds.catalog.errors import CommitStateUnknownError
-from cdkds.catalog.expressions import ALWAYS_TRUE
+from cdkds.catalog.errors import CdkdsError, CommitStateUnknownError
+from cdkds.catalog.expressions import ALWAYS_TRUE, bind, not_
+from cdkds.catalog.expressions.pruning import FileFilter
+from cdkds.catalog.keyed.ttl import TimeToLive
 from cdkds.catalog.log.actions import Action, AddFile, AddIndex, RemoveFile
 from cdkds.catalog.log.commit import REWRITE_OPERATION, clock
 from cdkds.catalog.log.conflicts import Rewrite
@@ -55,15 +57,37 @@ class WrittenFiles:
     moved: pa.Table | None = None
 
 
+def keeps_expiry(descriptor: "DatasetDescriptor", f: AddFile, now_ms: int) -> bool:
+    """Whether rewriting ``f`` at ``now_ms`` leaves the expiry of its rows as it is. Not when
+    ``ttl`` counts from a row's commit time and ``f``'s rows are alive: moved, they would take
+    the rewrite's commit time and outlive their ttl (expired, they are dropped, not moved)."""
+    ttl = TimeToLive.of(descriptor)
+    return ttl is None or not ttl.by_commit_time or f.timestamp + ttl.ttl_ms <= now_ms
+
+
+def may_have_expired(descriptor: "DatasetDescriptor", f: AddFile, now_ms: int) -> bool:
+    """Whether rows of ``f`` may have expired (TTL) at ``now_ms``, by its statistics."""
+    ttl = TimeToLive.of(descriptor)
+    if ttl is None:
+        return False
+    expired = bind(not_(ttl.visible(now_ms, f)), descriptor.fields)
+    return FileFilter.of(expired, descriptor).may_match(f)
+
+
 def rewrite(dataset: "Dataset", files: Sequence[AddFile], target_file_size: int = DEFAULT_TARGET_FILE_SIZE,
             info: Mapping[str, Any] | None = None, merge_buckets: Sequence[int] = ()) -> Rewritten:
     """Rewrite ``files`` of the dataset's snapshot (their live rows, into files of about
     ``target_file_size``) and merge the deltas of the index buckets ``merge_buckets`` into
     new bases, as one ``compact`` commit; the dataset moves to it. Raises what the commit
     raises (:class:`CommitConflictError` when a concurrent commit deleted rows of a file it
-    rewrites); files of a commit known not to have landed are deleted."""
+    rewrites); files of a commit known not to have landed are deleted. Refuses files whose
+    rows' expiry it would change (:func:`keeps_expiry`)."""
     snapshot = dataset.snapshot
     now = clock()
+    for f in files:
+        if not keeps_expiry(snapshot.descriptor, f, now):
+            raise CdkdsError(f"dataset {dataset.name!r}: rewriting {f.path} would move rows whose ttl counts from "
+                             f"their commit time, and so make them outlive it; it can be rewritten once they expired")
     transaction = uuid.uuid4().hex
     written = write_files(dataset.store, dataset.name, snapshot.descriptor, snapshot.descriptor_version,
                           snapshot.version, [file_task(snapshot, f, now) for f in files], transaction,

@@ -11,6 +11,9 @@
   ``services.file.size`` has them bin-packed into files of about that size.
 - **Index deltas**: a record-index bucket with ``index.compaction.deltas`` delta files or
   more has them merged into one base.
+- **Commit-time TTL**: where ``ttl`` counts from a row's commit time, a file with live rows
+  is left as it is (moved, its rows would take the rewrite's commit time and outlive their
+  ttl); once its rows expired it is dropped.
 - **Log and files**: with ``services.log.retention`` / ``services.vacuum.retention`` set,
   commits and unreferenced files older than that are removed (never by default).
 
@@ -31,6 +34,7 @@ from cdkds.catalog.expressions import ALWAYS_TRUE
 from cdkds.catalog.expressions.visitors import references
 from cdkds.catalog.log.actions import AddFile
 from cdkds.catalog.log.checkpointer import checkpoint_interval
+from cdkds.catalog.maintenance.rewrite import keeps_expiry, may_have_expired
 from cdkds.catalog.read.scan import file_task, read_task
 from cdkds.catalog.services.settings import ServiceSettings
 
@@ -78,6 +82,7 @@ class ServicePlan:
     expire_log: bool = False
     vacuum: bool = False
     left: tuple[str, ...] = field(default=())  # work over the budget, said in words
+    kept: int = 0  # files with live rows whose ttl counts from their commit time: left as they are
 
     @property
     def files(self) -> list[AddFile]:
@@ -129,6 +134,9 @@ class ServicePlan:
             worst = max(f for _, f in self.deleted)
             lines.append(f"{len(self.deleted)} file(s) with at least {s.deleted_fraction:.0%} of their rows deleted "
                          f"or expired (up to {worst:.0%}): rewrite them")
+        if self.kept:
+            lines.append(f"{self.kept} file(s) whose rows' ttl counts from their commit time: left as they are "
+                         f"until their rows expired (a rewrite would make them outlive it)")
         if self.tombstoned:
             lines.append(f"{self.tombstoned} file(s) with rows hidden by tombstones: "
                          + ("rewrite them without those rows" if s.tombstones else "left (services.tombstones is false)"))
@@ -157,13 +165,16 @@ def plan_services(store: "ObjectStore", snapshot: "Snapshot", now_ms: int,
         by_partition[_key(f)].append(f)
     moment = now_ms - now_ms % MOMENT_MS  # expiry counted as of the minute, so that counts are remembered
     deleted: list[tuple[AddFile, float]] = []
-    tombstoned = 0
+    tombstoned = kept = 0
     crowded: list[tuple[tuple, int]] = []
     ranked: list[tuple[tuple, RewriteGroup]] = []
     for partition, files in by_partition.items():
         urgency: dict[str, tuple] = {}  # files due for a rewrite, most deleted first, then tombstoned ones
         small = []
         for f in files:
+            if not keeps_expiry(descriptor, f, now_ms):
+                kept += 1
+                continue
             if snapshot.tombstones_for(f):
                 tombstoned += 1
                 if settings.tombstones:
@@ -201,7 +212,7 @@ def plan_services(store: "ObjectStore", snapshot: "Snapshot", now_ms: int,
     interval = checkpoint_interval(descriptor)
     return ServicePlan(settings, tuple(groups), tuple(buckets), tuple((f.path, x) for f, x in deleted), tuple(crowded),
                        tombstoned, (snapshot.version // interval + 1) * interval,
-                       settings.log_retention is not None, settings.vacuum_retention is not None)
+                       settings.log_retention is not None, settings.vacuum_retention is not None, kept=kept)
 
 
 def _key(f: AddFile) -> tuple:
@@ -241,8 +252,8 @@ class _DeadRows:
         if f.row_count <= 0:
             return 0.0
         task = file_task(snapshot, f, now_ms)
-        if task.visible is ALWAYS_TRUE:  # tombstones are not counted: a file they apply to is rewritten anyway
-            return f.deleted_rows / f.row_count
+        if task.visible is ALWAYS_TRUE or not may_have_expired(snapshot.descriptor, f, now_ms):
+            return f.deleted_rows / f.row_count  # tombstones are not counted: a file they apply to is rewritten anyway
         key = (store.url, f.path, len(f.deletes), task.tombstones, str(task.visible))
         with self._lock:
             known = self._items.get(key)

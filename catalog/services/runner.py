@@ -13,6 +13,7 @@ mid-way leaves only uncommitted files, which ``vacuum`` removes.
 from __future__ import annotations
 
 import logging
+import numbers
 import os
 import time
 import warnings
@@ -87,11 +88,13 @@ def maintain(dataset: "Dataset", budget: int | None = None, trigger: str = "main
     the pass commits), within ``budget`` input bytes (``None``: all the work there is), its
     rewrite done by ``rewriter`` (a Spark job passes its own). Raises what reading or the
     store raise; a lost race is reported in ``gave_up``."""
-    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 0):
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, numbers.Integral) or budget < 0):
         raise CdkdsError(f"dataset {dataset.name!r}: the services' budget must be a number of bytes, got {budget!r}")
+    budget = None if budget is None else int(budget)
     start = time.monotonic()
     if trigger != "inline":
         dataset.refresh()
+    first = dataset.version
     settings = dataset.descriptor.services
     done: list[Rewritten] = []
     gave_up: list[str] = []
@@ -111,7 +114,7 @@ def maintain(dataset: "Dataset", budget: int | None = None, trigger: str = "main
                 dataset.refresh()
     expired = vacuumed = 0
     if settings.log_retention is not None or settings.vacuum_retention is not None:
-        due = trigger != "inline" or dataset.version % checkpoint_interval(dataset.descriptor) == 0
+        due = trigger != "inline" or _crossed_an_interval(first, dataset.version, checkpoint_interval(dataset.descriptor))
         if due and settings.log_retention is not None:
             expired = len(dataset.expire_log(settings.log_retention))
         if due and settings.vacuum_retention is not None:
@@ -140,3 +143,10 @@ def after_write(dataset: "Dataset") -> ServiceReport | None:
                       f"({type(e).__name__}: {e}); the write stands, and a later pass or `cdkds maintain` "
                       f"tries again", ServiceWarning, stacklevel=3)
         return ServiceReport("inline", seconds=time.monotonic() - start, gave_up=(f"{type(e).__name__}: {e}",))
+
+
+def _crossed_an_interval(first: int, last: int, interval: int) -> bool:
+    """Whether a revision from ``first`` to ``last`` is a multiple of ``interval``: an inline
+    pass expires and vacuums once an interval, whichever of the write's and its own commits
+    reach it."""
+    return last // interval * interval >= first

@@ -60,6 +60,10 @@ class ServiceSettings:
         """The settings of a descriptor's properties; :class:`InvalidDescriptorError` naming the
         property and its value when one is malformed (``recorded``: defaults instead)."""
         try:
+            unknown = sorted(k for k in props if k.startswith("services.") and k not in SERVICE_PROPERTIES)
+            if unknown:  # the prefix is the services': a misspelt switch must not be kept silently
+                raise InvalidDescriptorError(f"property {unknown[0]} is not a property of the table services; they "
+                                             f"are {', '.join(SERVICE_PROPERTIES)}")
             return cls(
                 _boolean(props, "services.inline", True),
                 _size(props, "services.budget", DEFAULT_BUDGET, minimum=0),
@@ -115,9 +119,13 @@ def _count(props: Mapping[str, str], name: str, default: int, minimum: int) -> i
     text = props.get(name)
     if text is None:
         return default
-    if not text.strip().isdigit() or int(text) < minimum:
+    try:
+        count = quantities.parse_count(text)
+    except ValueError:
+        count = -1
+    if count < minimum:
         raise InvalidDescriptorError(f"property {name} must be an integer of at least {minimum}, got {text!r}")
-    return int(text)
+    return count
 
 
 def _duration(props: Mapping[str, str], name: str, minimum: dt.timedelta) -> dt.timedelta | None:

@@ -114,3 +114,23 @@ def test_a_failing_pass_never_fails_the_job(tmp_path, inline_services, monkeypat
     with pytest.warns(ServiceWarning, match="the table services after revision 1 failed.*503 Slow Down"):
         batch_write(url, rows(0, 10))
     assert operations(repo) == [("create", None), ("append", None)] and ids(repo) == list(range(10))
+
+
+def test_a_spark_overwrite_that_loses_to_a_compaction_is_planned_again(tmp_path, monkeypatch):
+    from cdkds.catalog.dataset import Dataset
+
+    repo, url = dataset(tmp_path)
+    batch_write(url, rows(0, 10))  # two small files (the suite's inline services are off)
+    commit = Dataset._commit
+    raced = []
+
+    def compaction_first(self, operation, *args, **kwargs):
+        if operation == "overwrite" and not raced:  # a service's compaction lands between plan and commit
+            raced.append(repo.load("t").maintain().revisions)
+        return commit(self, operation, *args, **kwargs)
+
+    monkeypatch.setattr(Dataset, "_commit", compaction_first)
+    job = plan_write({"path": url}, SPARK_SCHEMA, overwrite=True)
+    job.commit([job.write(iter(rows(100, 103).to_batches()))])
+    assert raced == [(2,)] and ids(repo) == [100, 101, 102]
+    assert [e.operation for e in repo.load("t").history()][-2:] == ["compact", "overwrite"]

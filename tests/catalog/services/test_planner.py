@@ -1,0 +1,83 @@
+"""What a pass would do: the plan, its share within a budget, and its description."""
+
+from __future__ import annotations
+
+from cdkds.catalog import DatasetDescriptor
+from tests.catalog.services.conftest import TINY
+
+SCHEMA = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}, {"name": "v", "type": "string"}]}
+
+
+def _small_files(repo, name="d", count=4, props=None):
+    ds = repo.create(name, DatasetDescriptor(SCHEMA, properties={**TINY, "services.inline": "false", **(props or {})}))
+    for i in range(count):
+        with ds.writer() as w:
+            w.write({"id": 2 * i, "v": "x" * 10})
+            w.write({"id": 2 * i + 1, "v": "y" * 10})
+    return ds
+
+
+def test_a_plan_within_a_budget_keeps_what_it_leaves_and_its_counts(mem_repo):
+    ds = _small_files(mem_repo)
+    ds.delete("id = 0")  # a tombstone
+    whole = ds.services_plan()
+    assert whole.groups and whole.tombstoned == 1
+    share = whole.within(0)
+    assert not share.groups and not share.buckets
+    assert share.left and share.tombstoned == whole.tombstoned and share.next_checkpoint == whole.next_checkpoint
+    assert (share.expire_log, share.vacuum) == (False, False)
+    assert any("nothing to do" in line for line in share.describe())
+    assert whole.within(None) is whole and whole.within(whole.bytes).groups == whole.groups
+
+
+def test_a_pass_reports_the_work_over_its_budget(mem_repo):
+    ds = _small_files(mem_repo)
+    report = ds.maintain(budget=1)
+    assert not report.revisions and report.left, report
+    assert "left for later" in report.summary()
+    report = ds.maintain()
+    assert report.revisions and not report.left
+
+
+def test_planning_reads_no_file_whose_statistics_show_no_row_expired(mem_repo, clock, monkeypatch):
+    """A dataset with a TTL: files whose ordering values are all recent are not read to count
+    expired rows (an inline pass plans after every write: it must not read the dataset)."""
+    from cdkds.catalog.services import planner
+    from tests.catalog.keyed.conftest import user, users_descriptor
+
+    ds = mem_repo.create("k", users_descriptor(ttl="30 days", **{"services.inline": "false"}))
+    for r in range(4):
+        ds.upsert([user("nz", 10 * r + i, 60 * r) for i in range(5)])
+    reads = []
+    monkeypatch.setattr(planner, "read_task", lambda *a, **k: reads.append(a) or iter(()))
+    clock.ms += 86_400_000  # a day later: nothing is near its expiry
+    assert not ds.services_plan().deleted and not reads
+    clock.ms += 30 * 86_400_000 + 60 * 60_000  # rows of the first two writes expired, the others' not
+    monkeypatch.undo()
+    from tests.catalog.services.conftest import patch_clock
+    patch_clock(monkeypatch, clock)
+    plan = ds.services_plan()
+    assert len(plan.deleted) == 4 and {f for f, x in plan.deleted if x == 1.0}
+
+
+def test_index_buckets_at_the_threshold_are_merged(mem_repo):
+    from tests.catalog.keyed.conftest import state, user, users_descriptor
+
+    props = {"services.inline": "false", "index.buckets": "2"}
+    ds = mem_repo.create("k", users_descriptor(**props, **{"index.compaction.deltas": "8"}))
+    for r in range(4):
+        ds.upsert([user("nz", 2 * r, r), user("nz", 2 * r + 1, r)])  # a delta in each bucket a commit
+    assert not ds.services_plan().buckets
+    mem_repo.update("k", users_descriptor(**props, **{"index.compaction.deltas": "4"}))
+    ds.refresh()
+    plan = ds.services_plan()
+    assert sorted((m.bucket, m.deltas) for m in plan.buckets) == [(0, 4), (1, 4)]
+    assert any("index bucket 0 has 4 deltas" in line for line in plan.describe())
+    smallest = min(m.bytes for m in plan.buckets)
+    assert len(plan.within(smallest).buckets) == 1 and plan.within(smallest).left
+    report = ds.maintain()
+    assert report.merged_buckets == 2 and not ds.services_plan().buckets
+    assert all(f.base for b in (0, 1) for f in ds.snapshot.index_files(b))
+    expected = state(ds)
+    assert len(expected) == 8 and ds.get_many(list(expected)).num_rows == 8
+    assert ds.history()[-1].info["reasons"] == ["index"]
