@@ -1,0 +1,118 @@
+"""Every example of the README and of docs/guide/ runs as written.
+
+Each page's ```python blocks run in order as one program (one namespace) in an empty
+temporary folder, as a reader copying them one after the other into one script would run
+them. A block fenced ```python skip (real S3 credentials, a cluster) is not run. Pages
+whose examples use Spark are slow and share the connector tests' local[2] session: an
+example's `SparkSession.builder.getOrCreate()` returns it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.connector.conftest import spark  # noqa: F401  (the one shared session; sets PYSPARK_PYTHON)
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs" / "guide").glob("*.md"))]
+FENCE = re.compile(r"^```(?P<info>[^\n`]*)\n(?P<code>.*?)^```[ \t]*$", re.M | re.S)
+
+
+@dataclass(frozen=True)
+class Example:
+    """One fenced block of a page: its language, whether it is skipped, where it starts."""
+
+    page: Path
+    line: int
+    language: str
+    skip: bool
+    code: str
+
+    def compiled(self):
+        """The block compiled so that a traceback names the page and its line."""
+        return compile("\n" * self.line + self.code, str(self.page), "exec")
+
+
+def examples(page: Path) -> list[Example]:
+    """The fenced blocks of a page, in order."""
+    text = page.read_text(encoding="utf-8")
+    found = []
+    for match in FENCE.finditer(text):
+        words = match["info"].split()
+        line = text.count("\n", 0, match.start("code"))
+        found.append(Example(page, line, words[0] if words else "", "skip" in words[1:], match["code"]))
+    return found
+
+
+def python_examples(page: Path) -> list[Example]:
+    return [e for e in examples(page) if e.language == "python"]
+
+
+def uses_spark(page: Path) -> bool:
+    """Whether a run block of the page starts or uses a Spark session."""
+    return any(re.search(r"\bpyspark\b|\bspark\.", e.code) for e in python_examples(page) if not e.skip)
+
+
+def run_page(page: Path) -> dict:
+    """Runs a page's python blocks, skip blocks left out, as one program; returns its namespace."""
+    namespace: dict = {"__name__": "__main__"}
+    for example in python_examples(page):
+        if not example.skip:
+            exec(example.compiled(), namespace)
+    return namespace
+
+
+def page_param(page: Path):
+    marks = [pytest.mark.slow] if uses_spark(page) else []
+    return pytest.param(page, marks=marks, id=str(page.relative_to(ROOT)))
+
+
+RUNNABLE = [page for page in PAGES if any(not e.skip for e in python_examples(page))]
+
+
+@pytest.mark.parametrize("page", [page_param(p) for p in RUNNABLE])
+def test_page_examples_run(page: Path, tmp_path, monkeypatch, request):
+    if uses_spark(page):
+        request.getfixturevalue("spark")
+    monkeypatch.chdir(tmp_path)
+    run_page(page)
+
+
+def test_every_guide_page_is_found_and_has_examples():
+    names = {p.name for p in PAGES}
+    for topic in ["datasets-and-partitioning", "writing-and-transactions", "time-travel-and-history",
+                  "keyed-datasets", "schema-changes", "spark", "streaming-and-change-feed", "keyed-tables",
+                  "command-line", "maintenance", "object-stores", "troubleshooting"]:
+        assert f"{topic}.md" in names
+    assert ROOT / "README.md" in RUNNABLE
+
+
+def test_examples_use_no_absolute_data_folder():
+    """A reader cannot create /data without root: examples use relative or temporary paths."""
+    for page in PAGES:
+        for example in examples(page):
+            assert "/data/" not in example.code, f"{page.name}:{example.line} uses /data/"
+
+
+def test_skip_blocks_stay_few():
+    skipped = [e for page in PAGES for e in python_examples(page) if e.skip]
+    assert len(skipped) <= 6, [f"{e.page.name}:{e.line}" for e in skipped]
+
+
+def test_a_broken_example_fails_its_page(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("text\n\n```python\nx = 1\n```\n\n```python skip\nraise SystemExit\n```\n\n"
+                    "```python\nassert x == 2, 'broken'\n```\n")
+    with pytest.raises(AssertionError, match="broken") as failure:
+        run_page(page)
+    assert failure.traceback[-1].lineno + 1 == 11  # the page's own line
+
+
+def test_blocks_of_a_page_share_one_namespace_and_skip_blocks_do_not_run(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("```python\nx = 1\n```\n```python skip\nx = 5\n```\n```bash\nx=9\n```\n```python\ny = x + 1\n```\n")
+    assert run_page(page)["y"] == 2
