@@ -78,6 +78,7 @@ RUNNABLE = [page for page in PAGES if any(not e.skip for e in python_examples(pa
 def test_page_examples_run(page: Path, tmp_path, monkeypatch, request):
     if uses_spark(page):
         request.getfixturevalue("spark")
+    monkeypatch.delenv("CDKDS_INLINE_SERVICES", raising=False)  # examples run with the defaults
     monkeypatch.chdir(tmp_path)
     run_page(page)
 
