@@ -104,13 +104,32 @@ def test_skip_blocks_stay_few():
     assert len(skipped) <= 6, [f"{e.page.name}:{e.line}" for e in skipped]
 
 
+def anchors(page: Path) -> set[str]:
+    """The anchors GitHub makes of a page's headings."""
+    text = FENCE.sub("", page.read_text(encoding="utf-8"))
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+            for h in re.findall(r"^#+ (.*)$", text, re.M)}
+
+
+def test_links_between_pages_lead_somewhere():
+    for page in PAGES:
+        for target in re.findall(r"\]\(([^)\s]+)\)", FENCE.sub("", page.read_text(encoding="utf-8"))):
+            if re.match(r"[a-z]+:", target):
+                continue
+            path, _, anchor = target.partition("#")
+            linked = (page.parent / path).resolve() if path else page
+            assert linked.exists(), f"{page.name} links to {target}"
+            if anchor and linked.suffix == ".md":
+                assert anchor in anchors(linked), f"{page.name} links to {target}: no such heading"
+
+
 def test_a_broken_example_fails_its_page(tmp_path):
     page = tmp_path / "page.md"
     page.write_text("text\n\n```python\nx = 1\n```\n\n```python skip\nraise SystemExit\n```\n\n"
                     "```python\nassert x == 2, 'broken'\n```\n")
     with pytest.raises(AssertionError, match="broken") as failure:
         run_page(page)
-    assert failure.traceback[-1].lineno + 1 == 11  # the page's own line
+    assert failure.traceback[-1].lineno + 1 == 12  # the page's own line
 
 
 def test_blocks_of_a_page_share_one_namespace_and_skip_blocks_do_not_run(tmp_path):

@@ -1,0 +1,24 @@
+"""Found by the guide's keyed example (docs/guide/keyed-datasets.md): a dataset object whose
+write was followed by an inline pass should plan its next commit on the services' commit
+(docs/guide/maintenance.md, "When they run"); `rebuild_index()` plans on the write's revision
+and fails against the pass's own `compact`."""
+
+from __future__ import annotations
+
+import pytest
+
+from cdkds.catalog import ConcurrentRewriteError, DatasetDescriptor, DatasetRepository
+
+SCHEMA = {"type": "record", "name": "U", "fields": [{"name": "k", "type": "long"}, {"name": "v", "type": "string"}]}
+
+
+@pytest.mark.xfail(strict=True, raises=ConcurrentRewriteError, reason="rebuild_index() plans on the write's revision, not the inline pass's "
+                                       "compact, and fails with ConcurrentRewriteError (catalog, reported)")
+def test_rebuild_index_after_an_inline_pass(inline_services):
+    repo = DatasetRepository("memory://rebuild-after-pass")
+    users = repo.create("users", DatasetDescriptor(SCHEMA, record_key=["k"]))
+    users.upsert([{"k": i, "v": "a"} for i in range(10)])
+    users.delete_keys([{"k": i} for i in range(5)])  # half the rows deleted: the inline pass rewrites the file
+    assert users.last_services is not None and users.last_services.revisions
+    users.rebuild_index()
+    assert sorted(r["k"] for r in repo.load("users").reader()) == [5, 6, 7, 8, 9]
