@@ -2,7 +2,8 @@
 
 Each page's ```python blocks run in order as one program (one namespace) in an empty
 temporary folder, as a reader copying them one after the other into one script would run
-them. A block fenced ```python skip (real S3 credentials, a cluster) is not run. Pages
+them; a ```bash block made only of plain `cdkds` commands runs where it stands (a block
+with `[options]`, pipes or continuations is a synopsis and is not run). A block fenced ```python skip (real S3 credentials, a cluster) is not run. Pages
 whose examples use Spark are slow and share the connector tests' local[2] session: an
 example's `SparkSession.builder.getOrCreate()` returns it.
 """
@@ -10,6 +11,9 @@ example's `SparkSession.builder.getOrCreate()` returns it.
 from __future__ import annotations
 
 import re
+import shlex
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,12 +61,33 @@ def uses_spark(page: Path) -> bool:
     return any(re.search(r"\bpyspark\b|\bspark\.", e.code) for e in python_examples(page) if not e.skip)
 
 
+def cdkds_commands(example: Example) -> list[list[str]]:
+    """The command lines of a bash block made only of plain `cdkds` commands (no options in
+    brackets, pipes or continuations: those are synopses); none for any other block."""
+    lines = [line for line in example.code.splitlines() if line.strip()]
+    if example.language != "bash" or example.skip or not lines:
+        return []
+    if not all(line.startswith("cdkds ") and not re.search(r"[\[\]|]|\\$|<\w+>", line) for line in lines):
+        return []
+    return [shlex.split(line, comments=True) for line in lines]
+
+
+def run_command(example: Example, command: list[str]) -> None:
+    """Runs one `cdkds` command of a page with the command the package installs."""
+    cdkds = Path(sys.executable).with_name("cdkds")
+    done = subprocess.run([str(cdkds), *command[1:]], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"{example.page.name}:{example.line}: {' '.join(command)} -> {done.stderr}"
+
+
 def run_page(page: Path) -> dict:
-    """Runs a page's python blocks, skip blocks left out, as one program; returns its namespace."""
+    """Runs a page's python blocks (skip blocks left out) as one program, and its blocks of
+    plain `cdkds` commands where they stand; returns the program's namespace."""
     namespace: dict = {"__name__": "__main__"}
-    for example in python_examples(page):
-        if not example.skip:
+    for example in examples(page):
+        if example.language == "python" and not example.skip:
             exec(example.compiled(), namespace)
+        for command in cdkds_commands(example):
+            run_command(example, command)
     return namespace
 
 
@@ -71,7 +96,8 @@ def page_param(page: Path):
     return pytest.param(page, marks=marks, id=str(page.relative_to(ROOT)))
 
 
-RUNNABLE = [page for page in PAGES if any(not e.skip for e in python_examples(page))]
+RUNNABLE = [page for page in PAGES if any(not e.skip for e in python_examples(page))
+            or any(cdkds_commands(e) for e in examples(page))]
 
 
 @pytest.mark.parametrize("page", [page_param(p) for p in RUNNABLE])
@@ -130,6 +156,20 @@ def test_a_broken_example_fails_its_page(tmp_path):
     with pytest.raises(AssertionError, match="broken") as failure:
         run_page(page)
     assert failure.traceback[-1].lineno + 1 == 12  # the page's own line
+
+
+def test_a_failing_command_fails_its_page(tmp_path, monkeypatch):
+    page = tmp_path / "page.md"
+    page.write_text("```bash\ncdkds list no/such/lake   # a missing repository\n```\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(AssertionError, match="page.md:1: cdkds list no/such/lake -> .*does not exist"):
+        run_page(page)
+
+
+def test_synopses_are_not_run(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("```bash\ncdkds show URL [--limit N]\ncdkds list lake\n```\n")
+    assert cdkds_commands(examples(page)[0]) == []
 
 
 def test_blocks_of_a_page_share_one_namespace_and_skip_blocks_do_not_run(tmp_path):
