@@ -1,19 +1,15 @@
 """Found by the guide's keyed example (docs/guide/keyed-datasets.md): a dataset object whose
-write was followed by an inline pass should plan its next commit on the services' commit
-(docs/guide/maintenance.md, "When they run"); `rebuild_index()` plans on the write's revision
-and fails against the pass's own `compact`."""
+write was followed by an inline pass plans its next commit on the services' commit
+(docs/guide/maintenance.md, "When they run"), `rebuild_index()` included — it used to plan on
+the write's revision and fail against the pass's own `compact` (ConcurrentRewriteError)."""
 
 from __future__ import annotations
 
-import pytest
-
-from cdkds.catalog import ConcurrentRewriteError, DatasetDescriptor, DatasetRepository
+from cdkds.catalog import DatasetDescriptor, DatasetRepository
 
 SCHEMA = {"type": "record", "name": "U", "fields": [{"name": "k", "type": "long"}, {"name": "v", "type": "string"}]}
 
 
-@pytest.mark.xfail(strict=True, raises=ConcurrentRewriteError, reason="rebuild_index() plans on the write's revision, not the inline pass's "
-                                       "compact, and fails with ConcurrentRewriteError (catalog, reported)")
 def test_rebuild_index_after_an_inline_pass(inline_services):
     repo = DatasetRepository("memory://rebuild-after-pass")
     users = repo.create("users", DatasetDescriptor(SCHEMA, record_key=["k"]))
