@@ -118,6 +118,15 @@ def test_every_guide_page_is_found_and_has_examples():
     assert ROOT / "README.md" in RUNNABLE
 
 
+def test_readme_stays_one_introduction_and_the_index_lists_every_page():
+    """Features add guide pages, not README length."""
+    assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 250
+    index = (ROOT / "docs" / "guide" / "README.md").read_text(encoding="utf-8")
+    for page in PAGES:
+        if page.parent.name == "guide" and page.name != "README.md":
+            assert f"]({page.name})" in index, f"docs/guide/README.md does not list {page.name}"
+
+
 def test_examples_use_no_absolute_data_folder():
     """A reader cannot create /data without root: examples use relative or temporary paths."""
     for page in PAGES:
