@@ -80,12 +80,16 @@ def run_command(example: Example, command: list[str]) -> None:
     assert done.returncode == 0, f"{example.page.name}:{example.line}: {' '.join(command)} -> {done.stderr}"
 
 
-def run_page(page: Path) -> dict:
+def run_page(page: Path, block_by_block: bool = False) -> dict:
     """Runs a page's python blocks (skip blocks left out) as one program, and its blocks of
-    plain `cdkds` commands where they stand; returns the program's namespace."""
+    plain `cdkds` commands where they stand; returns the program's namespace. Block by block,
+    each python block runs as a program of its own (in the same folder, after the others): a
+    reader can copy any one of them."""
     namespace: dict = {"__name__": "__main__"}
     for example in examples(page):
         if example.language == "python" and not example.skip:
+            if block_by_block:
+                namespace = {"__name__": "__main__"}
             exec(example.compiled(), namespace)
         for command in cdkds_commands(example):
             run_command(example, command)
@@ -107,7 +111,7 @@ def test_page_examples_run(page: Path, tmp_path, monkeypatch, request):
         request.getfixturevalue("spark")
     monkeypatch.delenv("CDKDS_INLINE_SERVICES", raising=False)  # examples run with the defaults
     monkeypatch.chdir(tmp_path)
-    run_page(page)
+    run_page(page, block_by_block=page == ROOT / "README.md")  # the README's tour: each part on its own
 
 
 def test_every_topic_has_a_page_with_examples_that_run():
@@ -165,6 +169,14 @@ def test_a_broken_example_fails_its_page(tmp_path):
     with pytest.raises(AssertionError, match="broken") as failure:
         run_page(page)
     assert failure.traceback[-1].lineno + 1 == 12  # the page's own line
+
+
+def test_block_by_block_each_block_defines_what_it_uses(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("```python\nx = 1\n```\n```python\ny = x + 1\n```\n")
+    assert run_page(page)["y"] == 2
+    with pytest.raises(NameError, match="'x'"):
+        run_page(page, block_by_block=True)
 
 
 def test_a_failing_command_fails_its_page(tmp_path, monkeypatch):
