@@ -21,7 +21,7 @@ import threading
 import uuid
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
@@ -143,6 +143,14 @@ def by_file(paths: pa.Array | pa.ChunkedArray) -> list[tuple[str | None, np.ndar
     order = np.argsort(codes, kind="stable")
     bounds = np.searchsorted(codes[order], np.arange(len(encoded.dictionary) + 1))
     return [(encoded.dictionary[j].as_py(), order[bounds[j]:bounds[j + 1]]) for j in range(len(encoded.dictionary))]
+
+
+@dataclass(frozen=True)
+class IndexFile:
+    """An index file encoded and not stored yet, and the action that adds it."""
+
+    action: AddIndex
+    data: bytes = field(repr=False)
 
 
 class RecordIndex:
@@ -319,28 +327,43 @@ class RecordIndex:
 
     def write(self, entries: pa.Table, now_ms: int) -> list[Action]:
         """Index files for new ``entries`` (any buckets; later rows win for a key): per
-        bucket a delta, or a new base when the bucket has reached its delta threshold."""
+        bucket a delta, or a new base when the bucket has reached its delta threshold. The
+        buckets are encoded in parallel and their files stored together (:meth:`store_files`)."""
         entries = entries.cast(self.schema)
         if entries.num_rows == 0:
             return []
         hashes = entries.column("_hash").to_numpy(zero_copy_only=False)
         buckets = self.key.buckets(hashes, self.buckets)
-        actions: list[Action] = []
-        for bucket in np.unique(buckets):
-            rows = entries.filter(pa.array(buckets == bucket))
-            existing = self.snapshot.index_files(int(bucket))
+        order = np.argsort(buckets, kind="stable")
+        sorted_buckets = buckets[order]
+        starts = np.flatnonzero(np.r_[True, sorted_buckets[1:] != sorted_buckets[:-1]])
+        bounds = [*starts, len(order)]
+
+        def bucket_actions(i: int) -> list[Action | IndexFile]:
+            bucket = int(sorted_buckets[starts[i]])
+            rows = entries.take(pa.array(np.sort(order[starts[i]:bounds[i + 1]])))
+            existing = self.snapshot.index_files(bucket)
             deltas = [f for f in existing if not f.base]
             if len(deltas) + 1 >= self.compaction_deltas:
-                actions.extend(self._compact(int(bucket), existing, rows, now_ms))
-            else:
-                actions.append(self._write_file(int(bucket), self._dedupe(rows), base=False))
-        return actions
+                return self._compact(bucket, existing, rows, now_ms)
+            return [self._encode_file(bucket, self._dedupe(rows), base=False)]
+
+        done = _reading_pool().map(bucket_actions, range(len(starts))) if len(starts) > 1 else \
+            map(bucket_actions, range(len(starts)))
+        return self.store_files([a for part in done for a in part])
+
+    def store_files(self, planned: "list[Action | IndexFile]") -> list[Action]:
+        """Store the index files of ``planned`` in one :meth:`ObjectStore.put_all` (durable
+        when it returns: the commit that references them comes after); their actions."""
+        files = [p for p in planned if isinstance(p, IndexFile)]
+        self.store.put_all({f.action.path: f.data for f in files})
+        return [p.action if isinstance(p, IndexFile) else p for p in planned]
 
     def _dedupe(self, rows: pa.Table) -> pa.Table:
         ranked = rows.append_column(_RANK, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
         return self._latest(ranked, ["_hash", *self.key.names]).drop_columns([_RANK])
 
-    def _compact(self, bucket: int, existing: Iterable[AddIndex], rows: pa.Table, now_ms: int) -> list[Action]:
+    def _compact(self, bucket: int, existing: Iterable[AddIndex], rows: pa.Table, now_ms: int) -> list[Action | IndexFile]:
         existing = tuple(existing)
         pieces = [self.read_file(f) for f in existing] + [rows]
         ranked = pa.concat_tables([p.append_column(_RANK, pa.array((i << 32) + np.arange(p.num_rows), pa.int64()))
@@ -350,24 +373,24 @@ class RecordIndex:
         new = (latest.column(_RANK).to_numpy(zero_copy_only=False) >> 32) == len(existing)
         latest = latest.drop_columns([_RANK])
         keep = new | self.live(latest, now_ms) | self.tombstone_alive(latest, now_ms)
-        actions: list[Action] = [RemoveIndex(f.path) for f in existing]
-        actions.append(self._write_file(bucket, latest.filter(pa.array(keep)), base=True))
+        actions: list[Action | IndexFile] = [RemoveIndex(f.path) for f in existing]
+        actions.append(self._encode_file(bucket, latest.filter(pa.array(keep)), base=True))
         return actions
 
-    def _write_file(self, bucket: int, rows: pa.Table, base: bool) -> AddIndex:
+    def _encode_file(self, bucket: int, rows: pa.Table, base: bool) -> "IndexFile":
+        """An index file of ``rows`` for ``bucket``, not stored yet."""
         rows = rows.sort_by([("_hash", "ascending")])
-        bloom = HashBloom.of(rows.column("_hash").to_numpy())
+        hashes = rows.column("_hash").to_numpy()
+        bloom = HashBloom.of(hashes)
         rows = rows.replace_schema_metadata({**(rows.schema.metadata or {}), **bloom.metadata()})
         sink = io.BytesIO()
         pq.write_table(rows, sink, compression=COMPRESSION, row_group_size=ROW_GROUP_ENTRIES,
                        use_dictionary=["_file"], write_page_checksum=True)
         data = sink.getvalue()
         path = f"{INDEX_FOLDER}/{bucket}/{uuid.uuid4().hex}.parquet"
-        self.store.put(path, data)
-        hashes = rows.column("_hash")
-        lo = int(pc.min(hashes).as_py() or 0)
-        hi = int(pc.max(hashes).as_py() or 0)
-        return AddIndex(path, bucket, base, rows.num_rows, len(data), hashlib.sha256(data).hexdigest(), lo, hi)
+        lo, hi = (int(hashes[0]), int(hashes[-1])) if len(hashes) else (0, 0)
+        return IndexFile(AddIndex(path, bucket, base, rows.num_rows, len(data), hashlib.sha256(data).hexdigest(), lo, hi),
+                         data)
 
     def entries(self, rows: pa.Table | pa.RecordBatch, files: list[str] | pa.Array, positions: np.ndarray,
                 hashes: np.ndarray | None = None) -> pa.Table:
@@ -422,9 +445,9 @@ class RecordIndex:
         actions: list[Action] = [RemoveIndex(p) for p in self.snapshot.index]
         hashes = entries.column("_hash").to_numpy(zero_copy_only=False)
         buckets = self.key.buckets(hashes, self.buckets)
-        for bucket in np.unique(buckets):
-            actions.append(self._write_file(int(bucket), entries.filter(pa.array(buckets == bucket)), base=True))
-        return actions
+        planned = [self._encode_file(int(bucket), entries.filter(pa.array(buckets == bucket)), base=True)
+                   for bucket in np.unique(buckets)]
+        return actions + self.store_files(planned)
 
     def held_tombstones(self, now_ms: int) -> pa.Table:
         """The tombstones a lookup of this index finds at ``now_ms``: the latest entry of
