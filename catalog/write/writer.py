@@ -367,7 +367,8 @@ class PartitionedWriter:
         metadata = {**self._metadata, "cdkds.partition": json.dumps(
             {k: values.to_json(v, self._kinds[k]) for k, v in partition.items()})}
         return self._format.open_writer(self.store.fs, self.store.open_output(relative), self.descriptor.schema,
-                                        self._schema, self.descriptor.compression, metadata)
+                                        self._schema, self.descriptor.compression, metadata,
+                                        keyed=bool(self.descriptor.record_key))
 
     def _close_file(self, key: tuple) -> None:
         entry = self._open[key]
