@@ -35,6 +35,7 @@ from cdkds.catalog.expressions import ALWAYS_TRUE
 from cdkds.catalog.keyed.bloom import HashBloom
 from cdkds.catalog.keyed.deletion import load_deletes
 from cdkds.catalog.keyed.keys import RecordKey
+from cdkds.catalog.keyed.reconcile import distinct_hashes
 from cdkds.catalog.keyed.ttl import EXPIRY_TYPE, TimeToLive, files_timestamps
 from cdkds.catalog.log.actions import Action, AddIndex, RemoveIndex
 from cdkds.catalog.read.scan import file_task, read_task
@@ -228,10 +229,12 @@ class RecordIndex:
         if not pieces:
             return self._with_row(self.schema.empty_table(), np.zeros(0, np.int64))
         found = pa.concat_tables(pieces)
-        probe = keys.append_column("_hash", pa.array(hashes, pa.uint64())).append_column(
-            "_row", pa.array(np.arange(keys.num_rows, dtype=np.int64)))
-        joined = found.join(probe, keys=["_hash", *self.key.names], join_type="inner")
-        return self._latest(joined, "_row").select([*self.schema.names, "_row"])
+        entry_rows, key_rows = _join(found, keys, hashes, self.key.names)
+        # the latest entry (highest rank) of each key row
+        ranks = found.column(_RANK).to_numpy()[entry_rows]
+        order = np.lexsort((ranks, key_rows))
+        last = order[np.r_[key_rows[order][1:] != key_rows[order][:-1], True]] if len(order) else order
+        return self._with_row(found.take(pa.array(entry_rows[last])).select(self.schema.names), key_rows[last])
 
     def _read_matching(self, entry: AddIndex, seq: int, wanted: np.ndarray) -> pa.Table | None:
         """The entries of ``entry`` whose hash is wanted, ranked ``seq << 32 | row`` (unique
@@ -392,6 +395,8 @@ class RecordIndex:
         return [p.action if isinstance(p, IndexFile) else p for p in planned]
 
     def _dedupe(self, rows: pa.Table) -> pa.Table:
+        if distinct_hashes(rows.column("_hash").to_numpy()):
+            return rows  # each key once (equal keys hash equal)
         ranked = rows.append_column(_RANK, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
         return self._latest(ranked, ["_hash", *self.key.names]).drop_columns([_RANK])
 
@@ -499,6 +504,24 @@ class RecordIndex:
             return self.schema.empty_table()
         latest = self._latest(pa.concat_tables(pieces), ["_hash", *self.key.names]).drop_columns([_RANK])
         return latest.filter(pa.array(self.tombstone_alive(latest, now_ms)))
+
+
+def _join(found: pa.Table, keys: pa.Table, hashes: np.ndarray, names: Iterable[str]) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs (row of ``found``, row of ``keys``) of equal hash and equal key values."""
+    order = np.argsort(hashes, kind="stable")
+    ordered = hashes[order]
+    wanted = found.column("_hash").to_numpy()
+    left = np.searchsorted(ordered, wanted, "left")
+    counts = np.searchsorted(ordered, wanted, "right") - left
+    ends = np.cumsum(counts)
+    entry_rows = np.repeat(np.arange(len(wanted), dtype=np.int64), counts)
+    key_rows = order[np.repeat(left - (ends - counts), counts) + np.arange(int(ends[-1]) if len(ends) else 0)]
+    same = np.ones(len(entry_rows), dtype=bool)
+    for name in names:  # equal hashes of unequal keys: a collision
+        stored = found.column(name).take(pa.array(entry_rows))
+        given = keys.column(name).take(pa.array(key_rows))
+        same &= pc.fill_null(pc.equal(stored, given), False).to_numpy(zero_copy_only=False)
+    return entry_rows[same], key_rows[same].astype(np.int64)
 
 
 def _in_sorted(values: np.ndarray, members: np.ndarray) -> np.ndarray:

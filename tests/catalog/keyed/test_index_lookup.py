@@ -125,3 +125,16 @@ def test_the_fast_lookup_finds_what_a_plain_read_of_every_index_file_finds(tmp_p
     hashes = key.hashes(unique)
     index = _index(ds)
     assert _fast_lookup(index, unique, hashes) == _plain_lookup(index, unique, hashes)
+
+
+def test_keys_of_equal_hash_are_told_apart_by_their_values(repo, monkeypatch):
+    from cdkds.catalog.keyed import keys as keys_module
+
+    real = keys_module.RecordKey.hashes
+    monkeypatch.setattr(keys_module.RecordKey, "hashes", lambda self, table: real(self, table) % np.uint64(3))
+    ds = repo.create("collide", users_descriptor())
+    ds.upsert([user("nz", i, 1, f"a{i}") for i in range(20)])
+    ds.upsert([user("nz", i, 2, f"b{i}") for i in range(0, 20, 2)])
+    assert [ds.get(("nz", i))["email"] for i in range(20)] == [f"{'b' if i % 2 == 0 else 'a'}{i}" for i in range(20)]
+    assert ds.get(("au", 1)) is None
+    assert ds.get_many([("nz", 3), ("nz", 4), ("nz", 3)]).column("email").to_pylist() == ["a3", "b4", "a3"]
