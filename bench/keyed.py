@@ -1,7 +1,9 @@
 """Keyed datasets, side by side in one run: upserts against delta-rs ``merge`` and pyiceberg
-``upsert``, record-index lookups, scans after upserts, and the memory of an upsert.
+``upsert``, record-index lookups, ``get`` against SQLite's primary-key lookup and its GET
+requests on S3 (moto), the Spark upsert helper against delta-rs, scans after upserts, and
+the memory of an upsert.
 
-    python bench/keyed.py                  # the issue's sizes: 1M rows into 10M (about 15 min on 2 cores)
+    python bench/keyed.py                  # the issue's sizes: 1M rows into 10M, Spark 2M into 20M (long)
     python bench/keyed.py --scale 0.1      # 100k into 1M
     python bench/keyed.py --only upsert,lookup
 
@@ -101,12 +103,12 @@ def bench_upsert(root: str, base: int, n: int, buckets: int) -> None:
            note=None if iceberg is not None else "pyiceberg missing, or did not finish within 10 minutes")
 
 
-def delta_merge(root: str, base: int, source: pa.Table) -> float | None:
+def delta_merge(root: str, base: int, source: pa.Table, name: str = "delta-users") -> float | None:
     try:
         from deltalake import DeltaTable, write_deltalake
     except ImportError:
         return None
-    path = f"{root}/delta-users"
+    path = f"{root}/{name}"
     for start in range(0, base, 2_000_000):
         write_deltalake(path, users(np.arange(start, min(base, start + 2_000_000)), 0, start), mode="append",
                         partition_by=["tenant"])
@@ -185,10 +187,117 @@ def bench_lookup(root: str, base: int, lookups: int, buckets: int) -> None:
         assert row is not None
         times.append(t * 1000)
     record("get(key), median of 100, file://", statistics.median(times), 20.0, "target", unit="ms",
-           note="target < 20 ms")
+           note="target <= 20 ms")
+    record("get(key), median of 100, file://", statistics.median(times), sqlite_get(root, base, ids[:100]),
+           "SQLite primary key", unit="ms", note="the same rows in a WITHOUT ROWID table keyed (tenant, userId)")
     size = sum(f.size for f in ds.snapshot.index.values())
     record(f"index bytes per key ({len(ds.snapshot.index)} files)", size / ds.snapshot.row_count, 48.0, "target",
            unit="B", note="Hudi's record index: 48 bytes per key")
+
+
+def sqlite_get(root: str, base: int, ids: np.ndarray) -> float:
+    """Median milliseconds of a primary-key lookup of ``ids`` in SQLite holding the same rows."""
+    import sqlite3
+
+    db = sqlite3.connect(f"{root}/anchor.db")
+    db.execute("PRAGMA journal_mode=OFF")
+    db.execute("CREATE TABLE users (tenant TEXT, userId INTEGER, email TEXT, score INTEGER, updatedAt INTEGER, "
+               "PRIMARY KEY (tenant, userId)) WITHOUT ROWID")
+    for start in range(0, base, 1_000_000):
+        t = users(np.arange(start, min(base, start + 1_000_000)), 0, start)
+        t = t.set_column(4, "updatedAt", t.column("updatedAt").cast(pa.int64()))
+        db.executemany("INSERT INTO users VALUES (?, ?, ?, ?, ?)", zip(*(c.to_pylist() for c in t.columns)))
+    db.commit()
+    times = []
+    for i in ids:
+        t, row = timed(lambda: db.execute("SELECT * FROM users WHERE tenant = ? AND userId = ?",
+                                          (str(TENANTS[i % len(TENANTS)]), int(i))).fetchone())
+        assert row is not None
+        times.append(t * 1000)
+    db.close()
+    return statistics.median(times)
+
+
+def bench_get_s3(root: str, rows: int, buckets: int) -> None:
+    """GET requests of a get on S3 (moto on 127.0.0.1, every request counted at the server):
+    the first get of a process (it reads the footers it needs) and the next ones."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import boto3
+    from s3_counting import RequestCounter, start_moto
+
+    os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
+    server, endpoint = start_moto()
+    try:
+        boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket="bench")
+        options = {"client_kwargs": {"endpoint_url": endpoint}, "key": "testing", "secret": "testing"}
+        repo = DatasetRepository("s3://bench/lake", options)
+        ds = repo.create("users", DatasetDescriptor(SCHEMA, record_key=["tenant", "userId"], ordering_field="updatedAt",
+                                                    partition_strategy="identity(tenant)",
+                                                    properties={"index.buckets": str(buckets)}))
+        load(ds, rows, chunk=max(1, rows // 5))  # five deltas per index bucket, as bench_lookup's 10M rows have
+        ds.upsert(changes(rows, max(1, rows // 10)))
+        ds = DatasetRepository("s3://bench/lake", options).load("users")  # caches as a new process has them
+        from cdkds.catalog.keyed import index as index_module
+        from cdkds.formats import parquet as parquet_module
+        index_module.FOOTERS.__init__()
+        parquet_module.FOOTERS.__init__()
+        counter = RequestCounter(endpoint)
+        ids = np.random.default_rng(11).choice(rows, 21, replace=False)
+
+        def requests(i: int) -> dict:
+            counter.reset()
+            assert ds.get((TENANTS[i % len(TENANTS)], int(i))) is not None
+            return {k: v for k, v in counter.read().items() if not k.startswith("bytes")}
+
+        def gets(seen: dict) -> int:
+            return seen.get("GET", 0) + seen.get("GET range", 0)
+
+        first = requests(ids[0])  # a fresh process: the footers of the bucket's index files are read
+        warm = np.random.default_rng(12).choice(rows, 5000, replace=False)
+        ds.get_many(pa.table({"tenant": TENANTS[warm % len(TENANTS)], "userId": warm.astype(np.int64)}))
+        later = [requests(i) for i in ids[1:]]  # footers (and their Bloom filters) cached, as in a serving process
+        record(f"GET requests of a get on S3, {rows:,} rows, median of 20, footers cached",
+               statistics.median(gets(r) for r in later), 3, "target", unit="GETs", first=first, requests=later[:3],
+               note=f"the first get of a fresh process: {gets(first)} GETs and {first.get('HEAD', 0)} HEADs "
+                    f"(the footers of its bucket's index files and of the data file)")
+    finally:
+        server.kill()
+
+
+# ---------------------------------------------------------------- Spark
+
+def bench_spark_upsert(root: str, base: int, n: int, buckets: int) -> None:
+    """cdkds.connector.keyed.upsert of ``n`` rows into ``base`` on local[2], against delta-rs
+    merge of the same rows into the same table."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    from cdkds.connector import register
+    from cdkds.connector.keyed import upsert
+
+    ds = keyed_dataset(root, "spark_users", buckets)
+    load(ds, base)
+    source = changes(base, n, seed=3)
+    import pyarrow.parquet as pq
+
+    pq.write_table(source, f"{root}/spark-source.parquet")
+    spark = (SparkSession.builder.master("local[2]").appName("cdkds-bench-keyed")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.driver.memory", "4g").config("spark.driver.host", "127.0.0.1")
+             .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    try:
+        df = spark.read.parquet(f"{root}/spark-source.parquet").cache()
+        df.count()
+        seconds, result = timed(lambda: upsert(df, f"file://{root}/spark_users"))
+        assert (result.inserted, result.updated) == (n - n // 2, n // 2), result
+    finally:
+        spark.stop()
+    delta = delta_merge(root, base, source, "delta-spark-users")
+    record(f"Spark upsert (connector.keyed.upsert, local[2]) {n:,} rows into {base:,}", seconds, delta,
+           "delta-rs merge", note="target <= 0.7x")
 
 
 # ---------------------------------------------------------------- scans
@@ -246,7 +355,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--buckets", type=int, default=64)
-    parser.add_argument("--only", default="upsert,lookup,scan,memory")
+    parser.add_argument("--only", default="upsert,lookup,get_s3,spark,scan,memory")
     parser.add_argument("--out", default=str(Path(__file__).with_name("results-keyed.json")))
     args = parser.parse_args()
     only = set(args.only.split(","))
@@ -257,6 +366,10 @@ def main() -> None:
             bench_upsert(root, base, n, args.buckets)
         if "lookup" in only:
             bench_lookup(root, base, lookups, args.buckets)
+        if "get_s3" in only:
+            bench_get_s3(root, max(100_000, base // 10), args.buckets)
+        if "spark" in only:
+            bench_spark_upsert(root, 2 * base, 2 * n, args.buckets)
         if "scan" in only:
             bench_scan(root, max(100_000, base // 10), args.buckets)
         if "memory" in only:
