@@ -155,7 +155,7 @@ def iceberg_upsert(root: str, base: int, source: pa.Table) -> float | None:
         return None
     line = next((l for l in done.stdout.splitlines() if l.startswith("SECONDS")), None)
     if line is None:
-        print(f"(pyiceberg failed: {done.stderr[-500:]})")
+        print(f"(pyiceberg failed, exit code {done.returncode}: {done.stderr[-500:]})")
         return None
     return float(line.split()[1])
 
@@ -291,7 +291,7 @@ def bench_spark_upsert(root: str, base: int, n: int, buckets: int) -> None:
     try:
         df = spark.read.parquet(f"{root}/spark-source.parquet").cache()
         df.count()
-        seconds, result = timed(lambda: upsert(df, f"file://{root}/spark_users"))
+        seconds, result = timed(lambda: upsert(df, f"file://{root}/spark_users", checkNulls="values"))
         assert (result.inserted, result.updated) == (n - n // 2, n // 2), result
     finally:
         spark.stop()
