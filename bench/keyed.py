@@ -89,33 +89,66 @@ def changes(base: int, n: int, seed: int = 1) -> pa.Table:
 
 # ---------------------------------------------------------------- upserts
 
+ROUNDS = 3
+
+
+def round_changes(base: int, n: int, r: int) -> pa.Table:
+    """Round ``r`` of upserts: half updates of random loaded keys (a newer ordering value),
+    half new keys after those of earlier rounds."""
+    rng = np.random.default_rng(r + 1)
+    updates = rng.choice(base, n // 2, replace=False)
+    inserts = np.arange(base + r * n, base + r * n + n - n // 2)
+    return users(np.concatenate([updates, inserts]), r + 1, r + 1)
+
+
 def bench_upsert(root: str, base: int, n: int, buckets: int) -> None:
+    """``ROUNDS`` upserts into cdkds and merges into delta-rs, interleaved (a machine shared
+    with other work slows both alike), compared by their medians."""
     ds = keyed_dataset(root, "users", buckets)
     seconds, _ = timed(lambda: load(ds, base))
     print(f"(setup: inserted {base:,} rows into cdkds in {seconds:.1f} s)")
-    source = changes(base, n)
-    ours, result = timed(lambda: ds.upsert(source))
-    assert (result.inserted, result.updated) == (n - n // 2, n // 2), result
-    delta = delta_merge(root, base, source)
-    record(f"upsert {n:,} rows (half updates) into {base:,}", ours, delta, "delta-rs merge")
-    iceberg = iceberg_upsert(root, base, source)
-    record(f"upsert {n:,} rows into {base:,}", ours, iceberg, "pyiceberg upsert",
-           note=None if iceberg is not None else "pyiceberg missing, or did not finish within 10 minutes")
+    path = delta_table(root, base)
+    ours, theirs = [], []
+    for r in range(ROUNDS):
+        source = round_changes(base, n, r)
+        t, result = timed(lambda: ds.upsert(source))
+        assert (result.inserted, result.updated) == (n - n // 2, n // 2), result
+        ours.append(t)
+        theirs.append(delta_merge_into(path, source) if path else None)
+    delta = statistics.median(theirs) if path else None
+    record(f"upsert {n:,} rows (half updates) into {base:,}, median of {ROUNDS}", statistics.median(ours), delta,
+           "delta-rs merge", rounds=ours, anchor_rounds=theirs)
+    iceberg = iceberg_upsert(root, base, round_changes(base, n, 0))
+    record(f"upsert {n:,} rows into {base:,} (first round)", ours[0], iceberg, "pyiceberg upsert",
+           note=None if iceberg is not None else "pyiceberg missing, failed, or did not finish within 10 minutes")
 
 
-def delta_merge(root: str, base: int, source: pa.Table, name: str = "delta-users") -> float | None:
+def delta_table(root: str, base: int, name: str = "delta-users") -> str | None:
+    """A delta-rs table of the loaded rows (``None`` without deltalake)."""
     try:
-        from deltalake import DeltaTable, write_deltalake
+        from deltalake import write_deltalake
     except ImportError:
         return None
     path = f"{root}/{name}"
     for start in range(0, base, 2_000_000):
         write_deltalake(path, users(np.arange(start, min(base, start + 2_000_000)), 0, start), mode="append",
                         partition_by=["tenant"])
+    return path
+
+
+def delta_merge_into(path: str, source: pa.Table) -> float:
+    """Seconds of a delta-rs upsert (merge) of ``source`` into the table at ``path``."""
+    from deltalake import DeltaTable
+
     seconds, _ = timed(lambda: DeltaTable(path).merge(
         source, predicate="t.tenant = s.tenant AND t.userId = s.userId", source_alias="s", target_alias="t")
         .when_matched_update_all().when_not_matched_insert_all().execute())
     return seconds
+
+
+def delta_merge(root: str, base: int, source: pa.Table, name: str = "delta-users") -> float | None:
+    path = delta_table(root, base, name)
+    return delta_merge_into(path, source) if path else None
 
 
 ICEBERG = """

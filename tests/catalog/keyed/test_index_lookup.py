@@ -138,3 +138,16 @@ def test_keys_of_equal_hash_are_told_apart_by_their_values(repo, monkeypatch):
     assert [ds.get(("nz", i))["email"] for i in range(20)] == [f"{'b' if i % 2 == 0 else 'a'}{i}" for i in range(20)]
     assert ds.get(("au", 1)) is None
     assert ds.get_many([("nz", 3), ("nz", 4), ("nz", 3)]).column("email").to_pylist() == ["a3", "b4", "a3"]
+
+
+def test_the_footer_cache_is_bounded_in_bytes(repo):
+    from cdkds.catalog.keyed.caches import _Footers
+
+    ds = _several_files(repo, "bounded")
+    index = _index(ds)
+    footers = [index._footer(e) for e in ds.snapshot.index_files(0)]
+    cache = _Footers(capacity=2 * max(f.nbytes for f in footers))
+    for i, footer in enumerate(footers):
+        cache.put((str(i), 1), footer)
+    assert cache.get(("0", 1)) is None and cache.get((str(len(footers) - 1), 1)) is footers[-1]
+    assert cache._bytes <= cache._capacity
