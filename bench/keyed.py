@@ -90,6 +90,7 @@ def changes(base: int, n: int, seed: int = 1) -> pa.Table:
 # ---------------------------------------------------------------- upserts
 
 ROUNDS = 3
+ICEBERG_TIMEOUT = 300  # seconds
 
 
 def round_changes(base: int, n: int, r: int) -> pa.Table:
@@ -120,7 +121,7 @@ def bench_upsert(root: str, base: int, n: int, buckets: int) -> None:
            "delta-rs merge", rounds=ours, anchor_rounds=theirs)
     iceberg = iceberg_upsert(root, base, round_changes(base, n, 0))
     record(f"upsert {n:,} rows into {base:,} (first round)", ours[0], iceberg, "pyiceberg upsert",
-           note=None if iceberg is not None else "pyiceberg missing, failed, or did not finish within 10 minutes")
+           note=None if iceberg is not None else f"pyiceberg missing, failed, or did not finish within {ICEBERG_TIMEOUT} s")
 
 
 def delta_table(root: str, base: int, name: str = "delta-users") -> str | None:
@@ -183,7 +184,7 @@ def iceberg_upsert(root: str, base: int, source: pa.Table) -> float | None:
     script.write_text(ICEBERG)
     try:
         done = subprocess.run([sys.executable, str(script), str(folder), str(folder / "source.parquet"),
-                               str(folder / "base.parquet")], capture_output=True, text=True, timeout=600)
+                               str(folder / "base.parquet")], capture_output=True, text=True, timeout=ICEBERG_TIMEOUT)
     except subprocess.TimeoutExpired:
         return None
     line = next((l for l in done.stdout.splitlines() if l.startswith("SECONDS")), None)
