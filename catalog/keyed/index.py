@@ -329,10 +329,13 @@ class RecordIndex:
         rows = rows.sort_by([("_hash", "ascending")])
         hashes = rows.column("_hash").to_numpy()
         bloom = HashBloom.of(hashes)
-        rows = rows.replace_schema_metadata({**(rows.schema.metadata or {}), **bloom.metadata()})
         sink = io.BytesIO()
-        pq.write_table(rows, sink, compression=COMPRESSION, row_group_size=ROW_GROUP_ENTRIES,
-                       use_dictionary=["_file"], write_page_checksum=True)
+        with pq.ParquetWriter(sink, rows.schema, compression=COMPRESSION, use_dictionary=["_file"],
+                              write_page_checksum=True) as writer:
+            writer.write_table(rows, row_group_size=ROW_GROUP_ENTRIES)
+            # in the footer only: as schema metadata it would be stored twice (in the Arrow
+            # schema too) and ride along every table read from the file
+            writer.add_key_value_metadata({k.decode(): v.decode() for k, v in bloom.metadata().items()})
         data = sink.getvalue()
         path = f"{INDEX_FOLDER}/{bucket}/{uuid.uuid4().hex}.parquet"
         lo, hi = (int(hashes[0]), int(hashes[-1])) if len(hashes) else (0, 0)
