@@ -8,12 +8,13 @@ of one bucket, which share their residue modulo the bucket count, spread over ev
 ``(h1 + i * h2) mod m`` for ``i < hashes``. ``m`` is the filter's length in bits (a
 multiple of 64), about ``BITS_PER_KEY`` bits a key: about 1% false positives. Stored as
 footer metadata ``cdkds.index.bloom`` (base64 of the bits, least significant bit first)
-and ``cdkds.index.bloom.hashes`` (docs/FORMAT.md).
+``cdkds.index.bloom.hashes`` and ``cdkds.index.bloom.crc32`` (of the bits; docs/FORMAT.md).
 """
 
 from __future__ import annotations
 
 import base64
+import zlib
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -23,6 +24,7 @@ BITS_PER_KEY = 10
 HASHES = 7
 BLOOM_KEY = b"cdkds.index.bloom"
 HASHES_KEY = b"cdkds.index.bloom.hashes"
+CRC_KEY = b"cdkds.index.bloom.crc32"
 _SALT = np.uint64(0x5BD1E9955BD1E995)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
@@ -73,11 +75,17 @@ class HashBloom:
 
     def metadata(self) -> dict[bytes, bytes]:
         """The footer metadata that stores the filter."""
-        return {BLOOM_KEY: base64.b64encode(self.bits), HASHES_KEY: str(self.hashes).encode()}
+        return {BLOOM_KEY: base64.b64encode(self.bits), HASHES_KEY: str(self.hashes).encode(),
+                CRC_KEY: str(zlib.crc32(self.bits)).encode()}
 
     @classmethod
     def from_metadata(cls, metadata: Mapping[bytes, bytes] | None) -> "HashBloom | None":
-        """The filter a footer stores; ``None`` for an index file written without one."""
+        """The filter a footer stores; ``None`` for an index file written without one;
+        :class:`ValueError` when it is damaged (a footer has no page checksums, and a wrong
+        filter would hide keys)."""
         if not metadata or BLOOM_KEY not in metadata:
             return None
-        return cls(base64.b64decode(metadata[BLOOM_KEY]), int(metadata.get(HASHES_KEY, str(HASHES).encode())))
+        bits = base64.b64decode(metadata[BLOOM_KEY], validate=True)
+        if CRC_KEY not in metadata or int(metadata[CRC_KEY]) != zlib.crc32(bits) or not bits:
+            raise ValueError("its Bloom filter is damaged (CRC-32 differs)")
+        return cls(bits, int(metadata.get(HASHES_KEY, str(HASHES).encode())))

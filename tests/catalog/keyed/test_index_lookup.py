@@ -4,6 +4,7 @@ files written with a filter and without one (before filters were written)."""
 
 from __future__ import annotations
 
+import base64
 import uuid
 
 import numpy as np
@@ -151,3 +152,21 @@ def test_the_footer_cache_is_bounded_in_bytes(repo):
         cache.put((str(i), 1), footer)
     assert cache.get(("0", 1)) is None and cache.get((str(len(footers) - 1), 1)) is footers[-1]
     assert cache._bytes <= cache._capacity
+
+
+def test_a_damaged_bloom_filter_is_a_corrupt_index_not_missing_keys(tmp_path):
+    from cdkds.catalog.errors import CorruptIndexError
+
+    repo = DatasetRepository(f"file://{tmp_path}")
+    ds = repo.create("damaged", users_descriptor(**{"index.buckets": "1"}))
+    ds.upsert([user("nz", i, 1) for i in range(50)])
+    (entry,) = ds.snapshot.index_files(0)
+    path = tmp_path / "damaged" / entry.path
+    data = path.read_bytes()
+    bits = base64.b64encode(HashBloom.from_metadata(pq.read_metadata(path).metadata).bits)
+    at = data.index(bits)
+    flipped = b"A" if bits[:1] != b"A" else b"B"  # still valid base64, same size: only the CRC tells
+    path.write_bytes(data[:at] + flipped + data[at + 1:])
+    index_module.FOOTERS.__init__()
+    with pytest.raises(CorruptIndexError, match="Bloom filter is damaged"):
+        ds.get(("nz", 3))
