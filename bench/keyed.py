@@ -119,7 +119,7 @@ def bench_upsert(root: str, base: int, n: int, buckets: int) -> None:
     delta = statistics.median(theirs) if path else None
     record(f"upsert {n:,} rows (half updates) into {base:,}, median of {ROUNDS}", statistics.median(ours), delta,
            "delta-rs merge", rounds=ours, anchor_rounds=theirs)
-    iceberg = iceberg_upsert(root, base, round_changes(base, n, 0))
+    iceberg = iceberg_upsert(root, base, round_changes(base, n, 0)) if ICEBERG_TIMEOUT > 0 else None
     record(f"upsert {n:,} rows into {base:,} (first round)", ours[0], iceberg, "pyiceberg upsert",
            note=None if iceberg is not None else f"pyiceberg missing, failed, or did not finish within {ICEBERG_TIMEOUT} s")
 
@@ -396,7 +396,9 @@ def main() -> None:
     parser.add_argument("--buckets", type=int, default=64)
     parser.add_argument("--only", default="upsert,lookup,get_s3,spark,scan,memory")
     parser.add_argument("--out", default=str(Path(__file__).with_name("results-keyed.json")))
+    parser.add_argument("--iceberg-timeout", type=float, default=ICEBERG_TIMEOUT, help="seconds; 0 skips pyiceberg")
     args = parser.parse_args()
+    globals()["ICEBERG_TIMEOUT"] = args.iceberg_timeout
     only = set(args.only.split(","))
     base, n, lookups = int(10_000_000 * args.scale), int(1_000_000 * args.scale), int(100_000 * min(1.0, args.scale * 10))
     with tempfile.TemporaryDirectory(prefix="cdkds-bench-keyed-") as root:

@@ -49,6 +49,7 @@ INDEX_FOLDER = "_index"
 ROW_GROUP_ENTRIES = 16384
 COMPRESSION = "lz4"  # LZ4_RAW: decodes twice as fast as zstd for 30% more bytes
 INLINE_KEYS = 64
+BLOOM_KEYS_PER_GROUP = 4
 READ_THREADS = max(2, min(8, os.cpu_count() or 2))
 _RANK = "_rank"
 
@@ -152,7 +153,9 @@ class RecordIndex:
         if entry.max_hash < int(wanted[0]) or entry.min_hash > int(wanted[-1]):
             return None
         footer = self._footer(entry)
-        if footer.bloom is not None:
+        if footer.bloom is not None and len(wanted) <= BLOOM_KEYS_PER_GROUP * len(footer.low):
+            # few keys: the filter may spare the whole file; with many, every row group
+            # holds some anyway and probing costs more than it saves
             wanted = wanted[footer.bloom.might_hold(wanted)]
             if not len(wanted):
                 return None
