@@ -122,7 +122,7 @@ class RecordIndex:
         column of the row groups whose hash range may hold one, then the other columns of
         the row groups that do; buckets are read in parallel."""
         buckets = self.key.buckets(hashes, self.buckets)
-        order = np.argsort(buckets, kind="stable")
+        order = np.argsort(buckets.astype(np.int16), kind="stable")  # radix sort: at most 4,096 buckets
         sorted_buckets = buckets[order]
         starts = np.flatnonzero(np.r_[True, sorted_buckets[1:] != sorted_buckets[:-1]]) if len(order) else []
         bounds = [*starts, len(order)]
@@ -282,7 +282,7 @@ class RecordIndex:
             return []
         hashes = entries.column("_hash").to_numpy(zero_copy_only=False)
         buckets = self.key.buckets(hashes, self.buckets)
-        order = np.argsort(buckets, kind="stable")
+        order = np.argsort(buckets.astype(np.int16), kind="stable")  # radix sort: at most 4,096 buckets
         sorted_buckets = buckets[order]
         starts = np.flatnonzero(np.r_[True, sorted_buckets[1:] != sorted_buckets[:-1]])
         bounds = [*starts, len(order)]
