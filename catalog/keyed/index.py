@@ -85,7 +85,8 @@ def by_file(paths: pa.Array | pa.ChunkedArray) -> list[tuple[str | None, np.ndar
         paths = paths.combine_chunks()
     encoded = paths.dictionary_encode(null_encoding="encode")
     codes = encoded.indices.to_numpy(zero_copy_only=False)
-    order = np.argsort(codes, kind="stable")
+    small = codes.astype(np.int16) if len(encoded.dictionary) < 2**15 else codes  # a radix sort
+    order = np.argsort(small, kind="stable")
     bounds = np.searchsorted(codes[order], np.arange(len(encoded.dictionary) + 1))
     return [(encoded.dictionary[j].as_py(), order[bounds[j]:bounds[j + 1]]) for j in range(len(encoded.dictionary))]
 
