@@ -79,6 +79,15 @@ _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
 
 
+def _forget_pool() -> None:
+    """In a forked child: the parent's threads are not there, so a new pool is made on demand."""
+    global _POOL, _POOL_LOCK
+    _POOL, _POOL_LOCK = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool)
+
+
 def by_file(paths: pa.Array | pa.ChunkedArray) -> list[tuple[str | None, np.ndarray]]:
     """The distinct values of a column of file paths and the rows holding each."""
     if isinstance(paths, pa.ChunkedArray):

@@ -170,3 +170,22 @@ def test_a_damaged_bloom_filter_is_a_corrupt_index_not_missing_keys(tmp_path):
     index_module.FOOTERS.__init__()
     with pytest.raises(CorruptIndexError, match="Bloom filter is damaged"):
         ds.get(("nz", 3))
+
+
+@pytest.mark.slow
+def test_a_forked_child_looks_up_with_threads_of_its_own(tmp_path):
+    import multiprocessing
+
+    ds = _several_files(DatasetRepository(f"file://{tmp_path}"), "forked")
+    key = RecordKey.of(ds.descriptor, ds.name)
+    keys = key.keys([("nz", i) for i in range(0, 400, 3)])  # more than INLINE_KEYS: on the pool
+    assert _index(ds).lookup(keys, key.hashes(keys)).num_rows  # the parent's pool now has threads
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        assert pool.apply_async(_lookup_rows, (str(tmp_path),)).get(timeout=30) == 67
+
+
+def _lookup_rows(root: str) -> int:
+    ds = DatasetRepository(f"file://{root}").load("forked")
+    key = RecordKey.of(ds.descriptor, ds.name)
+    keys = key.keys([("nz", i) for i in range(0, 400, 3)])  # more than INLINE_KEYS: on the pool
+    return _index(ds).lookup(keys, key.hashes(keys)).num_rows
