@@ -59,7 +59,10 @@ def upsert(df: "DataFrame", url: str, operation: str = "upsert", storage_options
     from pyspark.sql.types import IntegerType, StructField, StructType
 
     schema = StructType([*df.schema.fields, StructField(BUCKET_COLUMN, IntegerType(), False)])
-    clustered = df.mapInArrow(with_bucket, schema).repartition(buckets, BUCKET_COLUMN).drop(BUCKET_COLUMN)
+    # each task plans whole buckets (any number of them): one task per core, not per bucket,
+    # so a job writes a few large files, not buckets x partitions small ones, and its tasks
+    # do not each pay a Python worker's start and a snapshot's load
+    clustered = df.mapInArrow(with_bucket, schema).repartition(_tasks(df, buckets), BUCKET_COLUMN).drop(BUCKET_COLUMN)
     job = uuid.uuid4().hex
     writer = clustered.write.format("cdkds").mode("append").option("operation", operation) \
         .option("cdkds.clustered", "true").option("cdkds.job", job)
@@ -72,3 +75,12 @@ def upsert(df: "DataFrame", url: str, operation: str = "upsert", storage_options
     if result is None:  # the job's commit records it whatever it committed
         raise CdkdsError(f"dataset {name!r}: the upsert job {job} left no result; see the Spark job's log")
     return result
+
+
+def _tasks(df: "DataFrame", buckets: int) -> int:
+    """How many tasks plan a keyed write: the cluster's default parallelism, at most one per bucket."""
+    try:
+        parallelism = int(df.sparkSession.sparkContext.defaultParallelism)
+    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext: a task per bucket, as before
+        return buckets
+    return max(1, min(buckets, parallelism))

@@ -87,7 +87,7 @@ class AvroFormat:
     compressions = frozenset({"snappy", "deflate", "zstd", "null", "none"})
 
     def open_writer(self, fs: Any, path: str, avro_schema: dict, arrow_schema: pa.Schema,
-                    compression: str, metadata: Mapping[str, str]) -> AvroFileWriter:
+                    compression: str, metadata: Mapping[str, str], keyed: bool = False) -> AvroFileWriter:
         return AvroFileWriter(fs, path, avro_schema, arrow_schema, compression, metadata)
 
     def read_at(self, fs: Any, path: str, projection: Projection, positions: np.ndarray,

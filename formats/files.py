@@ -87,7 +87,9 @@ class FileFormat(Protocol):
     compressions: frozenset[str]
 
     def open_writer(self, fs: Any, path: str, avro_schema: dict, arrow_schema: pa.Schema,
-                    compression: str, metadata: Mapping[str, str]) -> DataFileWriter: ...
+                    compression: str, metadata: Mapping[str, str], keyed: bool = False) -> DataFileWriter:
+        """A writer of a new file; ``keyed``: a keyed dataset's, read by key (row position)
+        as much as scanned, so laid out for reads of few rows where the format can."""
 
     splittable: bool  # whether scan() can read a Split of a file
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -16,6 +18,7 @@ from cdkds.formats.schema import to_arrow
 from cdkds.formats.statistics import ColumnStatistics, StatisticsCollector
 
 ROW_GROUP_ROWS = 131_072
+KEYED_ROW_GROUP_ROWS = 32_768  # a read by key decodes one row group: 4x fewer rows for scans 10-15% slower
 ROW_GROUP_BYTES = 64 * 1024 * 1024
 THREADED_ABOVE = 4 * 1024 * 1024  # smaller files decode faster on one thread (pyarrow's dispatch costs more)
 
@@ -39,8 +42,9 @@ class ParquetFileWriter:
     """Buffers batches up to one row group, so small batches do not make tiny row groups."""
 
     def __init__(self, fs: Any, path: str, avro_schema: dict, schema: pa.Schema, compression: str,
-                 metadata: Mapping[str, str]):
+                 metadata: Mapping[str, str], row_group_rows: int = ROW_GROUP_ROWS):
         self.path = path
+        self._row_group_rows = row_group_rows
         self._fs = fs
         self._schema = schema
         self._stream = fs.open(path, "wb")
@@ -72,13 +76,13 @@ class ParquetFileWriter:
         self._pending.append(batch)
         self._pending_rows += batch.num_rows
         self._pending_bytes += batch.nbytes
-        if self._pending_rows >= ROW_GROUP_ROWS or self._pending_bytes >= ROW_GROUP_BYTES:
+        if self._pending_rows >= self._row_group_rows or self._pending_bytes >= ROW_GROUP_BYTES:
             self._flush_row_group()
 
     def _flush_row_group(self) -> None:  # a large batch becomes several row groups: pruning and splits go by them
         if self._pending:
             self._writer.write_table(pa.Table.from_batches(self._pending, schema=self._schema),
-                                     row_group_size=min(max(self._pending_rows, 1), ROW_GROUP_ROWS))
+                                     row_group_size=min(max(self._pending_rows, 1), self._row_group_rows))
         self._pending, self._pending_rows, self._pending_bytes = [], 0, 0
 
     def close(self) -> WrittenFile:
@@ -104,8 +108,9 @@ class ParquetFormat:
     compressions = frozenset({"snappy", "zstd", "gzip", "none"})
 
     def open_writer(self, fs: Any, path: str, avro_schema: dict, arrow_schema: pa.Schema,
-                    compression: str, metadata: Mapping[str, str]) -> ParquetFileWriter:
-        return ParquetFileWriter(fs, path, avro_schema, arrow_schema, compression, metadata)
+                    compression: str, metadata: Mapping[str, str], keyed: bool = False) -> ParquetFileWriter:
+        return ParquetFileWriter(fs, path, avro_schema, arrow_schema, compression, metadata,
+                                 KEYED_ROW_GROUP_ROWS if keyed else ROW_GROUP_ROWS)
 
     def scan(self, fs: Any, path: str, projection: Projection, batch_rows: int = DEFAULT_BATCH_ROWS,
              size: int | None = None, split: Split | None = None, keep: KeepRowGroup | None = None
@@ -136,8 +141,11 @@ class ParquetFormat:
 
     def read_at(self, fs: Any, path: str, projection: Projection, positions: np.ndarray,
                 size: int | None = None) -> Iterator[tuple[int, pa.RecordBatch]]:
+        """Reads only the row groups holding ``positions``; with a known ``size`` the
+        file's footer is cached (a data file never changes), so a read by key of a file
+        read before costs one request a row group."""
         with open_data_file(fs, path, size) as f:
-            parquet, resolved = _open(f, path, projection)
+            parquet, resolved = _open(f, path, projection, FOOTERS if size is not None else None, size)
             columns = resolved.read_columns
             start = 0
             for group in range(parquet.num_row_groups):
@@ -156,10 +164,40 @@ class ParquetFormat:
         return {k.decode(): v.decode() for k, v in raw.items() if k.startswith(b"cdkds.")}
 
 
-def _open(f: Any, path: str, projection: Projection) -> tuple[pq.ParquetFile, FileProjection]:
-    """The Parquet file behind ``f`` and how to read the projection's fields out of it."""
+class _Footers:
+    """Footers of data files read by position, by path and size (bounded, least recently used out)."""
+
+    def __init__(self, capacity: int = 512):
+        self._items: OrderedDict[tuple[str, int], pq.FileMetaData] = OrderedDict()
+        self._capacity = capacity
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, int]) -> pq.FileMetaData | None:
+        with self._lock:
+            item = self._items.get(key)
+            if item is not None:
+                self._items.move_to_end(key)
+            return item
+
+    def put(self, key: tuple[str, int], value: pq.FileMetaData) -> None:
+        with self._lock:
+            self._items[key] = value
+            while len(self._items) > self._capacity:
+                self._items.popitem(last=False)
+
+
+FOOTERS = _Footers()
+
+
+def _open(f: Any, path: str, projection: Projection, footers: _Footers | None = None,
+          size: int | None = None) -> tuple[pq.ParquetFile, FileProjection]:
+    """The Parquet file behind ``f`` and how to read the projection's fields out of it
+    (its footer from ``footers`` when they hold it, and kept there)."""
     try:
-        parquet = pq.ParquetFile(f)
+        cached = footers.get((path, size)) if footers is not None else None
+        parquet = pq.ParquetFile(f, metadata=cached)
+        if footers is not None and cached is None:
+            footers.put((path, size), parquet.metadata)
     except FileNotFoundError:
         raise
     except (pa.ArrowInvalid, OSError) as e:

@@ -124,15 +124,17 @@ def prepare(dataset: "Dataset", operation: str, rows: Any, buckets: frozenset[in
         change.keys = key.schema.append(pa.field("_hash", pa.uint64())).empty_table()
         return change
     bare = np.zeros(table.num_rows, dtype=bool)
+    hashes = key.hashes(table)
     if operation == "delete":
         keep, bare = reduce_delete(table, key)
     elif operation == "update" and ordering is not None and ordering not in table.schema.names:
-        keep = reduce_write(table.select(list(key.names)), key, None, "update")  # no order to reconcile by
+        keep = reduce_write(table.select(list(key.names)), key, None, "update", hashes)  # no order to reconcile by
     else:
-        keep = reduce_write(table, key, ordering if ordering in table.schema.names else None, operation)
-    table = table.take(pa.array(keep))
-    masks = {n: m[keep] for n, m in masks.items()}
-    hashes = key.hashes(table)
+        keep = reduce_write(table, key, ordering if ordering in table.schema.names else None, operation, hashes)
+    if len(keep) < table.num_rows:
+        table = table.take(pa.array(keep))
+        masks = {n: m[keep] for n, m in masks.items()}
+        hashes = hashes[keep]
     if buckets is not None:
         outside = ~np.isin(key.buckets(hashes, descriptor.keyed.buckets), np.array(sorted(buckets)))
         if outside.any():

@@ -40,9 +40,20 @@ def last_per_key(table: pa.Table, key: RecordKey, sort_keys: list[str]) -> np.nd
     return np.sort(chosen.column(_INDEX).to_numpy(zero_copy_only=False))
 
 
-def reduce_write(table: pa.Table, key: RecordKey, ordering: str | None, what: str) -> np.ndarray:
+def distinct_hashes(hashes: np.ndarray) -> bool:
+    """Whether no two key hashes are equal: then no key is given twice (equal keys hash
+    equal), and a write needs no reconciling among its own rows."""
+    ordered = np.sort(hashes)
+    return not bool((ordered[1:] == ordered[:-1]).any())
+
+
+def reduce_write(table: pa.Table, key: RecordKey, ordering: str | None, what: str,
+                 hashes: np.ndarray | None = None) -> np.ndarray:
     """The rows of one write that survive reconciliation among themselves (row numbers);
-    without an ordering field a repeated key is :class:`InvalidKeyError` naming it."""
+    without an ordering field a repeated key is :class:`InvalidKeyError` naming it.
+    ``hashes``: the rows' key hashes, when known; distinct ones spare the sorting."""
+    if hashes is not None and distinct_hashes(hashes):
+        return np.arange(table.num_rows)
     if ordering is None:
         counts = table.select(list(key.names)).group_by(list(key.names), use_threads=False).aggregate([([], "count_all")])
         repeated = counts.filter(pc.greater(counts.column("count_all"), 1))

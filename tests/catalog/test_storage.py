@@ -65,6 +65,29 @@ def test_local_commits_sync_the_folder_after_linking(tmp_path, monkeypatch):
                                                                   if n.endswith(".tmp")]
 
 
+def test_put_all_returns_only_when_every_file_and_its_folder_is_synced(tmp_path, monkeypatch):
+    """Index files are written together before the commit that references them: each one's
+    bytes and its name in its folder must be on disk by then (issue 29)."""
+    synced_files, synced_folders = set(), set()
+    real = os.fsync
+
+    def fsync(fd):
+        info = os.fstat(fd)
+        (synced_folders if stat.S_ISDIR(info.st_mode) else synced_files).add(info.st_ino)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    store = ObjectStore.open(str(tmp_path))
+    objects = {f"t/_index/{b}/{i}.parquet": bytes([b, i]) * 100 for b in range(5) for i in range(3)}
+    store.put_all(objects)
+    for key, data in objects.items():
+        path = tmp_path / key
+        assert path.read_bytes() == data
+        assert path.stat().st_ino in synced_files  # the data (renamed, so the same inode)
+        assert path.parent.stat().st_ino in synced_folders  # its name
+    assert not [p for p in tmp_path.rglob("*.tmp")]
+
+
 # ---------------------------------------------------------------- store failures (issue 25 item 10)
 
 def _botocore(name, **kwargs):

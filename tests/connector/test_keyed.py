@@ -154,3 +154,15 @@ def test_upsert_counts_as_dataset_upsert_does(spark, tmp_path):
             (python_result.inserted, python_result.updated, python_result.unchanged)
         assert spark_result.unchanged == 1 and (spark_result.revision is None) == (python_result.revision is None)
     assert first.inserted == 2 and spark.read.format("cdkds").load(url).filter("email = 'stale'").count() == 0
+
+
+def test_the_clustered_helper_plans_in_one_task_per_core_not_per_bucket(spark, tmp_path):
+    """Each task plans whole buckets, as many as fall to it: on local[2] two tasks write a
+    file per partition each, not one task per index bucket a file per partition each."""
+    url = f"file://{tmp_path}/lake/users"
+    result = upsert(users(spark, 0, 300), url, recordKey="userId", orderingField="updatedAt",
+                    partitionBy="identity(tenant)", **{"property.index.buckets": "16"})
+    assert result.inserted == 300
+    ds = DatasetRepository(f"file://{tmp_path}/lake").load("users")
+    assert len(ds.files) <= 2 * 3  # two tasks x three tenants (one task per bucket: up to 16 x 3)
+    assert ds.get_many(list(range(300))).num_rows == 300
