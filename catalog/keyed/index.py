@@ -7,8 +7,9 @@ Each bucket is a *base* file plus the *delta* files of later commits, all Parque
 and they are written in the same commit as the data they describe. A lookup reads only
 the buckets its keys hash to and, in each file, only the row groups whose hash range may
 hold one; the latest entry of a key (base, then deltas by revision, rows in file order)
-is the one that counts. When a bucket has ``index.compaction.deltas`` deltas, the next
-commit touching it merges them into a new base (the seed's IndexCompactor), dropping
+is the one that counts. When a bucket has ``index.compaction.deltas`` deltas, the table
+services' next pass merges them into a new base (the seed's IndexCompactor) — or, where they
+do not run inline, the next commit touching it, as a write does at three times that — dropping
 entries that are superseded, point at removed files or deleted rows, or have expired.
 """
 
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from cdkds.catalog.log.snapshot import Snapshot
 
 INDEX_FOLDER = "_index"
+WRITE_MERGE_FACTOR = 3  # with inline services, a write merges a bucket at this many times index.compaction.deltas
 ROW_GROUP_ENTRIES = 16384
 COMPRESSION = "lz4"  # LZ4_RAW: decodes twice as fast as zstd for 30% more bytes
 INLINE_KEYS = 64
@@ -121,6 +123,9 @@ class RecordIndex:
         props = self.descriptor.keyed
         self.buckets = props.buckets
         self.compaction_deltas = props.compaction_deltas
+        # the table services merge a bucket at the threshold after the write; a write merges
+        # it itself only when they do not run inline here, or have fallen far behind
+        self.merge_deltas = props.compaction_deltas * (WRITE_MERGE_FACTOR if self.descriptor.services.runs_inline else 1)
         self.ttl = TimeToLive.of(self.descriptor)
 
     # ---------------------------------------------------------------- reading
@@ -302,7 +307,7 @@ class RecordIndex:
             rows = entries.take(pa.array(np.sort(order[starts[i]:bounds[i + 1]])))
             existing = self.snapshot.index_files(bucket)
             deltas = [f for f in existing if not f.base]
-            if len(deltas) + 1 >= self.compaction_deltas:
+            if len(deltas) + 1 >= self.merge_deltas:
                 return self._compact(bucket, existing, rows, now_ms)
             return [self._encode_file(bucket, self._dedupe(rows), base=False)]
 
@@ -317,12 +322,18 @@ class RecordIndex:
         self.store.put_all({f.action.path: f.data for f in files})
         return [p.action if isinstance(p, IndexFile) else p for p in planned]
 
-    def merge(self, bucket: int, now_ms: int) -> list[Action]:
-        """Actions replacing the files of ``bucket`` by one base (none when it has no deltas)."""
-        existing = self.snapshot.index_files(bucket)
-        if not any(not f.base for f in existing):
-            return []
-        return self._compact(bucket, existing, self.schema.empty_table(), now_ms)
+    def merge(self, buckets: Iterable[int], now_ms: int) -> list[Action]:
+        """Actions replacing the files of each of ``buckets`` that has deltas by one base,
+        the bases merged in parallel and stored together."""
+        def merged(bucket: int) -> list[Action | IndexFile]:
+            existing = self.snapshot.index_files(bucket)
+            if not any(not f.base for f in existing):
+                return []
+            return self._compact(bucket, existing, self.schema.empty_table(), now_ms)
+
+        buckets = list(buckets)
+        done = _reading_pool().map(merged, buckets) if len(buckets) > 1 else map(merged, buckets)
+        return self.store_files([a for part in done for a in part])
 
     def _dedupe(self, rows: pa.Table) -> pa.Table:
         if distinct_hashes(rows.column("_hash").to_numpy()):

@@ -1,8 +1,10 @@
 """The descriptor properties of keyed datasets and TTL, parsed and checked once.
 
 - ``index.buckets`` — record-index buckets, fixed at creation (default 16);
-- ``index.compaction.deltas`` — a bucket's delta files that make the next commit touching
-  it merge them into a new base (default 8; the seed's IndexCompactor threshold);
+- ``index.compaction.deltas`` — a bucket's delta files that make the table services merge
+  them into a new base (default 8; the seed's IndexCompactor threshold); without inline
+  services the next commit touching the bucket does, and with them a write does at three
+  times as many;
 - ``ttl`` — a duration: rows expire that long after their ordering value (a date or
   timestamp), or without an ordering field after the commit that wrote them;
 - ``ttl.field`` — a timestamp field holding each row's expiry time (null: ``ttl`` applies,

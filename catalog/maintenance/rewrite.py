@@ -169,11 +169,10 @@ def commit_rewrite(dataset: "Dataset", files: Sequence[AddFile], written: Sequen
             actions.extend(index_actions)
         merged = 0
         if index is not None:
-            for bucket in sorted(set(merge_buckets) - touched):
-                merge = index.merge(bucket, now_ms)
-                paths.extend(a.path for a in merge if isinstance(a, AddIndex))
-                actions.extend(merge)
-                merged += bool(merge)
+            merge = index.merge(sorted(set(merge_buckets) - touched), now_ms)
+            paths.extend(a.path for a in merge if isinstance(a, AddIndex))
+            actions.extend(merge)
+            merged = len({a.bucket for a in merge if isinstance(a, AddIndex)})
         facts = {"rewritten_files": len(files), "bytes_read": sum(f.size for f in files),
                  "written_files": len(adds), "bytes_written": sum(a.size for a in adds)}
         if merged:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import numbers
-import os
 import time
 import warnings
 from dataclasses import dataclass
@@ -30,7 +29,6 @@ if TYPE_CHECKING:
     from cdkds.catalog.dataset import Dataset
 
 LOG = logging.getLogger("cdkds.services")
-INLINE_SWITCH = "CDKDS_INLINE_SERVICES"  # "off" (or false, 0) turns inline passes off for a whole process
 PASS_ATTEMPTS = 2  # a pass that lost a race plans once more on the latest revision, then gives up
 
 
@@ -133,7 +131,7 @@ def after_write(dataset: "Dataset") -> ServiceReport | None:
     environment variable ``CDKDS_INLINE_SERVICES`` is ``off``): within ``services.budget``;
     any failure becomes a :class:`ServiceWarning`, never the write's."""
     settings = dataset.descriptor.services
-    if not settings.inline or os.environ.get(INLINE_SWITCH, "").strip().lower() in ("off", "false", "0"):
+    if not settings.runs_inline:
         return None
     start = time.monotonic()
     try:

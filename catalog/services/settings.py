@@ -24,6 +24,7 @@ dataset from being read or written.
 from __future__ import annotations
 
 import datetime as dt
+import os
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -37,6 +38,7 @@ DEFAULT_FILE_SIZE = 128 * 1024 * 1024  # the writer's DEFAULT_TARGET_FILE_SIZE
 MIN_FILE_SIZE = 1024
 MIN_LOG_RETENTION = dt.timedelta(hours=1)  # expiry refuses less without force; so do the services
 MIN_VACUUM_RETENTION = dt.timedelta(hours=1)
+INLINE_SWITCH = "CDKDS_INLINE_SERVICES"  # "off" (or false, 0) turns inline passes off for a whole process
 SERVICE_PROPERTIES = ("services.inline", "services.budget", "services.deleted.fraction", "services.tombstones",
                       "services.small.files",
                       "services.file.size", "services.log.retention", "services.vacuum.retention")
@@ -54,6 +56,12 @@ class ServiceSettings:
     file_size: int = DEFAULT_FILE_SIZE
     log_retention: dt.timedelta | None = None
     vacuum_retention: dt.timedelta | None = None
+
+    @property
+    def runs_inline(self) -> bool:
+        """Whether a pass runs after each write in this process (``services.inline``, unless the
+        environment variable ``CDKDS_INLINE_SERVICES`` is ``off``)."""
+        return self.inline and os.environ.get(INLINE_SWITCH, "").strip().lower() not in ("off", "false", "0")
 
     @classmethod
     def parse(cls, props: Mapping[str, str], recorded: bool = False) -> "ServiceSettings":
