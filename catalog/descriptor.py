@@ -20,8 +20,7 @@ from cdkds.catalog.errors import (
     IncompatibleDescriptorError, InvalidDatasetSchemaError, InvalidDescriptorError, InvalidPartitionStrategyError,
     InvalidSchemaError,
 )
-from cdkds.catalog import quantities
-from cdkds.catalog.keyed.properties import KeyedProperties
+from cdkds.catalog.keyed.properties import KeyedProperties, count_property
 from cdkds.catalog.services.settings import SERVICE_PROPERTIES, ServiceSettings
 from cdkds.catalog.partitioning import PartitionStrategy
 from cdkds.catalog.write.sorting import descriptor_sort
@@ -121,13 +120,7 @@ class DatasetDescriptor:
         bad = {k: v for k, v in props.items() if not isinstance(k, str) or not isinstance(v, str)}
         if bad:
             raise InvalidDescriptorError(f"properties must map strings to strings; bad entries: {bad!r:.200}")
-        interval = props.get("checkpoint.interval", "10")
-        try:
-            positive = quantities.parse_count(interval) >= 1
-        except ValueError:
-            positive = False
-        if not positive:
-            raise InvalidDescriptorError(f"property checkpoint.interval must be a positive integer, got {interval!r}")
+        count_property(props, "checkpoint.interval", 10)
         KeyedProperties.parse(props, fields, self.ordering_field, recorded)
         ServiceSettings.parse(props, recorded)
         descriptor_sort(props, fields, self.record_key)

@@ -61,17 +61,21 @@ def parse_duration(text: str, what: str, recorded: bool = False) -> dt.timedelta
     return dt.timedelta(seconds=seconds)
 
 
-def _positive_int(props: Mapping[str, str], name: str, default: int, most: int | None = None) -> int:
+def count_property(props: Mapping[str, str], name: str, default: int, minimum: int = 1,
+                   most: int | None = None) -> int:
+    """A count property's value (``default`` when unset); :class:`InvalidDescriptorError`
+    naming it unless it is ASCII digits from ``minimum`` to ``most``."""
     text = props.get(name)
     if text is None:
         return default
     try:
         count = quantities.parse_count(text)
     except ValueError:
-        count = 0
-    if count < 1 or (most is not None and count > most):
+        count = minimum - 1
+    if count < minimum or (most is not None and count > most):
+        what = "a positive integer" if minimum == 1 else f"an integer of at least {minimum}"
         limit = f" at most {most}" if most is not None else ""
-        raise InvalidDescriptorError(f"property {name} must be a positive integer{limit}, got {text!r}")
+        raise InvalidDescriptorError(f"property {name} must be {what}{limit}, got {text!r}")
     return count
 
 
@@ -102,8 +106,8 @@ class KeyedProperties:
                 f"property ttl counts from the ordering field, but {ordering_field!r} is a "
                 f"{fields[ordering_field].kind}, not a date or timestamp; give each row its expiry in a ttl.field instead")
         return cls(
-            _positive_int(props, "index.buckets", DEFAULT_BUCKETS, MAX_BUCKETS),
-            _positive_int(props, "index.compaction.deltas", DEFAULT_COMPACTION_DELTAS),
+            count_property(props, "index.buckets", DEFAULT_BUCKETS, most=MAX_BUCKETS),
+            count_property(props, "index.compaction.deltas", DEFAULT_COMPACTION_DELTAS),
             ttl, ttl_field,
             parse_duration(props["gc.grace"], "gc.grace", recorded) if "gc.grace" in props else DEFAULT_GC_GRACE,
         )

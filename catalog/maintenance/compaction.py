@@ -52,21 +52,26 @@ def plan_compaction(dataset: "Dataset", target_file_size: int = DEFAULT_TARGET_F
         if partitions is ALWAYS_TRUE or evaluate(partitions, f.partition) is True:
             if f.size < target_file_size * SMALL_FILE_FRACTION or _has_deletes(snapshot, f, now):
                 by_partition[tuple(sorted(f.partition.items(), key=lambda kv: kv[0]))].append(f)
-    groups = []
-    for files in by_partition.values():
-        files.sort(key=lambda f: f.size)
-        group: list[AddFile] = []
-        size = 0
-        for f in files:
-            if group and size + f.size > target_file_size:
-                groups.append(tuple(group))
-                group, size = [], 0
-            group.append(f)
-            size += f.size
-        if group:
-            groups.append(tuple(group))
+    groups = [g for files in by_partition.values() for g in bin_pack(files, target_file_size)]
     worth = tuple(g for g in groups if len(g) > 1 or _has_deletes(snapshot, g[0], now))
     return CompactionPlan(worth)
+
+
+def bin_pack(files: list[AddFile], size: int) -> list[tuple[AddFile, ...]]:
+    """``files`` bin-packed, smallest first, into groups of at most ``size`` bytes (a file
+    larger than that alone)."""
+    groups: list[tuple[AddFile, ...]] = []
+    group: list[AddFile] = []
+    total = 0
+    for f in sorted(files, key=lambda f: f.size):
+        if group and total + f.size > size:
+            groups.append(tuple(group))
+            group, total = [], 0
+        group.append(f)
+        total += f.size
+    if group:
+        groups.append(tuple(group))
+    return groups
 
 
 def compact(dataset: "Dataset", target_file_size: int = DEFAULT_TARGET_FILE_SIZE,

@@ -34,6 +34,7 @@ from cdkds.catalog.expressions import ALWAYS_TRUE
 from cdkds.catalog.expressions.visitors import references
 from cdkds.catalog.log.actions import AddFile
 from cdkds.catalog.log.checkpointer import checkpoint_interval
+from cdkds.catalog.maintenance.compaction import bin_pack
 from cdkds.catalog.maintenance.rewrite import keeps_expiry, may_have_expired
 from cdkds.catalog.read.scan import file_task, read_task
 from cdkds.catalog.services.settings import ServiceSettings
@@ -191,7 +192,7 @@ def plan_services(store: "ObjectStore", snapshot: "Snapshot", now_ms: int,
         elif not urgency:
             continue
         due = [f for f in files if f.path in urgency]
-        for group in _bins(due + small, settings.file_size):
+        for group in bin_pack(due + small, settings.file_size):
             ranks = [urgency[f.path] for f in group if f.path in urgency]
             if ranks or len(group) > 1:  # a small file alone is not worth a rewrite
                 reason = ("deleted", "tombstones")[min(ranks)[0]] if ranks else "small"
@@ -221,22 +222,6 @@ def _key(f: AddFile) -> tuple:
 
 def _partition(key: tuple) -> str:
     return ", ".join(f"{k}={v}" for k, v in key) or "(unpartitioned)"
-
-
-def _bins(files: list[AddFile], size: int) -> list[tuple[AddFile, ...]]:
-    """``files`` bin-packed, smallest first, into groups of at most ``size`` bytes."""
-    groups: list[tuple[AddFile, ...]] = []
-    group: list[AddFile] = []
-    total = 0
-    for f in sorted(files, key=lambda f: f.size):
-        if group and total + f.size > size:
-            groups.append(tuple(group))
-            group, total = [], 0
-        group.append(f)
-        total += f.size
-    if group:
-        groups.append(tuple(group))
-    return groups
 
 
 class _DeadRows:

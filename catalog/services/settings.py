@@ -30,6 +30,7 @@ from typing import Mapping
 
 from cdkds.catalog import quantities
 from cdkds.catalog.errors import InvalidDescriptorError
+from cdkds.catalog.keyed.properties import count_property
 
 DEFAULT_BUDGET = 256 * 1024 * 1024
 DEFAULT_DELETED_FRACTION = 0.2
@@ -77,7 +78,7 @@ class ServiceSettings:
                 _size(props, "services.budget", DEFAULT_BUDGET, minimum=0),
                 _fraction(props, "services.deleted.fraction", DEFAULT_DELETED_FRACTION),
                 _boolean(props, "services.tombstones", True),
-                _count(props, "services.small.files", DEFAULT_SMALL_FILES, minimum=2),
+                count_property(props, "services.small.files", DEFAULT_SMALL_FILES, minimum=2),
                 _size(props, "services.file.size", DEFAULT_FILE_SIZE, minimum=MIN_FILE_SIZE),
                 _duration(props, "services.log.retention", MIN_LOG_RETENTION),
                 _duration(props, "services.vacuum.retention", MIN_VACUUM_RETENTION),
@@ -121,19 +122,6 @@ def _fraction(props: Mapping[str, str], name: str, default: float) -> float:
     if not 0.01 <= value <= 1:  # NaN fails too
         raise InvalidDescriptorError(f"property {name} must be a fraction from 0.01 to 1, got {text!r}")
     return value
-
-
-def _count(props: Mapping[str, str], name: str, default: int, minimum: int) -> int:
-    text = props.get(name)
-    if text is None:
-        return default
-    try:
-        count = quantities.parse_count(text)
-    except ValueError:
-        count = -1
-    if count < minimum:
-        raise InvalidDescriptorError(f"property {name} must be an integer of at least {minimum}, got {text!r}")
-    return count
 
 
 def _duration(props: Mapping[str, str], name: str, minimum: dt.timedelta) -> dt.timedelta | None:

@@ -368,9 +368,8 @@ class PartitionedWriter:
         replaced = [p for p in self._replaces if p.rsplit("/", 1)[0] == relative.rsplit("/", 1)[0]]
         if replaced:  # the replaced files of this file's partition (a rebuild takes the union of a transaction's)
             metadata["cdkds.replaces"] = json.dumps(replaced)
-        return self._format.open_writer(self.store.fs, self.store.open_output(relative), self.descriptor.schema,
-                                        self._schema, self.descriptor.compression, metadata,
-                                        keyed=bool(self.descriptor.record_key))
+        return self._format.open_writer(self.store.fs, self.store.open_output(relative), self.descriptor.schema, self._schema,
+                                        self.descriptor.compression, metadata, keyed=bool(self.descriptor.record_key))
 
     def _close_file(self, key: tuple) -> None:
         entry = self._open[key]
