@@ -1,0 +1,62 @@
+"""A damaged footer of an index file (row-group hash ranges, the Bloom filter's hash count,
+column types) is a CorruptIndexError: a lookup trusts the footer to skip row groups and
+files, so damage there would otherwise hide keys silently (or abort the process)."""
+
+from __future__ import annotations
+
+import struct
+
+import pyarrow.parquet as pq
+import pytest
+
+from cdkds.catalog import DatasetRepository
+from cdkds.catalog.errors import CorruptIndexError
+from cdkds.catalog.keyed import index as index_module
+from cdkds.catalog.keyed.bloom import HASHES_KEY
+from tests.catalog.keyed.conftest import user, users_descriptor
+
+KEYS = 2000
+
+
+@pytest.fixture
+def indexed(tmp_path, monkeypatch):
+    """A one-bucket dataset whose index is one base of four row groups; its path and bytes."""
+    monkeypatch.setattr(index_module, "ROW_GROUP_ENTRIES", 500)
+    ds = DatasetRepository(f"file://{tmp_path}").create("d", users_descriptor(**{"index.buckets": "1"}))
+    ds.upsert([user("nz", i, 1) for i in range(KEYS)])
+    (entry,) = ds.snapshot.index_files(0)
+    path = tmp_path / "d" / entry.path
+    return ds, path, path.read_bytes()
+
+
+def _footer_start(data: bytes) -> int:
+    return len(data) - 8 - struct.unpack("<i", data[-8:-4])[0]
+
+
+def _damaged(ds, path, data: bytes) -> None:
+    path.write_bytes(data)
+    index_module.FOOTERS.__init__()  # as a fresh process reads it
+    with pytest.raises(CorruptIndexError, match="footer"):
+        ds.get_many([("nz", i) for i in range(0, KEYS, 7)])
+
+
+def test_a_flipped_byte_in_a_row_groups_hash_range_is_a_corrupt_index(indexed):
+    ds, path, data = indexed
+    low = pq.read_metadata(path).row_group(1).column(0).statistics.min
+    at = data.index(struct.pack("<Q", low), _footer_start(data)) + 7
+    _damaged(ds, path, data[:at] + bytes([data[at] ^ 0x80]) + data[at + 1:])
+
+
+def test_a_damaged_bloom_hash_count_is_a_corrupt_index(indexed):
+    ds, path, data = indexed
+    at = data.index(HASHES_KEY, _footer_start(data)) + len(HASHES_KEY) + 2  # the value, after its Thrift header
+    assert data[at:at + 1] == b"7"
+    _damaged(ds, path, data[:at] + b"9" + data[at + 1:])
+
+
+def test_a_flipped_column_type_in_the_footer_is_a_corrupt_index_not_an_abort(indexed):
+    ds, path, data = indexed
+    # the schema's type of _hash (SchemaElement: field 1, i32 INT64 = zigzag 4, then its name):
+    # made BYTE_ARRAY, pyarrow aborts the process when it reads the column's statistics
+    at = data.index(b"\x15\x04\x25\x00\x18\x05_hash", _footer_start(data)) + 1
+    _damaged(ds, path, data[:at] + b"\x0c" + data[at + 1:])
