@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from typing import Any, Iterator, Mapping, Sequence
@@ -187,6 +188,15 @@ class _Footers:
 
 
 FOOTERS = _Footers()
+
+
+def _after_fork() -> None:
+    """In a forked child: a lock a parent's thread held at the fork stays held (that thread
+    is not in the child), so the footers take a new one."""
+    FOOTERS._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 def _open(f: Any, path: str, projection: Projection, footers: _Footers | None = None,
