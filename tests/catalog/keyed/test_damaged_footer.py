@@ -60,3 +60,16 @@ def test_a_flipped_column_type_in_the_footer_is_a_corrupt_index_not_an_abort(ind
     # made BYTE_ARRAY, pyarrow aborts the process when it reads the column's statistics
     at = data.index(b"\x15\x04\x25\x00\x18\x05_hash", _footer_start(data)) + 1
     _damaged(ds, path, data[:at] + b"\x0c" + data[at + 1:])
+
+
+@pytest.mark.parametrize("first_read", [20, 64 << 10])
+def test_lookups_read_footers_longer_than_the_first_read_on_every_store(repo, monkeypatch, first_read):
+    monkeypatch.setattr(index_module, "FOOTER_READ", first_read)
+    index_module.FOOTERS.__init__()
+    ds = repo.create("footers", users_descriptor(**{"index.buckets": "2"}))
+    ds.upsert([user("nz", i, 1, f"a{i}") for i in range(300)])
+    ds.upsert([user("nz", i, 2, f"b{i}") for i in range(0, 300, 2)])
+    ds.delete_keys([("nz", 3)])
+    got = ds.get_many([("nz", i) for i in range(305)], columns=["userId", "email"]).to_pylist()
+    assert got == [{"userId": i, "email": f"{'b' if i % 2 == 0 else 'a'}{i}"} for i in range(300) if i != 3]
+    assert ds.get(("nz", 8))["email"] == "b8" and ds.get(("nz", 3)) is None
