@@ -86,6 +86,28 @@ def test_put_all_returns_only_when_every_file_and_its_folder_is_synced(tmp_path,
         assert path.stat().st_ino in synced_files  # the data (renamed, so the same inode)
         assert path.parent.stat().st_ino in synced_folders  # its name
     assert not [p for p in tmp_path.rglob("*.tmp")]
+    # the folders it created: each one's name is in its parent, which must be synced too
+    # (the first index files of a dataset create _index/ and _index/<bucket>/ at once)
+    for folder in (tmp_path / "t" / "_index", tmp_path / "t", tmp_path):
+        assert folder.stat().st_ino in synced_folders, folder
+
+
+def test_put_all_that_fails_leaves_no_temporary_files(tmp_path, monkeypatch):
+    from cdkds.catalog import storage
+
+    real = storage._local_temporary
+
+    def failing(path, data):
+        if path.endswith("2.parquet"):
+            raise OSError(28, "No space left on device")
+        return real(path, data)
+
+    monkeypatch.setattr(storage, "_local_temporary", failing)
+    store = ObjectStore.open(str(tmp_path))
+    with pytest.raises(StorageError):
+        store.put_all({f"t/_index/0/{i}.parquet": b"x" * 10 for i in range(5)})
+    assert not [p for p in tmp_path.rglob("*.tmp")]
+    assert not [p for p in tmp_path.rglob("*.parquet")]
 
 
 # ---------------------------------------------------------------- store failures (issue 25 item 10)
