@@ -73,3 +73,16 @@ def test_lookups_read_footers_longer_than_the_first_read_on_every_store(repo, mo
     got = ds.get_many([("nz", i) for i in range(305)], columns=["userId", "email"]).to_pylist()
     assert got == [{"userId": i, "email": f"{'b' if i % 2 == 0 else 'a'}{i}"} for i in range(300) if i != 3]
     assert ds.get(("nz", 8))["email"] == "b8" and ds.get(("nz", 3)) is None
+
+
+def test_a_damaged_page_header_of_the_file_column_is_a_corrupt_index(indexed):
+    """Page checksums cover a page's data, not its header: a damaged header of the ``_file``
+    dictionary decoded indices out of its range (an ArrowIndexError escaped)."""
+    ds, path, data = indexed
+    metadata = pq.read_metadata(path)
+    column = metadata.schema.to_arrow_schema().get_field_index("_file")
+    at = metadata.row_group(0).column(column).dictionary_page_offset + 8
+    path.write_bytes(data[:at] + bytes([data[at] ^ 0x80]) + data[at + 1:])
+    index_module.FOOTERS.__init__()
+    with pytest.raises(CorruptIndexError, match="is damaged"):
+        ds.get_many([("nz", i) for i in range(KEYS)])
