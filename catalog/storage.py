@@ -307,7 +307,8 @@ class ObjectStore:
         """Write (or overwrite) several objects at once, each as :meth:`put` does, all durable
         when it returns: on local files each is written and synced on a thread of its own
         (the syncs overlap instead of queueing one after another) and each folder is
-        synced once; on object stores they are uploaded concurrently."""
+        synced once; on object stores they are uploaded concurrently. When one fails, none
+        is left (those written are removed) and the failure is raised."""
         if not objects:
             return
         first = next(iter(objects))
@@ -326,7 +327,13 @@ class ObjectStore:
                         os.replace(f.result(), path)
                     list(pool.map(_fsync_directory, sorted({os.path.dirname(p) for p in paths})))
             else:
-                self.fs.pipe({self.path(k): data for k, data in objects.items()})
+                try:
+                    self.fs.pipe({self.path(k): data for k, data in objects.items()})
+                except BaseException:
+                    for key in objects:  # the ones that landed: none is put
+                        with contextlib.suppress(Exception):
+                            self.fs.rm_file(self.path(key))
+                    raise
 
     @_audited("preparing to write")
     def open_output(self, key: str) -> str:

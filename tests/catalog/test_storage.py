@@ -184,3 +184,24 @@ def test_a_file_url_names_this_machine(tmp_path, monkeypatch):
     with pytest.raises(StorageError, match="not host 'elsewhere'"):
         ObjectStore.open(f"file://elsewhere{tmp_path}/lake")
     assert not (tmp_path / "localhost").exists() and not (tmp_path / "elsewhere").exists()
+
+
+def test_put_all_that_fails_on_an_object_store_leaves_none_of_its_objects(monkeypatch):
+    """Uploaded concurrently, some objects land before another fails: they are removed, so a
+    failed write of index files leaves nothing behind (not even for vacuum)."""
+    import uuid
+
+    store = ObjectStore.open(f"memory://putall-{uuid.uuid4().hex}")
+    real = store.fs.pipe_file
+
+    def pipe(objects, **kwargs):
+        for i, (path, data) in enumerate(objects.items()):
+            if i == 2:
+                raise OSError(28, "No space left on device")
+            real(path, data)
+
+    monkeypatch.setattr(store.fs, "pipe", pipe)
+    keys = [f"t/_index/0/{i}.parquet" for i in range(5)]
+    with pytest.raises(StorageError):
+        store.put_all({k: b"x" for k in keys})
+    assert not [k for k in keys if store.fs.exists(store.path(k))]
