@@ -86,3 +86,27 @@ def test_a_damaged_page_header_of_the_file_column_is_a_corrupt_index(indexed):
     index_module.FOOTERS.__init__()
     with pytest.raises(CorruptIndexError, match="is damaged"):
         ds.get_many([("nz", i) for i in range(KEYS)])
+
+
+def test_index_files_logged_before_footer_checksums_are_read_as_before(tmp_path, monkeypatch):
+    from cdkds.catalog.log.actions import AddIndex
+
+    logged = AddIndex.to_json
+
+    def as_before(self, descriptor):  # a writer from before footerCrc32
+        body = logged(self, descriptor)
+        body["addIndex"].pop("footerCrc32", None)
+        return body
+
+    with monkeypatch.context() as patch:
+        patch.setattr(AddIndex, "to_json", as_before)
+        ds = DatasetRepository(f"file://{tmp_path}").create("old", users_descriptor(**{"index.buckets": "2"}))
+        ds.upsert([user("nz", i, 1, f"a{i}") for i in range(100)])
+        ds.upsert([user("nz", i, 2, f"b{i}") for i in range(0, 100, 2)])
+    index_module.FOOTERS.__init__()
+    old = DatasetRepository(f"file://{tmp_path}").load("old")
+    assert old.snapshot.index and all(e.footer_crc32 is None for e in old.snapshot.index.values())
+    got = old.get_many([("nz", i) for i in range(100)], columns=["email"]).column("email").to_pylist()
+    assert got == [f"{'b' if i % 2 == 0 else 'a'}{i}" for i in range(100)]
+    old.upsert([user("nz", 1, 3, "c1")])  # a new file beside the old ones: both read
+    assert old.get(("nz", 1))["email"] == "c1" and old.get(("nz", 2))["email"] == "b2"
