@@ -307,7 +307,8 @@ class ObjectStore:
         """Write (or overwrite) several objects at once, each as :meth:`put` does, all durable
         when it returns: on local files each is written and synced on a thread of its own
         (the syncs overlap instead of queueing one after another) and each folder is
-        synced once; on object stores they are uploaded concurrently."""
+        synced once; on object stores they are uploaded concurrently. When one fails, none
+        is left (those written are removed) and the failure is raised."""
         if not objects:
             return
         first = next(iter(objects))
@@ -315,12 +316,24 @@ class ObjectStore:
             if isinstance(self.fs, LocalFileSystem):
                 paths = {self.path(k): data for k, data in objects.items()}
                 with ThreadPoolExecutor(max_workers=min(_SYNC_THREADS, len(paths))) as pool:
-                    temporaries = list(pool.map(lambda item: (_local_temporary(*item), item[0]), paths.items()))
-                    for temporary, path in temporaries:
-                        os.replace(temporary, path)
+                    futures = [(pool.submit(_local_temporary, path, data), path) for path, data in paths.items()]
+                    failures = [f.exception() for f, _ in futures if f.exception() is not None]
+                    if failures:  # none is put: the written ones are removed, not left for vacuum
+                        for f, _ in futures:
+                            if f.exception() is None:
+                                os.unlink(f.result())
+                        raise failures[0]
+                    for f, path in futures:
+                        os.replace(f.result(), path)
                     list(pool.map(_fsync_directory, sorted({os.path.dirname(p) for p in paths})))
             else:
-                self.fs.pipe({self.path(k): data for k, data in objects.items()})
+                try:
+                    self.fs.pipe({self.path(k): data for k, data in objects.items()})
+                except BaseException:
+                    for key in objects:  # the ones that landed: none is put
+                        with contextlib.suppress(Exception):
+                            self.fs.rm_file(self.path(key))
+                    raise
 
     @_audited("preparing to write")
     def open_output(self, key: str) -> str:
@@ -382,14 +395,29 @@ def _local_temporary(path: str, data: bytes) -> str:
     """A synced temporary file beside ``path`` holding ``data`` (its folder created, and synced, if new)."""
     folder = os.path.dirname(path)
     if not os.path.isdir(folder):
-        os.makedirs(folder, exist_ok=True)
-        _fsync_directory(os.path.dirname(folder))
+        _make_folders(folder)
     temporary = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
     with open(temporary, "wb") as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
     return temporary
+
+
+def _make_folders(folder: str) -> None:
+    """Create ``folder`` and its missing parents, each one's name synced in its parent (a
+    file's name in a new folder is not durable until the folder's own name is)."""
+    missing = []
+    while folder and not os.path.isdir(folder):
+        missing.append(folder)
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    if missing:
+        os.makedirs(missing[0], exist_ok=True)
+    for created in reversed(missing):
+        _fsync_directory(os.path.dirname(created))
 
 
 def _fsync_directory(folder: str) -> None:

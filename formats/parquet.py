@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from typing import Any, Iterator, Mapping, Sequence
@@ -165,10 +166,12 @@ class ParquetFormat:
 
 
 class _Footers:
-    """Footers of data files read by position, by path and size (bounded, least recently used out)."""
+    """Footers of data files read by position, by path and size, at most ``capacity`` bytes
+    of them (their serialized sizes: a wide file's is megabytes), least recently used out."""
 
-    def __init__(self, capacity: int = 512):
+    def __init__(self, capacity: int = 64 << 20):
         self._items: OrderedDict[tuple[str, int], pq.FileMetaData] = OrderedDict()
+        self._bytes = 0
         self._capacity = capacity
         self._lock = threading.Lock()
 
@@ -181,12 +184,24 @@ class _Footers:
 
     def put(self, key: tuple[str, int], value: pq.FileMetaData) -> None:
         with self._lock:
+            if key in self._items:
+                return
             self._items[key] = value
-            while len(self._items) > self._capacity:
-                self._items.popitem(last=False)
+            self._bytes += value.serialized_size
+            while self._bytes > self._capacity and len(self._items) > 1:
+                self._bytes -= self._items.popitem(last=False)[1].serialized_size
 
 
 FOOTERS = _Footers()
+
+
+def _after_fork() -> None:
+    """In a forked child: a lock a parent's thread held at the fork stays held (that thread
+    is not in the child), so the footers take a new one."""
+    FOOTERS._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 def _open(f: Any, path: str, projection: Projection, footers: _Footers | None = None,

@@ -4,6 +4,7 @@ the deleted positions of data files."""
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -113,3 +114,13 @@ class _DeletedPositions:
 
 
 DELETED = _DeletedPositions()
+
+
+def _after_fork() -> None:
+    """In a forked child: a lock a parent's thread held at the fork stays held (that thread
+    is not in the child), so the caches take new ones; what they hold stays valid."""
+    for cache in (FOOTERS, DELETED):
+        cache._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork)

@@ -20,6 +20,7 @@ import io
 import os
 import threading
 import uuid
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable
@@ -53,6 +54,7 @@ COMPRESSION = "lz4"  # LZ4_RAW: decodes twice as fast as zstd for 30% more bytes
 INLINE_KEYS = 64
 BLOOM_KEYS_PER_GROUP = 4
 READ_THREADS = max(2, min(8, os.cpu_count() or 2))
+FOOTER_READ = 64 << 10  # bytes read from an index file's end to get its footer: one request for most
 _RANK = "_rank"
 
 
@@ -215,13 +217,30 @@ class RecordIndex:
         if size != entry.size:
             raise self._corrupt(entry, f"has {size} bytes, the log says {entry.size}")
         try:
-            with store_failures(f"reading index file {where}", unclassified=False), \
-                    open_data_file(self.store.fs, self.store.path(entry.path), entry.size) as f:
-                footer = IndexFooter.of(pq.read_metadata(f))
-        except (pa.ArrowException, OSError, ValueError) as e:
+            with store_failures(f"reading index file {where}", unclassified=False):
+                tail = self._tail(entry)
+        except (OSError, ValueError) as e:
             raise self._unreadable(entry, e, f"is unreadable ({type(e).__name__}: {e}) at {where}") from None
+        if entry.footer_crc32 is not None and zlib.crc32(tail) != entry.footer_crc32:
+            # checked before pyarrow parses it: a damaged column type aborts the process there
+            raise self._corrupt(entry, "has a damaged footer (its CRC-32 differs from the log's)")
+        try:
+            footer = IndexFooter.of(pq.read_metadata(pa.BufferReader(tail)))
+        except (pa.ArrowException, OSError, ValueError) as e:
+            raise self._corrupt(entry, f"is unreadable ({type(e).__name__}: {e}) at {where}") from None
         FOOTERS.put((entry.path, entry.size), footer)
         return footer
+
+    def _tail(self, entry: AddIndex) -> bytes:
+        """The footer of an index file through its end (:func:`_footer_of`), read in one
+        request unless the footer is over :data:`FOOTER_READ` bytes."""
+        path = self.store.path(entry.path)
+        start = max(0, entry.size - FOOTER_READ)
+        tail = self.store.fs.cat_file(path, start=start, end=entry.size)
+        length = _footer_length(tail)
+        if length + 8 > len(tail) and start > 0:
+            tail = self.store.fs.cat_file(path, start=max(0, entry.size - length - 8), end=start) + tail
+        return _footer_of(tail)
 
     def _open(self, entry: AddIndex, metadata: pq.FileMetaData) -> "_CheckedFile":
         return _CheckedFile(self, entry, metadata)
@@ -370,8 +389,8 @@ class RecordIndex:
         data = sink.getvalue()
         path = f"{INDEX_FOLDER}/{bucket}/{uuid.uuid4().hex}.parquet"
         lo, hi = (int(hashes[0]), int(hashes[-1])) if len(hashes) else (0, 0)
-        return IndexFile(AddIndex(path, bucket, base, rows.num_rows, len(data), hashlib.sha256(data).hexdigest(), lo, hi),
-                         data)
+        return IndexFile(AddIndex(path, bucket, base, rows.num_rows, len(data), hashlib.sha256(data).hexdigest(), lo, hi,
+                                  footer_crc32=zlib.crc32(_footer_of(data))), data)
 
     def entries(self, rows: pa.Table | pa.RecordBatch, files: list[str] | pa.Array, positions: np.ndarray,
                 hashes: np.ndarray | None = None) -> pa.Table:
@@ -487,6 +506,22 @@ def _matches(hashes: np.ndarray, wanted: np.ndarray) -> np.ndarray:
     return (np.repeat(left - (ends - counts), counts) + np.arange(total)).astype(np.int64)
 
 
+def _footer_length(data: bytes) -> int:
+    """The length of the Parquet footer that ``data`` (a file, or its end) ends with."""
+    if len(data) < 12 or data[-4:] != b"PAR1":
+        raise ValueError("it does not end as a Parquet file does")
+    return int.from_bytes(data[-8:-4], "little")
+
+
+def _footer_of(data: bytes) -> bytes:
+    """The Parquet footer that ``data`` ends with, its length and magic included: what an
+    index file's ``footer_crc32`` is of."""
+    length = _footer_length(data)
+    if length + 8 > len(data):
+        raise ValueError(f"its footer length {length} is more than the file holds")
+    return bytes(data[len(data) - length - 8:])
+
+
 def _file_rank(bucket: int, seq: int) -> int:
     """The rank of the ``seq``-th index file of ``bucket`` (in the order its entries
     apply), unique across buckets; an entry ranks ``file rank << 32 | its row``."""
@@ -512,7 +547,12 @@ class _CheckedFile:
                     open_data_file(store.fs, store.path(self.entry.path), self.entry.size) as f:
                 parquet = pq.ParquetFile(f, metadata=self.metadata, page_checksum_verification=True,
                                          read_dictionary=["_file"])
-                return parquet.read_row_groups(groups, columns=columns, use_threads=False)
+                table = parquet.read_row_groups(groups, columns=columns, use_threads=False)
+                if "_file" in table.schema.names:
+                    # page checksums leave out page headers: a damaged dictionary page header
+                    # decodes indices outside the dictionary, which nothing else checks
+                    table.column("_file").validate(full=True)
+                return table
         except FileNotFoundError:
             raise self.index._corrupt(self.entry, "is missing") from None
         except (pa.ArrowException, OSError, ValueError) as e:

@@ -207,7 +207,10 @@ class AddIndex:
     """A record-index file of bucket ``bucket``: a ``base`` (the bucket's state up to its
     commit; at most one is live per bucket) or a delta (the entries of one commit).
     ``rows`` entries; ``size`` and ``sha256`` detect a damaged file; ``min_hash`` and
-    ``max_hash`` bound the key hashes it holds. ``revision`` is the commit that added it."""
+    ``max_hash`` bound the key hashes it holds; ``footer_crc32`` (``None`` for files written
+    before it was recorded) is the CRC-32 of its Parquet footer (the bytes from the footer to the end): a
+    lookup reads only the footer and what it points at, so damage there must be told without
+    reading the whole file. ``revision`` is the commit that added it."""
 
     path: str
     bucket: int
@@ -218,6 +221,7 @@ class AddIndex:
     min_hash: int = 0
     max_hash: int = 0
     revision: int = -1
+    footer_crc32: int | None = None
 
     def at(self, revision: int) -> "AddIndex":
         return dataclasses.replace(self, revision=revision)
@@ -225,13 +229,14 @@ class AddIndex:
     def to_json(self, descriptor: DatasetDescriptor | None) -> dict:
         return {"addIndex": {"path": self.path, "bucket": self.bucket, "base": self.base, "rows": self.rows,
                              "size": self.size, "sha256": self.sha256,
-                             "minHash": self.min_hash, "maxHash": self.max_hash}}
+                             "minHash": self.min_hash, "maxHash": self.max_hash,
+                             **({"footerCrc32": self.footer_crc32} if self.footer_crc32 is not None else {})}}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], revision: int) -> "AddIndex":
         return cls(dataset_path(data["path"], "index file"), int(data["bucket"]), bool(data["base"]), int(data["rows"]),
                    int(data["size"]), str(data["sha256"]), int(data.get("minHash", 0)), int(data.get("maxHash", 0)),
-                   revision)
+                   revision, int(data["footerCrc32"]) if data.get("footerCrc32") is not None else None)
 
 
 @dataclass(frozen=True)

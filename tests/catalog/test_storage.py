@@ -86,6 +86,28 @@ def test_put_all_returns_only_when_every_file_and_its_folder_is_synced(tmp_path,
         assert path.stat().st_ino in synced_files  # the data (renamed, so the same inode)
         assert path.parent.stat().st_ino in synced_folders  # its name
     assert not [p for p in tmp_path.rglob("*.tmp")]
+    # the folders it created: each one's name is in its parent, which must be synced too
+    # (the first index files of a dataset create _index/ and _index/<bucket>/ at once)
+    for folder in (tmp_path / "t" / "_index", tmp_path / "t", tmp_path):
+        assert folder.stat().st_ino in synced_folders, folder
+
+
+def test_put_all_that_fails_leaves_no_temporary_files(tmp_path, monkeypatch):
+    from cdkds.catalog import storage
+
+    real = storage._local_temporary
+
+    def failing(path, data):
+        if path.endswith("2.parquet"):
+            raise OSError(28, "No space left on device")
+        return real(path, data)
+
+    monkeypatch.setattr(storage, "_local_temporary", failing)
+    store = ObjectStore.open(str(tmp_path))
+    with pytest.raises(StorageError):
+        store.put_all({f"t/_index/0/{i}.parquet": b"x" * 10 for i in range(5)})
+    assert not [p for p in tmp_path.rglob("*.tmp")]
+    assert not [p for p in tmp_path.rglob("*.parquet")]
 
 
 # ---------------------------------------------------------------- store failures (issue 25 item 10)
@@ -162,3 +184,24 @@ def test_a_file_url_names_this_machine(tmp_path, monkeypatch):
     with pytest.raises(StorageError, match="not host 'elsewhere'"):
         ObjectStore.open(f"file://elsewhere{tmp_path}/lake")
     assert not (tmp_path / "localhost").exists() and not (tmp_path / "elsewhere").exists()
+
+
+def test_put_all_that_fails_on_an_object_store_leaves_none_of_its_objects(monkeypatch):
+    """Uploaded concurrently, some objects land before another fails: they are removed, so a
+    failed write of index files leaves nothing behind (not even for vacuum)."""
+    import uuid
+
+    store = ObjectStore.open(f"memory://putall-{uuid.uuid4().hex}")
+    real = store.fs.pipe_file
+
+    def pipe(objects, **kwargs):
+        for i, (path, data) in enumerate(objects.items()):
+            if i == 2:
+                raise OSError(28, "No space left on device")
+            real(path, data)
+
+    monkeypatch.setattr(store.fs, "pipe", pipe)
+    keys = [f"t/_index/0/{i}.parquet" for i in range(5)]
+    with pytest.raises(StorageError):
+        store.put_all({k: b"x" for k in keys})
+    assert not [k for k in keys if store.fs.exists(store.path(k))]

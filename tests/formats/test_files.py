@@ -107,3 +107,21 @@ def test_a_parquet_file_in_memory_is_copied_into_arrow_memory():
     data[:] = bytes(len(data))  # the Python bytes no longer hold a Parquet file
     data.extend(b"resized")  # refused while anything still exports the bytearray's buffer
     assert parquet.read().column("x").to_pylist() == list(range(1000))
+
+
+def test_the_cache_of_data_file_footers_is_bounded_in_bytes(tmp_path):
+    """Reads by position keep data files' footers; a wide file's footer is megabytes, so the
+    cache is bounded by their size, not only by their count."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from cdkds.formats.parquet import _Footers
+
+    wide = pa.table({f"c{i}": pa.array(range(10)) for i in range(400)})
+    pq.write_table(wide, tmp_path / "wide.parquet", row_group_size=1)
+    footer = pq.read_metadata(tmp_path / "wide.parquet")
+    cache = _Footers(capacity=3 * footer.serialized_size)
+    for i in range(10):
+        cache.put((str(i), 1), footer)
+    assert cache.get(("9", 1)) is footer and cache.get(("0", 1)) is None
+    assert cache._bytes <= 3 * footer.serialized_size
