@@ -249,13 +249,30 @@ def repository_checks(url: str, options: dict) -> list[Check]:
         store = ObjectStore.open(url, options)
         exists = store.exists("")
         entries = len(store.list("")) if exists else 0
+        bucket = None if exists else _missing_bucket(store)
     except Exception as e:  # noqa: BLE001 - whatever the store raised is the finding
         return [Check("repository reachable", False, f"{url}: {_one_line(e)}", access),
                 Check("repository writable", False, f"{url}: not tried (the store did not answer)", access)]
+    if bucket is not None:  # a folder is made by the first write; a bucket is not
+        fix = f"create the bucket, or {access[0].lower()}{access[1:]}"
+        return [Check("repository reachable", False, f"{url}: the bucket {bucket} does not exist", fix),
+                Check("repository writable", False, f"{url}: not tried (no bucket)", fix)]
     reached = Check("repository reachable", True,
                     f"{store.url} answers: {entries} entr{'y' if entries == 1 else 'ies'} there" if exists else
                     f"{store.url} answers; nothing is there yet (the first dataset created there creates it)")
     return [reached, probe_writing(store, access)]
+
+
+BUCKET_PROTOCOLS = {"s3", "s3a", "gs", "gcs", "abfs", "az"}
+
+
+def _missing_bucket(store: ObjectStore) -> str | None:
+    """The bucket a repository URL names, when the store has buckets and that one is not there."""
+    protocols = store.fs.protocol if isinstance(store.fs.protocol, (tuple, list)) else (store.fs.protocol,)
+    if not BUCKET_PROTOCOLS.intersection(protocols):
+        return None
+    bucket = store.root.strip("/").split("/")[0]
+    return None if store.fs.exists(bucket) else bucket
 
 
 def probe_writing(store: ObjectStore, fix: str) -> Check:
