@@ -75,6 +75,8 @@ def open_repository(url: str, storage: Sequence[str]) -> DatasetRepository:
     repository = DatasetRepository(url, storage_options(storage))
     if not repository.store.exists(""):
         raise CliError(f"repository {repository.url} does not exist")
+    if repository.store.fs.isfile(repository.store.root):
+        raise CliError(f"repository {repository.url} is a file, not a folder")
     return repository
 
 

@@ -341,3 +341,9 @@ def test_every_type_prints_as_export_writes_it(tmp_path):
                  "AGFi", '{"a": 1}', '["2026-03-01T10:00:00.123456Z"]', "│ false ", "│ 100 "]:
         assert text in table, text
     assert '"NaN"' not in table and "True" not in table
+
+
+def test_a_repository_path_that_is_a_file_is_an_error_naming_it(tmp_path):
+    (tmp_path / "events.csv").write_text("id\n1\n")  # a file given where a repository was meant
+    done = run("list", str(tmp_path / "events.csv"), code=1)
+    assert done.stderr.strip() == f"error: repository {tmp_path}/events.csv is a file, not a folder"
