@@ -10,6 +10,7 @@ be created, read back and removed under it. Nothing here imports pyspark or touc
 from __future__ import annotations
 
 import configparser
+import contextlib
 import importlib.metadata
 import json
 import os
@@ -280,12 +281,16 @@ def probe_writing(store: ObjectStore, fix: str) -> Check:
     new_folders = _missing_local_folders(store)
     data = b"written by cdkds doctor; safe to delete\n"
     try:
-        store.put_if_absent(key, data)
         try:
-            if store.read(key) != data:
-                return Check("repository writable", False, f"{store.display(key)} read back other bytes", fix)
-        finally:
-            store.delete(key)
+            store.put_if_absent(key, data)
+            same = store.read(key) == data
+        except Exception:
+            with contextlib.suppress(Exception):  # a failed call may still have stored it (a lost reply)
+                store.delete(key)
+            raise
+        store.delete(key)
+        if not same:
+            return Check("repository writable", False, f"{store.display(key)} read back other bytes", fix)
     except Exception as e:  # noqa: BLE001 - whatever the store raised is the finding
         local = isinstance(store.fs, LocalFileSystem)
         return Check("repository writable", False, f"{store.url}: {_one_line(e)}",
