@@ -141,7 +141,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
     \b
     Example:
-      cdkds describe file:///data/lake/events
+      cdkds describe lake/events
     """
     ctx.obj = {"debug": debug}
 

@@ -31,8 +31,8 @@ def maintain(url: str, budget: int | None, watch: bool, interval: dt.timedelta |
 
     \b
     Example:
-      cdkds maintain file:///data/lake/events --budget 1g
-      cdkds maintain file:///data/lake/events --watch --interval 5m
+      cdkds maintain lake/events --budget 1g
+      cdkds maintain lake/events --watch --interval 5m
     """
     if interval is not None and not watch:
         raise click.UsageError("--interval is for --watch")

@@ -347,3 +347,11 @@ def test_a_repository_path_that_is_a_file_is_an_error_naming_it(tmp_path):
     (tmp_path / "events.csv").write_text("id\n1\n")  # a file given where a repository was meant
     done = run("list", str(tmp_path / "events.csv"), code=1)
     assert done.stderr.strip() == f"error: repository {tmp_path}/events.csv is a file, not a folder"
+
+
+def test_help_examples_use_a_relative_folder():
+    """A newcomer copies --help's examples: no /data, which only root can create (as in the guide)."""
+    from cdkds.cli.app import cli
+    for name in [None, *cli.commands]:
+        text = run(*([name] if name else []), "--help").stdout
+        assert "/data/" not in text, name
