@@ -117,7 +117,7 @@ def test_maintenance_commands(lake):
     (["show", "{url}", "--columns", "id,nope"], 1, "error: dataset 'events': unknown column 'nope'"),
     (["show", "{url}", "--version", "9"], 1, "error: dataset 'events' has no revision 9; its latest is 2"),
     (["show", "{url}", "--version", "1", "--timestamp", "2026-01-01"], 2, "give --version or --timestamp, not both"),
-    (["show", "{url}", "--timestamp", "yesterday"], 1, "error: cannot read 'yesterday' as a time"),
+    (["show", "{url}", "--timestamp", "yesterday"], 1, "error: dataset 'events': cannot read 'yesterday' as a time"),
     (["show", "{url}", "--limit", "-1"], 2, "Invalid value for '--limit'"),
     (["show", "{url}", "--format", "xml"], 2, "Invalid value for '--format'"),
     (["history", "{url}", "--limit", "0"], 2, "Invalid value for '--limit'"),
