@@ -83,7 +83,7 @@ def split_dataset_url(url: str) -> tuple[str, str]:
     trimmed = url.strip().rstrip("/")
     parent, _, name = trimmed.rpartition("/")
     if not parent or parent.endswith(":") or parent.endswith(":/"):
-        raise InvalidNameError(f"dataset URL {url!r} names no dataset folder (expected e.g. file:///data/lake/users)")
+        raise InvalidNameError(f"dataset URL {url!r} names no dataset folder (expected e.g. lake/users or file:///tmp/lake/users)")
     check_name(name)
     return parent, name
 

@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import configparser
 import contextlib
-import csv
 import datetime as dt
 import importlib.metadata
-import io
 import json
 import math
 import sys
@@ -32,6 +30,8 @@ from rich.table import Table
 from cdkds.catalog import Dataset, DatasetRepository
 from cdkds.catalog.quantities import parse_duration, parse_size
 from cdkds.catalog.repository import split_dataset_url
+from cdkds.formats.outputs import csv_text, json_rows, text_cells
+
 
 class CliError(click.ClickException):
     """One line for the user; exit code 1."""
@@ -75,6 +75,8 @@ def open_repository(url: str, storage: Sequence[str]) -> DatasetRepository:
     repository = DatasetRepository(url, storage_options(storage))
     if not repository.store.exists(""):
         raise CliError(f"repository {repository.url} does not exist")
+    if repository.store.fs.isfile(repository.store.root):
+        raise CliError(f"repository {repository.url} is a file, not a folder")
     return repository
 
 
@@ -139,7 +141,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
     \b
     Example:
-      cdkds describe file:///data/lake/events
+      cdkds describe lake/events
     """
     ctx.obj = {"debug": debug}
 
@@ -202,35 +204,17 @@ def working(description: str) -> Iterator[None]:
 
 
 def print_table(table: pa.Table, fmt: str, footer: str | None = None) -> None:
-    """Rows as a table, JSON or CSV on standard output."""
-    rows = table.to_pylist()
+    """Rows as a table, JSON or CSV on standard output, each value as export writes it (CSV as
+    an exported CSV file, JSON as exported JSON lines, table cells as the CSV's)."""
     if fmt == "json":
-        click.echo(to_json(rows))
+        click.echo(to_json(json_rows(table)))
     elif fmt == "csv":
-        buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=table.schema.names, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows({k: cell(v) for k, v in r.items()} for r in rows)
-        click.echo(buffer.getvalue(), nl=False)
+        click.echo(csv_text(table), nl=False)
     else:
         out = terminal()
         grid = Table(*table.schema.names)
-        for r in rows:
-            grid.add_row(*(cell(v) for v in r.values()))
+        for row in text_cells(table):
+            grid.add_row(*("" if v is None else v for v in row))
         out.print(grid)
         if footer:
             out.print(footer)
-
-
-def cell(value: Any) -> str:
-    """A value as table and CSV output print it: as ``--json`` and export write it (``true``,
-    ``false``, ISO times, hex bytes, ``NaN``, nested values as JSON), null as an empty cell."""
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (bool, list, tuple, dict)) or isinstance(value, float) and not math.isfinite(value):
-        return json.dumps(_finite(value), default=_json_default, allow_nan=False, ensure_ascii=False)
-    if isinstance(value, (dt.datetime, dt.date, dt.time, bytes)):
-        return _json_default(value)
-    return str(value)

@@ -35,7 +35,7 @@ def check(url: str, read_data: bool, storage: Sequence[str], as_json: bool) -> N
 
     \b
     Example:
-      cdkds check file:///data/lake/events --read-data
+      cdkds check lake/events --read-data
     """
     parent, name = split_dataset_url(url)
     store = DatasetRepository(parent, storage_options(storage)).store.child(name)

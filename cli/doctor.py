@@ -10,6 +10,7 @@ be created, read back and removed under it. Nothing here imports pyspark or touc
 from __future__ import annotations
 
 import configparser
+import contextlib
 import importlib.metadata
 import json
 import os
@@ -249,13 +250,30 @@ def repository_checks(url: str, options: dict) -> list[Check]:
         store = ObjectStore.open(url, options)
         exists = store.exists("")
         entries = len(store.list("")) if exists else 0
+        bucket = None if exists else _missing_bucket(store)
     except Exception as e:  # noqa: BLE001 - whatever the store raised is the finding
         return [Check("repository reachable", False, f"{url}: {_one_line(e)}", access),
                 Check("repository writable", False, f"{url}: not tried (the store did not answer)", access)]
+    if bucket is not None:  # a folder is made by the first write; a bucket is not
+        fix = f"create the bucket, or {access[0].lower()}{access[1:]}"
+        return [Check("repository reachable", False, f"{url}: the bucket {bucket} does not exist", fix),
+                Check("repository writable", False, f"{url}: not tried (no bucket)", fix)]
     reached = Check("repository reachable", True,
                     f"{store.url} answers: {entries} entr{'y' if entries == 1 else 'ies'} there" if exists else
                     f"{store.url} answers; nothing is there yet (the first dataset created there creates it)")
     return [reached, probe_writing(store, access)]
+
+
+BUCKET_PROTOCOLS = {"s3", "s3a", "gs", "gcs", "abfs", "az"}
+
+
+def _missing_bucket(store: ObjectStore) -> str | None:
+    """The bucket a repository URL names, when the store has buckets and that one is not there."""
+    protocols = store.fs.protocol if isinstance(store.fs.protocol, (tuple, list)) else (store.fs.protocol,)
+    if not BUCKET_PROTOCOLS.intersection(protocols):
+        return None
+    bucket = store.root.strip("/").split("/")[0]
+    return None if store.fs.exists(bucket) else bucket
 
 
 def probe_writing(store: ObjectStore, fix: str) -> Check:
@@ -263,12 +281,16 @@ def probe_writing(store: ObjectStore, fix: str) -> Check:
     new_folders = _missing_local_folders(store)
     data = b"written by cdkds doctor; safe to delete\n"
     try:
-        store.put_if_absent(key, data)
         try:
-            if store.read(key) != data:
-                return Check("repository writable", False, f"{store.display(key)} read back other bytes", fix)
-        finally:
-            store.delete(key)
+            store.put_if_absent(key, data)
+            same = store.read(key) == data
+        except Exception:
+            with contextlib.suppress(Exception):  # a failed call may still have stored it (a lost reply)
+                store.delete(key)
+            raise
+        store.delete(key)
+        if not same:
+            return Check("repository writable", False, f"{store.display(key)} read back other bytes", fix)
     except Exception as e:  # noqa: BLE001 - whatever the store raised is the finding
         local = isinstance(store.fs, LocalFileSystem)
         return Check("repository writable", False, f"{store.url}: {_one_line(e)}",

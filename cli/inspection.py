@@ -26,7 +26,7 @@ def list_(repository: str, storage: Sequence[str], as_json: bool) -> None:
 
     \b
     Example:
-      cdkds list file:///data/lake
+      cdkds list lake
     """
     names = open_repository(repository, storage).list()
     emit(as_json, names, lambda out: [out.print(n) for n in names])
@@ -41,7 +41,7 @@ def describe(url: str, storage: Sequence[str], as_json: bool) -> None:
 
     \b
     Example:
-      cdkds describe file:///data/lake/events
+      cdkds describe lake/events
     """
     ds = open_dataset(url, storage)
     d, s = ds.descriptor, ds.snapshot
@@ -115,7 +115,7 @@ def schema(url: str, kind: str, storage: Sequence[str], as_json: bool) -> None:
 
     \b
     Example:
-      cdkds schema file:///data/lake/events --arrow
+      cdkds schema lake/events --arrow
     """
     d = open_dataset(url, storage).descriptor
     if kind == "arrow":
@@ -137,7 +137,7 @@ def history(url: str, limit: int | None, storage: Sequence[str], as_json: bool) 
 
     \b
     Example:
-      cdkds history file:///data/lake/events --limit 10
+      cdkds history lake/events --limit 10
     """
     entries = open_dataset(url, storage).history()
     if limit is not None:
@@ -195,7 +195,7 @@ def show(url: str, where: str | None, columns: str | None, limit: int, version: 
 
     \b
     Example:
-      cdkds show file:///data/lake/events --where "userId = 1234" --limit 5
+      cdkds show lake/events --where "userId = 1234" --limit 5
     """
     if version is not None and timestamp is not None:
         raise click.UsageError("give --version or --timestamp, not both")
@@ -226,7 +226,7 @@ def changes(url: str, start: int, end: int | None, columns: str | None, fmt: str
 
     \b
     Example:
-      cdkds changes file:///data/lake/users --start 5 --format json
+      cdkds changes lake/users --start 5 --format json
     """
     ds = open_dataset(url, storage)
     print_table(ds.changes(start, end, columns).read_all(), "json" if as_json else fmt)

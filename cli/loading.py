@@ -135,7 +135,7 @@ def create(url: str, schema_path: str | None, like: str | None, input_format: st
 
     \b
     Example:
-      cdkds create file:///data/lake/events --like events.csv \\
+      cdkds create lake/events --like events.csv \\
             --partition-by "hash(userId, 16), day(ts)" --property checkpoint.interval=20
     """
     if schema_path is not None and like is not None:
@@ -176,7 +176,7 @@ def import_(url: str, files: Sequence[str], mode: str, input_format: str | None,
 
     \b
     Example:
-      cdkds import file:///data/lake/events day1.csv day2.jsonl.gz old.parquet --mode append
+      cdkds import lake/events day1.csv day2.jsonl.gz old.parquet --mode append
     """
     described = [o for o, v in (("--partition-by", partition_by), ("--format", fmt), ("--compression", compression),
                                 ("--record-key", record_key), ("--ordering-field", ordering_field),
@@ -293,7 +293,7 @@ def export(url: str, dest: str, where: str | None, columns: str | None, fmt: str
 
     \b
     Example:
-      cdkds export file:///data/lake/events march.csv --where "ts >= '2026-03-01'" --columns id,ts
+      cdkds export lake/events march.csv --where "ts >= '2026-03-01'" --columns id,ts
     """
     if version is not None and timestamp is not None:
         raise click.UsageError("give --version or --timestamp, not both")

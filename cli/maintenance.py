@@ -37,7 +37,7 @@ def delete(url: str, where: str, storage: Sequence[str], as_json: bool) -> None:
 
     \b
     Example:
-      cdkds delete file:///data/lake/events --where "ts < '2026-01-01'"
+      cdkds delete lake/events --where "ts < '2026-01-01'"
     """
     ds = open_dataset(url, storage)
     with working(f"counting the rows of {ds.name} matching {where}"):
@@ -75,7 +75,7 @@ def compact(url: str, where: str | None, target_file_size: int | None, storage: 
 
     \b
     Example:
-      cdkds compact file:///data/lake/events --target-file-size 256m
+      cdkds compact lake/events --target-file-size 256m
     """
     ds = open_dataset(url, storage)
     base = ds.snapshot
@@ -109,7 +109,7 @@ def vacuum(url: str, retention: dt.timedelta, dry_run: bool, force: bool, storag
 
     \b
     Example:
-      cdkds vacuum file:///data/lake/events --retention 7d --no-dry-run
+      cdkds vacuum lake/events --retention 7d --no-dry-run
     """
     if retention < MINIMUM_RETENTION and not force:
         raise CliError(f"a retention of {retention} is below the safe minimum of {MINIMUM_RETENTION}: files of "
@@ -148,7 +148,7 @@ def expire_log(url: str, older_than: dt.timedelta, force: bool, storage: Sequenc
 
     \b
     Example:
-      cdkds expire-log file:///data/lake/events --older-than 30d
+      cdkds expire-log lake/events --older-than 30d
     """
     if older_than < MINIMUM_LOG_AGE and not force:
         raise CliError(f"expiring commits younger than {MINIMUM_LOG_AGE} is below the safe minimum: a writer that "
@@ -167,7 +167,7 @@ def checkpoint(url: str, storage: Sequence[str], as_json: bool) -> None:
 
     \b
     Example:
-      cdkds checkpoint file:///data/lake/events
+      cdkds checkpoint lake/events
     """
     ds = open_dataset(url, storage)
     with working(f"writing a checkpoint of {ds.name}"):
@@ -184,7 +184,7 @@ def rebuild_index(url: str, storage: Sequence[str], as_json: bool) -> None:
 
     \b
     Example:
-      cdkds rebuild-index file:///data/lake/users
+      cdkds rebuild-index lake/users
     """
     ds = open_dataset(url, storage)
     with working(f"rebuilding the record index of {ds.name}"):
@@ -257,7 +257,7 @@ def alter(url: str, changes: Sequence[str], dry_run: bool, storage: Sequence[str
 
     \b
     Example:
-      cdkds alter file:///data/lake/events "rename ts to event_time" "add score double default 0"
+      cdkds alter lake/events "rename ts to event_time" "add score double default 0"
     """
     ds = open_dataset(url, storage)
     update = ds.alter()
@@ -284,7 +284,7 @@ def rebuild(url: str, force: bool, storage: Sequence[str], as_json: bool) -> Non
 
     \b
     Example:
-      cdkds rebuild file:///data/lake/events
+      cdkds rebuild lake/events
     """
     parent, name = split_dataset_url(url)
     repository = DatasetRepository(parent, storage_options(storage))

@@ -31,8 +31,8 @@ def maintain(url: str, budget: int | None, watch: bool, interval: dt.timedelta |
 
     \b
     Example:
-      cdkds maintain file:///data/lake/events --budget 1g
-      cdkds maintain file:///data/lake/events --watch --interval 5m
+      cdkds maintain lake/events --budget 1g
+      cdkds maintain lake/events --watch --interval 5m
     """
     if interval is not None and not watch:
         raise click.UsageError("--interval is for --watch")
@@ -42,7 +42,8 @@ def maintain(url: str, budget: int | None, watch: bool, interval: dt.timedelta |
     if not watch:
         with working(f"maintaining {ds.name}"):
             report = ds.maintain(budget)
-        emit(as_json, _data(ds, report), lambda out: out.print(report.summary()))
+        data = _data(ds, report)
+        emit(as_json, data, lambda out: out.print(_with_rows(report.summary(), data)))
         return
     _watch(ds, budget, (interval or dt.timedelta(seconds=30)).total_seconds(), as_json)
 
@@ -63,7 +64,7 @@ def _watch(ds: Dataset, budget: int | None, seconds: float, as_json: bool) -> No
                 if as_json:
                     click.echo(json.dumps(json.loads(to_json(_data(ds, report)))))
                 else:
-                    click.echo(f"{_now()} {report.summary()}")
+                    click.echo(f"{_now()} {_with_rows(report.summary(), _data(ds, report))}")
             time.sleep(seconds)
     except KeyboardInterrupt:
         text = f"stopped after {passes} pass{'es' if passes != 1 else ''}; {ds.name} is at revision {ds.version}"
@@ -82,4 +83,26 @@ def _now() -> str:
 
 
 def _data(ds: Dataset, report: ServiceReport) -> dict:
-    return {"dataset": ds.name, "revision": ds.version, **dataclasses.asdict(report), "summary": report.summary()}
+    read, written = _rows_rewritten(ds, report)
+    return {"dataset": ds.name, "revision": ds.version, **dataclasses.asdict(report), "rows_rewritten": read,
+            "rows_written": written, "summary": report.summary()}
+
+
+def _rows_rewritten(ds: Dataset, report: ServiceReport) -> tuple[int | None, int | None]:
+    """The rows the pass's commits removed and wrote, as ``history`` counts them (live rows of the
+    files rewritten); ``None`` when a commit is no longer in the log."""
+    read = written = 0
+    for revision in report.revisions:
+        entry = ds.log.entry(revision, ds.log.snapshot(version=revision - 1))
+        if entry is None or entry.removed_rows is None:
+            return None, None
+        read, written = read + entry.removed_rows, written + entry.added_rows
+    return read, written
+
+
+def _with_rows(summary: str, data: dict) -> str:
+    """The pass's summary with the rows it rewrote after its files ("... at revision 6 (6 rows into 5) (0.03 s)")."""
+    if not data["revisions"] or data["rows_rewritten"] is None:
+        return summary
+    done, _, seconds = summary.rpartition(" (")
+    return f"{done} ({data['rows_rewritten']:,} rows into {data['rows_written']:,}) ({seconds}"

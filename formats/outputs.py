@@ -13,6 +13,7 @@ import base64
 import contextlib
 import datetime as dt
 import decimal
+import io
 import json
 import uuid
 from typing import Any, Mapping
@@ -119,13 +120,7 @@ class _CsvSink:
         self.stream, self.writer = stream, pacsv.CSVWriter(stream, self.schema)
 
     def write(self, batch: pa.RecordBatch) -> None:
-        columns = []
-        for column in batch.columns:
-            if is_bytes(column.type):
-                column = pa.array(_values(column), pa.string())
-            elif pa.types.is_nested(column.type):
-                column = pa.array([None if v is None else _JSON.encode(v) for v in _values(column)], pa.string())
-            columns.append(column)
+        columns = [_csv_column(c) if _as_text(c.type) else c for c in batch.columns]
         self.writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=self.schema))
 
     def close(self) -> None:
@@ -162,8 +157,47 @@ class _AvroSink:
 
 
 def _as_text(t: pa.DataType) -> bool:
-    """Whether CSV holds values of type ``t`` as text made here (JSON or base64)."""
-    return pa.types.is_nested(t) or is_bytes(t)
+    """Whether CSV holds values of type ``t`` as text made here (JSON, base64, ISO 8601 with ``T``)."""
+    return pa.types.is_nested(t) or is_bytes(t) or pa.types.is_timestamp(t)
+
+
+def _csv_column(column: pa.Array) -> pa.Array:
+    """A column as the text a CSV file holds (null stays null): Arrow's own text of numbers,
+    booleans, dates, times and decimals; ours of timestamps, bytes and nested values."""
+    if is_bytes(column.type):
+        return pa.array(_values(column), pa.string())
+    if pa.types.is_nested(column.type):
+        return pa.array([None if v is None else _JSON.encode(v) for v in _values(column)], pa.string())
+    if pa.types.is_timestamp(column.type):
+        return _timestamp_text(column)
+    return column.cast(pa.string())
+
+
+def _timestamp_text(column: pa.Array) -> pa.Array:
+    return pc.replace_substring(column.cast(pa.string()), " ", "T", max_replacements=1)
+
+
+def csv_text(table: pa.Table) -> str:
+    """The rows as an exported CSV file holds them (``cdkds show --format csv`` prints this)."""
+    stream = io.BytesIO()
+    sink = _CsvSink(stream, table.schema)
+    for batch in table.to_batches():
+        sink.write(batch)
+    sink.writer.close()
+    return stream.getvalue().decode()
+
+
+def text_cells(table: pa.Table) -> list[list[str | None]]:
+    """Each row's values as the cells of an exported CSV file (``None`` for null)."""
+    columns = [_csv_column(c.combine_chunks()).to_pylist() for c in table.columns]
+    return [list(row) for row in zip(*columns)]
+
+
+def json_rows(table: pa.Table) -> list[dict]:
+    """The rows as an exported JSON lines file holds them, as Python values (NaN a float)."""
+    names = table.schema.names
+    columns = [_values(c) for c in table.columns]
+    return [json.loads(_JSON.encode(dict(zip(names, row)))) for row in zip(*columns)]
 
 
 def _values(column: pa.Array) -> list:
@@ -171,7 +205,7 @@ def _values(column: pa.Array) -> list:
     base64 (strings, so the result is JSON as it is), nested values as lists and dicts."""
     t = column.type
     if pa.types.is_timestamp(t):
-        column = pc.replace_substring(column.cast(pa.string()), " ", "T", max_replacements=1)
+        column = _timestamp_text(column)
     elif pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_decimal(t):
         column = column.cast(pa.string())
     elif is_bytes(t):

@@ -4,9 +4,10 @@ Each page's ```python blocks run in order as one program (one namespace) in an e
 temporary folder, as a reader copying them one after the other into one script would run
 them; a ```bash block made only of plain `cdkds` commands runs where it stands (a block
 with `[options]`, pipes or continuations is a synopsis and is not run). A block fenced
-```python skip (real S3 credentials, a cluster) is not run. Pages whose examples use Spark
-are slow and share the connector tests' local[2] session: an example's
-`SparkSession.builder.getOrCreate()` returns it.
+```python skip (real S3 credentials, a cluster) is not run. Every line of a run block (its top
+level) must run: an `except` whose error never came would print nothing and prove nothing.
+Pages whose examples use Spark are slow and share the connector tests' local[2] session: an
+example's `SparkSession.builder.getOrCreate()` returns it.
 """
 
 from __future__ import annotations
@@ -40,6 +41,29 @@ class Example:
     def compiled(self):
         """The block compiled so that a traceback names the page and its line."""
         return compile("\n" * self.line + self.code, str(self.page), "exec")
+
+    def run(self, namespace: dict) -> None:
+        """Runs the block in ``namespace``; every line of it must run (an ``except`` whose error
+        never came, a branch never taken would show nothing and prove nothing)."""
+        code, ran, page = self.compiled(), set(), str(self.page)
+
+        def trace(frame, event, arg):
+            if frame.f_code.co_filename != page:
+                return None
+            if event == "line":
+                ran.add(frame.f_lineno)
+            return trace
+
+        previous = sys.gettrace()
+        sys.settrace(trace)
+        try:
+            exec(code, namespace)
+        finally:
+            sys.settrace(previous)
+        # the block's own lines: a function it defines may run in another thread (Spark's foreachBatch)
+        lines = {line for _, _, line in code.co_lines() if line is not None and line > self.line}
+        missed = sorted(lines - ran)
+        assert not missed, f"{self.page.name}: lines {missed} of the example did not run"
 
 
 def examples(page: Path) -> list[Example]:
@@ -90,7 +114,7 @@ def run_page(page: Path, block_by_block: bool = False) -> dict:
         if example.language == "python" and not example.skip:
             if block_by_block:
                 namespace = {"__name__": "__main__"}
-            exec(example.compiled(), namespace)
+            example.run(namespace)
         for command in cdkds_commands(example):
             run_command(example, command)
     return namespace
@@ -169,6 +193,13 @@ def test_a_broken_example_fails_its_page(tmp_path):
     with pytest.raises(AssertionError, match="broken") as failure:
         run_page(page)
     assert failure.traceback[-1].lineno + 1 == 12  # the page's own line
+
+
+def test_an_example_whose_lines_do_not_all_run_fails_its_page(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("```python\ntry:\n    x = 1\nexcept ValueError as error:\n    print(error)   # never raised\n```\n")
+    with pytest.raises(AssertionError, match=r"page.md: lines \[4, 5\] of the example did not run"):
+        run_page(page)
 
 
 def test_block_by_block_each_block_defines_what_it_uses(tmp_path):

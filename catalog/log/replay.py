@@ -30,7 +30,11 @@ class Replay:
         if not self.listing.exists():
             raise self._not_found()
         if timestamp is not None:
-            return self._at_time(millis(timestamp), timestamp)
+            try:
+                at = millis(timestamp)
+            except InvalidTimeTravelError as e:
+                raise InvalidTimeTravelError(f"dataset {self.dataset!r}: {e}") from None
+            return self._at_time(at, timestamp)
         if version == 0:
             return self.first()
         snapshot = self.forward(self._start(version), upto=version)

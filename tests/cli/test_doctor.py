@@ -122,4 +122,7 @@ def test_s3_reachable_and_writable_and_a_missing_bucket(s3_endpoint, spark_pytho
     assert boto3.client("s3", endpoint_url=s3_endpoint).list_objects_v2(Bucket=bucket)["KeyCount"] == 0
 
     found = checks(run_script("doctor", "s3://no-such-bucket-cdkds/lake", *options, env=env, code=1))
-    assert not found["repository writable"]["ok"] and "endpoint_url" in found["repository writable"]["fix"]
+    reached = found["repository reachable"]  # not "nothing is there yet": no dataset can be created there
+    assert not reached["ok"] and "the bucket no-such-bucket-cdkds does not exist" in reached["detail"]
+    assert "create the bucket" in reached["fix"] and "endpoint_url" in reached["fix"]
+    assert not found["repository writable"]["ok"] and "not tried" in found["repository writable"]["detail"]

@@ -61,7 +61,7 @@ def test_every_command_on_local_files(lake):
     table = run("show", url, "--where", "userId = 3", "--columns", "id,tags", "--limit", "2").stdout
     assert "2 rows shown (revision 2; 1 of 4 files read)" in table and "[b]" in table  # values are not markup
     csv_text = run("show", url, "--columns", "id", "--limit", "3", "--format", "csv", "--version", "1").stdout
-    assert csv_text.splitlines()[0] == "id" and len(csv_text.splitlines()) == 4
+    assert csv_text.splitlines()[0] == '"id"' and len(csv_text.splitlines()) == 4
     assert len(json.loads(run("show", url, "--limit", "200", "--version", "1", "--json").stdout)) == 100
     assert json.loads(run("schema", url).stdout)["name"] == "Event"
     assert "ts: timestamp[us, tz=UTC] not null" in run("schema", url, "--arrow").stdout
@@ -117,7 +117,7 @@ def test_maintenance_commands(lake):
     (["show", "{url}", "--columns", "id,nope"], 1, "error: dataset 'events': unknown column 'nope'"),
     (["show", "{url}", "--version", "9"], 1, "error: dataset 'events' has no revision 9; its latest is 2"),
     (["show", "{url}", "--version", "1", "--timestamp", "2026-01-01"], 2, "give --version or --timestamp, not both"),
-    (["show", "{url}", "--timestamp", "yesterday"], 1, "error: cannot read 'yesterday' as a time"),
+    (["show", "{url}", "--timestamp", "yesterday"], 1, "error: dataset 'events': cannot read 'yesterday' as a time"),
     (["show", "{url}", "--limit", "-1"], 2, "Invalid value for '--limit'"),
     (["show", "{url}", "--format", "xml"], 2, "Invalid value for '--format'"),
     (["history", "{url}", "--limit", "0"], 2, "Invalid value for '--limit'"),
@@ -267,8 +267,8 @@ def test_values_print_alike_in_table_csv_and_json(tmp_path):
     url = f"{tmp_path}/lake/flags"
     assert json.loads(run("show", url, "--json").stdout) == [
         {"id": 1, "ok": True, "tags": ["a"]}, {"id": 2, "ok": False, "tags": None}, {"id": 3, "ok": None, "tags": []}]
-    assert run("show", url, "--format", "csv").stdout.splitlines() == ["id,ok,tags", '1,true,"[""a""]"', "2,false,",
-                                                                        "3,,[]"]
+    assert run("show", url, "--format", "csv").stdout.splitlines() == ['"id","ok","tags"', '1,true,"[""a""]"',
+                                                                        "2,false,", '3,,"[]"']
     table = run("show", url).stdout
     assert "│ true " in table and "│ false " in table and '["a"]' in table and "True" not in table
     exported = tmp_path / "flags.csv"
@@ -301,3 +301,57 @@ def test_history_shows_the_rows_each_commit_added_and_removed(tmp_path):
     # commits 1-3 expired: 5 and 6 counted from checkpoint 4, 4 itself not
     assert [(h["revision"], h["removed_rows"]) for h in history] == [(0, 0), (4, None), (5, 0), (6, 2)]
     assert history[-1]["operation"] == "compact"
+
+
+def test_every_type_prints_as_export_writes_it(tmp_path):
+    """One rendering: show's CSV is export's CSV, its table the same cells, its --json export's
+    JSON lines (NaN and infinities as strings, --json being strict JSON)."""
+    import decimal
+    import math
+    nullable = lambda t: ["null", t]  # noqa: E731
+    repo = DatasetRepository(f"file://{tmp_path}/lake")
+    ds = repo.create("types", DatasetDescriptor({"type": "record", "name": "T", "fields": [
+        {"name": n, "type": nullable(t), "default": None} for n, t in [
+            ("b", "boolean"), ("ts", {"type": "long", "logicalType": "timestamp-micros"}),
+            ("lts", {"type": "long", "logicalType": "local-timestamp-millis"}),
+            ("d", {"type": "int", "logicalType": "date"}), ("t", {"type": "int", "logicalType": "time-millis"}),
+            ("dec", {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}),
+            ("f", "double"), ("by", "bytes"), ("m", {"type": "map", "values": "long"}),
+            ("nested", {"type": "array", "items": {"type": "long", "logicalType": "timestamp-micros"}}),
+            ("s", "string")]]}))
+    utc = dt.datetime(2026, 3, 1, 10, 0, 0, 123456, tzinfo=dt.timezone.utc)
+    with ds.writer() as w:
+        w.write({"b": False, "ts": utc, "lts": dt.datetime(2026, 3, 1, 10, 0, 0, 5000), "d": dt.date(2026, 3, 1),
+                 "t": dt.time(10, 1, 2, 3000), "dec": decimal.Decimal("1.50"), "f": float("nan"), "by": b"\x00ab",
+                 "m": {"a": 1}, "nested": [utc], "s": "x,y"})
+        w.write({"b": True, "f": 100.0, "s": ""})
+        w.write({"f": float("-inf")})
+    url = f"{tmp_path}/lake/types"
+    run("export", url, str(tmp_path / "out.csv"))
+    run("export", url, str(tmp_path / "out.jsonl"))
+    shown = run("show", url, "--format", "csv").stdout
+    assert shown == (tmp_path / "out.csv").read_text()
+    assert "2026-03-01T10:00:00.123456Z" in shown and "AGFi" in shown and '{""a"": 1}' in shown
+    exported = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    strict = [{k: ("NaN" if math.isnan(v) else "-Infinity") if isinstance(v, float) and not math.isfinite(v) else v
+               for k, v in row.items()} for row in exported]
+    assert json.loads(run("show", url, "--json").stdout) == strict
+    table = run("show", url).stdout
+    for text in ["2026-03-01T10:00:00.123456Z", "2026-03-01T10:00:00.005", "10:01:02.003", "1.50", "nan", "-inf",
+                 "AGFi", '{"a": 1}', '["2026-03-01T10:00:00.123456Z"]', "│ false ", "│ 100 "]:
+        assert text in table, text
+    assert '"NaN"' not in table and "True" not in table
+
+
+def test_a_repository_path_that_is_a_file_is_an_error_naming_it(tmp_path):
+    (tmp_path / "events.csv").write_text("id\n1\n")  # a file given where a repository was meant
+    done = run("list", str(tmp_path / "events.csv"), code=1)
+    assert done.stderr.strip() == f"error: repository {tmp_path}/events.csv is a file, not a folder"
+
+
+def test_help_examples_use_a_relative_folder():
+    """A newcomer copies --help's examples: no /data, which only root can create (as in the guide)."""
+    from cdkds.cli.app import cli
+    for name in [None, *cli.commands]:
+        text = run(*([name] if name else []), "--help").stdout
+        assert "/data/" not in text, name

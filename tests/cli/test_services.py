@@ -45,6 +45,17 @@ def test_maintain_runs_one_pass_as_its_own_commit(tmp_path):
     assert repo.load("t").version == 5
 
 
+def test_maintain_says_the_rows_it_rewrote(tmp_path):
+    repo, url = fragmented(tmp_path)
+    repo.load("t").delete("id < 3")  # drops the file of 0 and 1; a tombstone hides 2
+    out = run("maintain", url).stdout
+    assert "rewrote 3 file(s)" in out and "(6 rows into 5)" in out, out  # counted as the history counts them
+    entry = repo.load("t").history()[-1]
+    assert (entry.removed_rows, entry.added_rows) == (6, 5)
+    done = json.loads(run("maintain", url, "--json").stdout)  # nothing left: nothing rewritten
+    assert (done["rows_rewritten"], done["rows_written"]) == (0, 0)
+
+
 def test_maintain_keeps_within_its_budget(tmp_path):
     repo, url = fragmented(tmp_path)
     size = sum(f.size for f in repo.load("t").snapshot.files.values())

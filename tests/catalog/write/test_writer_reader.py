@@ -202,9 +202,9 @@ def test_time_travel_by_version_and_timestamp(repo):
     ({"version": 9}, "has no revision 9; its latest is 0"),
     ({"version": -1}, "version must be a revision number"),
     ({"version": "1"}, "version must be a revision number"),
-    ({"timestamp": "yesterday"}, "cannot read 'yesterday' as a time"),
-    ({"timestamp": float("nan")}, "cannot read nan as a time"),
-    ({"timestamp": float("inf")}, "cannot read inf as a time"),
+    ({"timestamp": "yesterday"}, "dataset 'events': cannot read 'yesterday' as a time"),
+    ({"timestamp": float("nan")}, "dataset 'events': cannot read nan as a time"),
+    ({"timestamp": float("inf")}, "dataset 'events': cannot read inf as a time"),
     ({"timestamp": 5}, "has no revision at or before 5"),
     ({"version": 0, "timestamp": 5}, "not both"),
 ])
