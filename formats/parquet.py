@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import threading
-from collections import OrderedDict
 from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from cdkds.formats.cache import BoundedCache
 from cdkds.formats.errors import DataFileError
 from cdkds.formats.files import DEFAULT_BATCH_ROWS, KeepRowGroup, Split, WrittenFile, open_data_file
 from cdkds.formats.nulls import writable_batch
@@ -165,46 +163,11 @@ class ParquetFormat:
         return {k.decode(): v.decode() for k, v in raw.items() if k.startswith(b"cdkds.")}
 
 
-class _Footers:
-    """Footers of data files read by position, by path and size, at most ``capacity`` bytes
-    of them (their serialized sizes: a wide file's is megabytes), least recently used out."""
-
-    def __init__(self, capacity: int = 64 << 20):
-        self._items: OrderedDict[tuple[str, int], pq.FileMetaData] = OrderedDict()
-        self._bytes = 0
-        self._capacity = capacity
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple[str, int]) -> pq.FileMetaData | None:
-        with self._lock:
-            item = self._items.get(key)
-            if item is not None:
-                self._items.move_to_end(key)
-            return item
-
-    def put(self, key: tuple[str, int], value: pq.FileMetaData) -> None:
-        with self._lock:
-            if key in self._items:
-                return
-            self._items[key] = value
-            self._bytes += value.serialized_size
-            while self._bytes > self._capacity and len(self._items) > 1:
-                self._bytes -= self._items.popitem(last=False)[1].serialized_size
+# footers of data files read by position, by path and size: a wide file's footer is megabytes
+FOOTERS: BoundedCache[pq.FileMetaData] = BoundedCache(64 << 20, lambda m: m.serialized_size)
 
 
-FOOTERS = _Footers()
-
-
-def _after_fork() -> None:
-    """In a forked child: a lock a parent's thread held at the fork stays held (that thread
-    is not in the child), so the footers take a new one."""
-    FOOTERS._lock = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_after_fork)
-
-
-def _open(f: Any, path: str, projection: Projection, footers: _Footers | None = None,
+def _open(f: Any, path: str, projection: Projection, footers: BoundedCache[pq.FileMetaData] | None = None,
           size: int | None = None) -> tuple[pq.ParquetFile, FileProjection]:
     """The Parquet file behind ``f`` and how to read the projection's fields out of it
     (its footer from ``footers`` when they hold it, and kept there)."""

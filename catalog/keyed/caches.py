@@ -4,9 +4,6 @@ the deleted positions of data files."""
 
 from __future__ import annotations
 
-import os
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,6 +12,7 @@ import pyarrow.parquet as pq
 from cdkds.catalog.keyed.bloom import HashBloom
 from cdkds.catalog.keyed.deletion import load_deletes
 from cdkds.catalog.storage import ObjectStore
+from cdkds.formats.cache import BoundedCache
 
 
 @dataclass(frozen=True)
@@ -54,73 +52,18 @@ class IndexFooter:
         return np.flatnonzero(first < last)
 
 
-class _Footers:
-    """Footers of index files, by path and size (the files are immutable), at most
-    ``capacity`` bytes of them (Parquet metadata and Bloom filters), least recently used out."""
-
-    def __init__(self, capacity: int = 64 << 20):
-        self._items: OrderedDict[tuple[str, int], IndexFooter] = OrderedDict()
-        self._bytes = 0
-        self._capacity = capacity
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple[str, int]) -> IndexFooter | None:
-        with self._lock:
-            item = self._items.get(key)
-            if item is not None:
-                self._items.move_to_end(key)
-            return item
-
-    def put(self, key: tuple[str, int], value: IndexFooter) -> None:
-        with self._lock:
-            if key in self._items:
-                return
-            self._items[key] = value
-            self._bytes += value.nbytes
-            while self._bytes > self._capacity and len(self._items) > 1:
-                self._bytes -= self._items.popitem(last=False)[1].nbytes
+# index files' footers, by path and size (Parquet metadata and Bloom filters)
+FOOTERS: BoundedCache[IndexFooter] = BoundedCache(64 << 20, lambda f: f.nbytes)
+# the deleted positions of data files, by their vectors' references (a read by key does not
+# read a file's deletion vectors again)
+DELETED: BoundedCache[np.ndarray] = BoundedCache(64 << 20, lambda p: p.nbytes)
 
 
-FOOTERS = _Footers()
-
-
-class _DeletedPositions:
-    """The deleted positions of data files (their vectors are immutable), by their vectors'
-    references, at most ``capacity`` bytes of them: a read by key does not read a file's
-    deletion vectors again."""
-
-    def __init__(self, capacity: int = 64 << 20):
-        self._items: OrderedDict[tuple, np.ndarray] = OrderedDict()
-        self._bytes = 0
-        self._capacity = capacity
-        self._lock = threading.Lock()
-
-    def of(self, store: ObjectStore, refs: tuple) -> np.ndarray:
-        """The positions (sorted int64) the vectors ``refs`` delete."""
-        key = (store.url, refs)
-        with self._lock:
-            found = self._items.get(key)
-            if found is not None:
-                self._items.move_to_end(key)
-                return found
-        positions = load_deletes(store, refs).to_numpy().astype(np.int64)
-        with self._lock:
-            if key not in self._items:
-                self._items[key] = positions
-                self._bytes += positions.nbytes
-            while self._bytes > self._capacity and len(self._items) > 1:
-                self._bytes -= self._items.popitem(last=False)[1].nbytes
-        return positions
-
-
-DELETED = _DeletedPositions()
-
-
-def _after_fork() -> None:
-    """In a forked child: a lock a parent's thread held at the fork stays held (that thread
-    is not in the child), so the caches take new ones; what they hold stays valid."""
-    for cache in (FOOTERS, DELETED):
-        cache._lock = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_after_fork)
+def deleted_positions(store: ObjectStore, refs: tuple) -> np.ndarray:
+    """The positions (sorted int64) the vectors ``refs`` delete."""
+    key = (store.url, refs)
+    found = DELETED.get(key)
+    if found is None:
+        found = load_deletes(store, refs).to_numpy().astype(np.int64)
+        DELETED.put(key, found)
+    return found

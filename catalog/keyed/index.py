@@ -34,7 +34,7 @@ from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import CdkdsError, CorruptIndexError, InvalidKeyError
 from cdkds.catalog.expressions import ALWAYS_TRUE
 from cdkds.catalog.keyed.bloom import HashBloom
-from cdkds.catalog.keyed.caches import DELETED, FOOTERS, IndexFooter
+from cdkds.catalog.keyed.caches import FOOTERS, IndexFooter, deleted_positions
 from cdkds.catalog.keyed.keys import RecordKey
 from cdkds.catalog.keyed.reconcile import distinct_hashes
 from cdkds.catalog.keyed.ttl import EXPIRY_TYPE, TimeToLive, files_timestamps
@@ -291,7 +291,7 @@ class RecordIndex:
             if add is None:
                 alive[rows] = False
             elif add.deletes:
-                alive[rows] &= ~_in_sorted(positions[rows], DELETED.of(self.store, add.deletes))
+                alive[rows] &= ~_in_sorted(positions[rows], deleted_positions(self.store, add.deletes))
         if self.ttl is not None and entries.num_rows:
             alive &= self.ttl.alive(entries.column("_expires").combine_chunks()
                                     if isinstance(entries.column("_expires"), pa.ChunkedArray)

@@ -25,8 +25,7 @@ its rewritten ones) while its input bytes stay within a budget.
 from __future__ import annotations
 
 import dataclasses
-import threading
-from collections import OrderedDict, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -38,6 +37,7 @@ from cdkds.catalog.maintenance.compaction import bin_pack
 from cdkds.catalog.maintenance.rewrite import keeps_expiry, may_have_expired
 from cdkds.catalog.read.scan import file_task, read_task
 from cdkds.catalog.services.settings import ServiceSettings
+from cdkds.formats.cache import BoundedCache
 
 if TYPE_CHECKING:
     from cdkds.catalog.log.snapshot import Snapshot
@@ -229,9 +229,7 @@ class _DeadRows:
     immutable; a new tombstone, deletion vector or TTL moment makes a new entry)."""
 
     def __init__(self, capacity: int = 65536):
-        self._items: OrderedDict[tuple, float] = OrderedDict()
-        self._capacity = capacity
-        self._lock = threading.Lock()
+        self._known: BoundedCache[float] = BoundedCache(capacity, lambda _: 1)
 
     def fraction(self, store: "ObjectStore", snapshot: "Snapshot", f: AddFile, now_ms: int) -> float:
         if f.row_count <= 0:
@@ -240,8 +238,7 @@ class _DeadRows:
         if task.visible is ALWAYS_TRUE or not may_have_expired(snapshot.descriptor, f, now_ms):
             return f.deleted_rows / f.row_count  # tombstones are not counted: a file they apply to is rewritten anyway
         key = (store.url, f.path, len(f.deletes), task.tombstones, str(task.visible))
-        with self._lock:
-            known = self._items.get(key)
+        known = self._known.get(key)
         if known is not None:
             return known
         descriptor = snapshot.descriptor
@@ -251,10 +248,7 @@ class _DeadRows:
         columns = [n for n in descriptor.fields if n in names] or [next(iter(descriptor.fields))]
         live = sum(b.num_rows for b in read_task(store, descriptor, ALWAYS_TRUE, columns, task))
         fraction = 1 - live / f.row_count
-        with self._lock:
-            self._items[key] = fraction
-            while len(self._items) > self._capacity:
-                self._items.popitem(last=False)
+        self._known.put(key, fraction)
         return fraction
 
 

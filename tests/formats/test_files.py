@@ -115,12 +115,12 @@ def test_the_cache_of_data_file_footers_is_bounded_in_bytes(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from cdkds.formats.parquet import _Footers
+    from cdkds.formats.cache import BoundedCache
 
     wide = pa.table({f"c{i}": pa.array(range(10)) for i in range(400)})
     pq.write_table(wide, tmp_path / "wide.parquet", row_group_size=1)
     footer = pq.read_metadata(tmp_path / "wide.parquet")
-    cache = _Footers(capacity=3 * footer.serialized_size)
+    cache = BoundedCache(3 * footer.serialized_size, lambda m: m.serialized_size)
     for i in range(10):
         cache.put((str(i), 1), footer)
     assert cache.get(("9", 1)) is footer and cache.get(("0", 1)) is None

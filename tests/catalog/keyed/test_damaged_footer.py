@@ -35,7 +35,7 @@ def _footer_start(data: bytes) -> int:
 
 def _damaged(ds, path, data: bytes) -> None:
     path.write_bytes(data)
-    index_module.FOOTERS.__init__()  # as a fresh process reads it
+    index_module.FOOTERS.clear()  # as a fresh process reads it
     with pytest.raises(CorruptIndexError, match="footer"):
         ds.get_many([("nz", i) for i in range(0, KEYS, 7)])
 
@@ -65,7 +65,7 @@ def test_a_flipped_column_type_in_the_footer_is_a_corrupt_index_not_an_abort(ind
 @pytest.mark.parametrize("first_read", [20, 64 << 10])
 def test_lookups_read_footers_longer_than_the_first_read_on_every_store(repo, monkeypatch, first_read):
     monkeypatch.setattr(index_module, "FOOTER_READ", first_read)
-    index_module.FOOTERS.__init__()
+    index_module.FOOTERS.clear()
     ds = repo.create("footers", users_descriptor(**{"index.buckets": "2"}))
     ds.upsert([user("nz", i, 1, f"a{i}") for i in range(300)])
     ds.upsert([user("nz", i, 2, f"b{i}") for i in range(0, 300, 2)])
@@ -83,7 +83,7 @@ def test_a_damaged_page_header_of_the_file_column_is_a_corrupt_index(indexed):
     column = metadata.schema.to_arrow_schema().get_field_index("_file")
     at = metadata.row_group(0).column(column).dictionary_page_offset + 8
     path.write_bytes(data[:at] + bytes([data[at] ^ 0x80]) + data[at + 1:])
-    index_module.FOOTERS.__init__()
+    index_module.FOOTERS.clear()
     with pytest.raises(CorruptIndexError, match="is damaged"):
         ds.get_many([("nz", i) for i in range(KEYS)])
 
@@ -103,7 +103,7 @@ def test_index_files_logged_before_footer_checksums_are_read_as_before(tmp_path,
         ds = DatasetRepository(f"file://{tmp_path}").create("old", users_descriptor(**{"index.buckets": "2"}))
         ds.upsert([user("nz", i, 1, f"a{i}") for i in range(100)])
         ds.upsert([user("nz", i, 2, f"b{i}") for i in range(0, 100, 2)])
-    index_module.FOOTERS.__init__()
+    index_module.FOOTERS.clear()
     old = DatasetRepository(f"file://{tmp_path}").load("old")
     assert old.snapshot.index and all(e.footer_crc32 is None for e in old.snapshot.index.values())
     got = old.get_many([("nz", i) for i in range(100)], columns=["email"]).column("email").to_pylist()

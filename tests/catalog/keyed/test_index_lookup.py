@@ -117,7 +117,7 @@ def test_the_fast_lookup_finds_what_a_plain_read_of_every_index_file_finds(tmp_p
             else:
                 ds.delete_keys([{"tenant": tenant, "userId": i, "updatedAt": user("x", 0, t + 1)["updatedAt"]}
                                 for tenant, i in keys])
-    index_module.FOOTERS.__init__()  # footers as a fresh process reads them
+    index_module.FOOTERS.clear()  # footers as a fresh process reads them
     key = RecordKey.of(ds.descriptor, ds.name)
     wanted = list(dict.fromkeys((tenant, i) for i in probes for tenant in ("nz", "au")))
     if not wanted:
@@ -142,12 +142,12 @@ def test_keys_of_equal_hash_are_told_apart_by_their_values(repo, monkeypatch):
 
 
 def test_the_footer_cache_is_bounded_in_bytes(repo):
-    from cdkds.catalog.keyed.caches import _Footers
+    from cdkds.formats.cache import BoundedCache
 
     ds = _several_files(repo, "bounded")
     index = _index(ds)
     footers = [index._footer(e) for e in ds.snapshot.index_files(0)]
-    cache = _Footers(capacity=2 * max(f.nbytes for f in footers))
+    cache = BoundedCache(2 * max(f.nbytes for f in footers), lambda f: f.nbytes)
     for i, footer in enumerate(footers):
         cache.put((str(i), 1), footer)
     assert cache.get(("0", 1)) is None and cache.get((str(len(footers) - 1), 1)) is footers[-1]
@@ -167,7 +167,7 @@ def test_a_damaged_bloom_filter_is_a_corrupt_index_not_missing_keys(tmp_path):
     at = data.index(bits)
     flipped = b"A" if bits[:1] != b"A" else b"B"  # still valid base64, same size: only the CRC tells
     path.write_bytes(data[:at] + flipped + data[at + 1:])
-    index_module.FOOTERS.__init__()
+    index_module.FOOTERS.clear()
     with pytest.raises(CorruptIndexError, match="damaged"):  # the footer, by its CRC-32 in the log
         ds.get(("nz", 3))
 

@@ -43,7 +43,7 @@ def test_a_get_reads_a_data_file_footer_once(tmp_path, monkeypatch):
     ds = DatasetRepository(f"file://{tmp_path}").create("keyed", DatasetDescriptor(
         SCHEMA, record_key=["id"], properties={"index.buckets": "1"}))
     ds.insert(_rows())
-    parquet_module.FOOTERS.__init__()
+    parquet_module.FOOTERS.clear()
     footers = []
     real = pq.ParquetFile.__init__
 

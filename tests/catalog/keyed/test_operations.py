@@ -168,7 +168,7 @@ def test_a_damaged_index_file_is_detected_and_rebuilt(users):
     victim = next(iter(users.snapshot.index.values()))
     users.store.put(victim.path, b"garbage")
     from cdkds.catalog.keyed.index import FOOTERS
-    FOOTERS._items.clear()
+    FOOTERS.clear()
     with pytest.raises(CorruptIndexError, match=r"run dataset.rebuild_index\(\)"):
         users.get_many([("nz", i) for i in range(20)])
     users.rebuild_index()
@@ -425,7 +425,7 @@ def test_a_connection_failing_mid_read_of_the_index_is_a_storage_error(users, mo
     from cdkds.catalog.keyed.index import FOOTERS
 
     users.upsert([user("nz", i, 1) for i in range(20)])
-    FOOTERS._items.clear()
+    FOOTERS.clear()
     if step == "row groups":
         users.get_many([("nz", i) for i in range(20)])  # footers cached: only row groups are read below
     opened = index.open_data_file
