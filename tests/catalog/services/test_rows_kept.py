@@ -45,6 +45,22 @@ def _no_service_warning(caught: list) -> None:
     assert not failures, failures
 
 
+def _side_by_side(repo, served, plain, ops, now, write_both, sort_by, keyed=False):
+    """Run ``ops`` on both datasets (``tick`` moves the clock; any other, ``write_both(op)``),
+    then compare them at every revision of the user's writes."""
+    user_revisions = [(0, 0)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for op in ops:
+            if op[0] == "tick":
+                now.ms += op[1]
+            else:
+                write_both(op)
+                user_revisions.append((served.version, plain.version))
+    _no_service_warning(caught)
+    _assert_rows_kept(repo, "on", "off", sorted(set(user_revisions)), sort_by, keyed=keyed)
+
+
 def _assert_rows_kept(repo, served, plain, user_revisions, sort_by, keyed=False) -> None:
     """Each user revision holds the same rows on both datasets (read, and on a keyed dataset
     looked up by key); every revision of the serviced one holds the rows of the last user
@@ -95,32 +111,27 @@ def _plain_writes(ops, partitioned, fmt, ttl, now):
                                                  properties={**TINY, **props}))
     plain = repo.create("off", DatasetDescriptor(EVENTS, format=fmt, partition_strategy=strategy,
                                                  properties={**OFF, **props}))
-    user_revisions = [(0, 0)]
     next_id, added, v_name = 0, 0, "v"
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        for op in ops:
-            if op[0] == "tick":
-                now.ms += op[1]
-                continue
-            for ds in (served, plain):
-                if op[0] in ("append", "overwrite"):
-                    with ds.writer(mode=op[0]) as w:
-                        for i in range(op[1]):
-                            w.write({"id": next_id + i, v_name: None if i % 3 == 0 else f"v{i % 4}"})
-                elif op[0] == "delete":
-                    ds.delete(f"id {op[1]} {op[2]}")
-                elif op[0] == "add":
-                    ds.alter().add(f"c{added}", "long", default=added).commit()
-                else:
-                    ds.alter().rename(v_name, f"{v_name}x").commit()
+
+    def write_both(op):
+        nonlocal next_id, added, v_name
+        for ds in (served, plain):
             if op[0] in ("append", "overwrite"):
-                next_id += op[1]
-            added += op[0] == "add"
-            v_name = f"{v_name}x" if op[0] == "rename" else v_name
-            user_revisions.append((served.version, plain.version))
-    _no_service_warning(caught)
-    _assert_rows_kept(repo, "on", "off", sorted(set(user_revisions)), "id")
+                with ds.writer(mode=op[0]) as w:
+                    for i in range(op[1]):
+                        w.write({"id": next_id + i, v_name: None if i % 3 == 0 else f"v{i % 4}"})
+            elif op[0] == "delete":
+                ds.delete(f"id {op[1]} {op[2]}")
+            elif op[0] == "add":
+                ds.alter().add(f"c{added}", "long", default=added).commit()
+            else:
+                ds.alter().rename(v_name, f"{v_name}x").commit()
+        if op[0] in ("append", "overwrite"):
+            next_id += op[1]
+        added += op[0] == "add"
+        v_name = f"{v_name}x" if op[0] == "rename" else v_name
+
+    _side_by_side(repo, served, plain, ops, now, write_both, "id")
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -141,32 +152,27 @@ def test_keyed_datasets_with_ttl_keep_their_rows(inline_services, ops, fmt, stra
                                                  "ttl": "4h", **props})
 
         served, plain = repo.create("on", descriptor(TINY)), repo.create("off", descriptor(OFF))
-        user_revisions = [(0, 0)]
         added, email = 0, "email"
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            for op in ops:
-                if op[0] == "tick":
-                    now.ms += op[1]
-                    continue
-                for ds in (served, plain):
-                    if op[0] == "upsert":
-                        ds.upsert([{"tenant": t, "userId": u, email: f"{t}{u}@{dt}", "score": dt,
-                                    "updatedAt": at((now.ms - EPOCH_MS + dt) / 1000)} for (t, u), dt in op[1]])
-                    elif op[0] == "delete_keys":
-                        ds.delete_keys(op[1])
-                    elif op[0] == "delete":
-                        ds.delete(f"userId = {op[1]}")
-                    elif op[0] == "overwrite":
-                        with ds.writer(mode="overwrite") as w:
-                            for t, u in dict.fromkeys(op[1]):
-                                w.write({"tenant": t, "userId": u, "updatedAt": at((now.ms - EPOCH_MS) / 1000)})
-                    elif op[0] == "rename":
-                        ds.alter().rename(email, f"{email}x").commit()
-                    else:
-                        ds.alter().add(f"c{added}", "long", default=added).commit()
-                added += op[0] == "add"
-                email = f"{email}x" if op[0] == "rename" else email
-                user_revisions.append((served.version, plain.version))
-        _no_service_warning(caught)
-        _assert_rows_kept(repo, "on", "off", sorted(set(user_revisions)), ["tenant", "userId"], keyed=True)
+
+        def write_both(op):
+            nonlocal added, email
+            for ds in (served, plain):
+                if op[0] == "upsert":
+                    ds.upsert([{"tenant": t, "userId": u, email: f"{t}{u}@{dt}", "score": dt,
+                                "updatedAt": at((now.ms - EPOCH_MS + dt) / 1000)} for (t, u), dt in op[1]])
+                elif op[0] == "delete_keys":
+                    ds.delete_keys(op[1])
+                elif op[0] == "delete":
+                    ds.delete(f"userId = {op[1]}")
+                elif op[0] == "overwrite":
+                    with ds.writer(mode="overwrite") as w:
+                        for t, u in dict.fromkeys(op[1]):
+                            w.write({"tenant": t, "userId": u, "updatedAt": at((now.ms - EPOCH_MS) / 1000)})
+                elif op[0] == "rename":
+                    ds.alter().rename(email, f"{email}x").commit()
+                else:
+                    ds.alter().add(f"c{added}", "long", default=added).commit()
+            added += op[0] == "add"
+            email = f"{email}x" if op[0] == "rename" else email
+
+        _side_by_side(repo, served, plain, ops, now, write_both, ["tenant", "userId"], keyed=True)
