@@ -82,15 +82,15 @@ def rewrite_here(dataset: "Dataset", plan: ServicePlan, info: Mapping[str, Any])
 
 def maintain(dataset: "Dataset", budget: int | None = None, trigger: str = "maintain",
              rewriter: Rewriter = rewrite_here) -> ServiceReport:
-    """One pass of the services over the latest revision of ``dataset`` (which moves to what
-    the pass commits), within ``budget`` input bytes (``None``: all the work there is), its
+    """One pass of the services over the latest revision of ``dataset`` (a detached pass,
+    ``maintain``, refreshes it first; it moves to what the pass commits), within ``budget`` input bytes (``None``: all the work there is), its
     rewrite done by ``rewriter`` (a Spark job passes its own). Raises what reading or the
     store raise; a lost race is reported in ``gave_up``."""
     if budget is not None and (isinstance(budget, bool) or not isinstance(budget, numbers.Integral) or budget < 0):
         raise CdkdsError(f"dataset {dataset.name!r}: the services' budget must be a number of bytes, got {budget!r}")
     budget = None if budget is None else int(budget)
     start = time.monotonic()
-    if trigger != "inline":
+    if trigger == "maintain":  # a caller's object may be stale; an inline pass follows its write, a Spark job opens it
         dataset.refresh()
     first = dataset.version
     settings = dataset.descriptor.services
