@@ -169,9 +169,15 @@ class DatasetDescriptor:
     def _schema_given(self) -> dict:
         return json.loads(self._given_json)
 
-    def projection(self, names: Iterable[str] | None = None) -> Projection:
-        """How to read fields ``names`` (default: all) out of the dataset's data files, by id."""
-        return Projection(json.loads(self._schema_json), list(self.fields) if names is None else list(names))
+    def projection(self, names: Iterable[str] | None = None, partition: Mapping[str, Any] | None = None) -> Projection:
+        """How to read fields ``names`` (default: all) out of the dataset's data files, by id;
+        given a file's ``partition`` values, how to read that file: a source field of an
+        identity partition function that the file lacks reads the file's partition value
+        (docs/FORMAT.md §8)."""
+        constants = self.partition_strategy.source_values(partition) \
+            if partition and self.partition_strategy is not None else None
+        return Projection(json.loads(self._schema_json), list(self.fields) if names is None else list(names),
+                          constants)
 
     def spark_schema_json(self) -> dict:
         """The schema as Spark's StructType JSON (``StructType.fromJson`` reads it)."""

@@ -69,6 +69,12 @@ class ExpressionError(CdkdsError, ValueError):
     """A predicate that cannot be parsed, or does not fit the schema it is bound to."""
 
 
+class ConversionError(CdkdsError, ValueError):
+    """A folder cannot be converted into a dataset in place (``cdkds convert``): a file it
+    cannot read, files whose schemas disagree, a path outside the source, a source outside
+    the repository. Nothing was committed."""
+
+
 class InvalidTimeTravelError(CdkdsError, ValueError):
     """A version or timestamp to read a dataset at that is malformed or out of range."""
 

@@ -229,6 +229,16 @@ class DatasetRepository:
         """Every dataset name in the repository, sorted."""
         return self.metadata.list()
 
+    def convert(self, source: str, name: str | None = None, partition_types: dict[str, str] | None = None) -> Dataset:
+        """Make the existing data in folder ``source`` (a URL, or a path from the repository
+        root) dataset ``name`` (default: that path) without copying it: a Kite dataset, a Delta
+        table or Hive-style partitioned Parquet (``partition_types``: the type of a partition
+        column, e.g. ``{"day": "date"}``, where inference is not wanted). See
+        :mod:`cdkds.catalog.convert`; :class:`ConversionError` naming the file or folder when
+        it cannot be converted, and then nothing is committed."""
+        from cdkds.catalog.convert import convert
+        return convert(self, source, name, partition_types)
+
     def rebuild(self, name: str) -> Dataset:
         """Rebuild the log of dataset ``name`` from its data files (see :mod:`cdkds.catalog.maintenance.rebuild`);
         the damaged log is kept aside as ``_log.broken-<time>/``. What the files cannot tell

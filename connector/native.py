@@ -41,6 +41,7 @@ from cdkds.connector.options import (
 from cdkds.connector.source import open_dataset, read_schema
 from cdkds.formats.projection import (
     AsStored, CastTo, Conversion, FileColumn, FileProjection, ListConversion, MapConversion, MissingField,
+    PartitionValue,
     RecordConversion,
 )
 from cdkds.formats.schema import default_value
@@ -174,14 +175,18 @@ def _cast(column: Column, source: pa.DataType, target: pa.DataType) -> Column:
 
 def _filled(field: dict, target: pa.DataType) -> Column:
     """A field a file lacks: its default, or null, as a literal of the Spark type."""
+    return _constant(default_value(field["type"], field.get("default")), target)
+
+
+def _constant(value: Any, target: pa.DataType) -> Column:
+    """``value`` (or null) in every row, as a literal of the Spark type of ``target``."""
     typ = spark_type(target)
-    default = default_value(field["type"], field.get("default"))
-    if default is None:
+    if value is None:
         return F.lit(None).cast(typ)
     try:
-        literal = spark_literal(pa.scalar(default, target).as_py(), target)
+        literal = spark_literal(pa.scalar(value, target).as_py(), target)
     except ExpressionError:
-        raise Refused(f"a default of type {target} is read by cdkds") from None
+        raise Refused(f"a constant of type {target} is read by cdkds") from None
     return _nullable(literal.cast(typ), typ)  # as the field may be
 
 
@@ -213,6 +218,8 @@ def _conversions(projection: FileProjection) -> str | None:
             spark_type(target.type)
             if isinstance(reader, MissingField):
                 _filled(reader.field, target.type)
+            elif isinstance(reader, PartitionValue):
+                _constant(reader.value, target.type)
     except Refused as e:
         return str(e)
     return None
@@ -242,6 +249,8 @@ def _layout(group: NativeGroup) -> _Layout:
     for reader, target in zip(projection.readers, projection.schema):
         if isinstance(reader, FileColumn):
             value = _converted(top_level_column(reader.name), reader.convert, layout.field(reader.name).type)
+        elif isinstance(reader, PartitionValue):
+            value = _constant(reader.value, target.type)
         else:
             value = _filled(reader.field, target.type)
         columns.append(value.alias(target.name))

@@ -8,12 +8,17 @@ has another id), a field the file lacks reads its default (or null), a widened f
 column is cast. Files written before ids existed carry none; their columns get ids by
 name through the dataset's :class:`NameMapping` (the names the fields had when ids were
 given), or through the reader schema's own names when it has no mapping.
+
+A field the file lacks whose value the file's place tells (the source of an identity
+partition function: files adopted from Hive-style folders or Delta tables usually leave
+the partition columns out) reads that value, given as ``constants``.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
@@ -107,11 +112,12 @@ class Projection:
     """Fields ``names`` of the Avro record ``schema`` (which carries ids), read out of
     files; ``arrow_schema`` is what every resolved batch has."""
 
-    def __init__(self, schema: dict, names: Sequence[str]):
+    def __init__(self, schema: dict, names: Sequence[str], constants: Mapping[str, Any] | None = None):
         by_name = {f["name"]: f for f in schema["fields"]}
         self.fields = tuple(by_name[n] for n in names)
         self.arrow_schema = pa.schema([record_field(f) for f in self.fields])
         self._mapping = NameMapping.of(schema)
+        self.constants = MappingProxyType(dict(constants or {}))  # field name -> its value where a file lacks it
 
     def resolve(self, file_schema: pa.Schema, where: str) -> "FileProjection":
         """How to read the fields out of a file of ``file_schema`` (its Arrow schema with
@@ -122,7 +128,9 @@ class Projection:
         columns, readers = [], []
         for field, target in zip(self.fields, self.arrow_schema):
             source = by_id.get(field[FIELD_ID])
-            if source is None:
+            if source is None and field["name"] in self.constants:
+                readers.append(PartitionValue(field, target, self.constants[field["name"]]))
+            elif source is None:
                 readers.append(MissingField(field, target))
             else:
                 columns.append(source.name)
@@ -147,6 +155,14 @@ class FileProjection:
         return len(self.readers) == len(self.schema) and all(
             isinstance(r, FileColumn) and isinstance(r.convert, AsStored) and r.name == f.name
             for r, f in zip(self.readers, self.schema))
+
+    @property
+    def is_identity_but_partition_values(self) -> bool:
+        """Whether the file's columns are the reader's fields as they are, except fields the
+        file lacks that read its partition value (:class:`PartitionValue`)."""
+        readers = [(r, f) for r, f in zip(self.readers, self.schema) if not isinstance(r, PartitionValue)]
+        return len(self.readers) == len(self.schema) and all(
+            isinstance(r, FileColumn) and isinstance(r.convert, AsStored) and r.name == f.name for r, f in readers)
 
     @property
     def read_columns(self) -> list[str]:
@@ -190,6 +206,23 @@ def filled(field: dict, t: pa.DataType, rows: int) -> pa.Array:
     if default is None:
         return null_column(t, rows)
     return pa.repeat(pa.scalar(default, t), rows)
+
+
+@dataclass(frozen=True)
+class PartitionValue(FieldReader):
+    """A field the file does not have whose value in every row of the file is known from
+    where the file lies (an identity partition's value): that value."""
+
+    field: dict
+    target: pa.Field
+    value: Any
+
+    def read(self, batch: pa.RecordBatch) -> pa.Array:
+        return pa.repeat(self.scalar, batch.num_rows)
+
+    @property
+    def scalar(self) -> pa.Scalar:
+        return pa.scalar(self.value, self.target.type)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import DatasetExistsError
-from cdkds.catalog.log.actions import Action, SetMetadata, SetProtocol, KEYED_PROTOCOL
+from cdkds.catalog.log.actions import Action, DeleteRows, SetMetadata, SetProtocol, KEYED_PROTOCOL
 from cdkds.catalog.log.checkpointer import DEFAULT_CHECKPOINT_INTERVAL, Checkpointer, checkpoint_interval
 from cdkds.catalog.log.commit import LOG_FOLDER, Commit, HistoryEntry, commit_key, engine_info, next_timestamp
 from cdkds.catalog.log.committer import Committer
@@ -67,16 +67,20 @@ class TransactionLog:
         complete read of the log shows it absent (store and log errors propagate: unknown)."""
         return self.replay.landed(commit_uuid, after)
 
-    def first_commit(self, descriptor: DatasetDescriptor, info: Mapping[str, Any] | None = None) -> Commit:
+    def first_commit(self, descriptor: DatasetDescriptor, info: Mapping[str, Any] | None = None,
+                     actions: Sequence[Action] = ()) -> Commit:
         """The commit 0 that :meth:`create` writes (``Snapshot.first`` of it is the dataset
-        as created, for planning a write that creates the dataset only when it commits)."""
+        as created, for planning a write that creates the dataset only when it commits);
+        ``actions``: what it holds after the descriptor (a conversion's files)."""
         descriptor = DatasetDescriptor.from_json(descriptor.to_json())  # as every reader of the log sees it
+        keyed = descriptor.record_key or any(isinstance(a, DeleteRows) for a in actions)  # deletion vectors need 2
         return Commit(0, uuid.uuid4().hex, None, next_timestamp(0), "create", engine_info(info),
-                      (SetProtocol(KEYED_PROTOCOL, KEYED_PROTOCOL) if descriptor.record_key else SetProtocol(),
-                       SetMetadata(descriptor)))
+                      (SetProtocol(KEYED_PROTOCOL, KEYED_PROTOCOL) if keyed else SetProtocol(),
+                       SetMetadata(descriptor), *actions))
 
-    def create(self, descriptor: DatasetDescriptor, info: Mapping[str, Any] | None = None) -> Snapshot:
-        commit = self.first_commit(descriptor, info)
+    def create(self, descriptor: DatasetDescriptor, info: Mapping[str, Any] | None = None,
+               actions: Sequence[Action] = ()) -> Snapshot:
+        commit = self.first_commit(descriptor, info, actions)
         try:
             self.store.put_if_absent(commit_key(0), commit.to_bytes(None))
         except FileExistsError:

@@ -73,6 +73,13 @@ class PartitionStrategy:
     def names(self) -> list[str]:
         return [f.name for f in self.functions]
 
+    def source_values(self, partition: Mapping[str, Any]) -> dict[str, Any]:
+        """The value the source field of each identity function has in every row of a file
+        whose partition values are ``partition``: what a file lacking that column reads
+        (docs/FORMAT.md §8)."""
+        return {f.source: partition[f.name] for f in self.functions
+                if isinstance(f, IdentityFunction) and f.name in partition}
+
     # ---------------------------------------------------------------- forms
 
     def to_json(self) -> list[dict]:

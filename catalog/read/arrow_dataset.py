@@ -30,7 +30,9 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from cdkds.catalog.expressions import ALWAYS_TRUE
-from cdkds.catalog.read.arrow_scan import arrow_filesystem, files_dataset, group_filter, group_filters
+from cdkds.catalog.read.arrow_scan import (
+    arrow_filesystem, files_dataset, group_filter, group_filters, partition_expression,
+)
 from cdkds.catalog.read.native import NativeGroup, NativeReader, plan_native
 from cdkds.catalog.read.scan import ScanPlan, read_tasks
 from cdkds.catalog.storage import ObjectStore
@@ -43,7 +45,7 @@ def lazy_reader(plan: ScanPlan) -> NativeReader:
     def conversions(projection: FileProjection) -> str | None:
         if len(projection.schema) != len(plan.columns):
             return "the predicate, tombstones or TTL read columns left out of the output"
-        if not projection.is_identity:
+        if not projection.is_identity_but_partition_values:
             return "a lazy pyarrow dataset reads columns as they are stored (renamed, added or widened fields)"
         return None
     return NativeReader("a lazy pyarrow dataset", deletion_vectors=False, predicates=True, conversions=conversions)
@@ -69,10 +71,12 @@ def to_arrow_dataset(store: ObjectStore, plan: ScanPlan) -> ds.Dataset:
     if direct:
         tasks = [t for g in direct for t in g.tasks]
         filesystem = arrow_filesystem(store.fs, {store.path(t.file.path): t.file.size for t in tasks})
-        parts.append(files_dataset(store, tasks, schema, filesystem))
+        # files lacking an identity partition's source column read their partition value (FORMAT.md §8)
+        parts.extend(files_dataset(store, g.tasks, schema, filesystem, partition_expression(g.projection))
+                     for g in direct)
     if held or not parts:
         parts.append(ds.dataset(pa.Table.from_batches(held, schema=schema)))
-    dataset = parts[0] if len(parts) == 1 else ds.dataset(parts)
+    dataset = parts[0] if len(parts) == 1 else ds.dataset(parts)  # type: ignore[arg-type]
     # the held rows match the predicate already (filtering them again changes nothing); rules
     # other than the predicate are part of the filter only when no row is held
     where: pc.Expression | None = group_filter(plan.predicate, direct[0], {}) if direct else None

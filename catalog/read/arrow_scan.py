@@ -8,7 +8,7 @@ read to learn it), and
 
 - a **projection** per output column: the file's column as it is stored, renamed, or
   widened by a cast (``CastTo``, the cast cdkds's reader makes), or the default (or null) of
-  a field the files lack; nested conversions (a record's, list's or map's children changed)
+  a field the files lack, or their partition value (a missing identity partition source); nested conversions (a record's, list's or map's children changed)
   are left to cdkds;
 - a **filter**: the scan's predicate, the TTL visibility (rows where it is true) and no
   tombstone true (``~coalesce(t, false)``), each translated through the projection, so it
@@ -38,7 +38,7 @@ from cdkds.catalog.read.native import NativeGroup, NativePlan, NativeReader, pla
 from cdkds.catalog.read.scan import FileScanTask, ScanPlan, read_tasks, reading_error
 from cdkds.catalog.storage import ObjectStore, store_failure
 from cdkds.formats.files import DEFAULT_BATCH_ROWS, open_data_file
-from cdkds.formats.projection import AsStored, CastTo, FileColumn, FileProjection, MissingField
+from cdkds.formats.projection import AsStored, CastTo, FileColumn, FileProjection, MissingField, PartitionValue
 from cdkds.formats.schema import default_value
 
 NAMED_FILES = 5  # files an error names when pyarrow's message does not say which one failed
@@ -71,6 +71,8 @@ def column_expressions(projection: FileProjection) -> dict[str, pc.Expression]:
         if isinstance(reader, MissingField):
             value = default_value(reader.field["type"], reader.field.get("default"))
             out[target.name] = pc.scalar(pa.scalar(value, target.type))
+        elif isinstance(reader, PartitionValue):
+            out[target.name] = pc.scalar(reader.scalar)
         elif isinstance(reader, FileColumn) and isinstance(reader.convert, AsStored):
             out[target.name] = pc.field(reader.name)
         elif isinstance(reader, FileColumn) and isinstance(reader.convert, CastTo):
@@ -152,11 +154,23 @@ _PARQUET = ds.ParquetFileFormat()
 
 
 def files_dataset(store: ObjectStore, tasks: Sequence[FileScanTask], schema: pa.Schema,
-                  filesystem: pafs.FileSystem) -> ds.FileSystemDataset:
+                  filesystem: pafs.FileSystem, partition: pc.Expression | None = None) -> ds.FileSystemDataset:
     """The Parquet files of ``tasks`` as a pyarrow dataset of ``schema`` (their columns as
-    they are stored); no footer is read to learn it, and their sizes come from the log."""
-    fragments = [_PARQUET.make_fragment(store.path(t.file.path), filesystem, file_size=t.file.size) for t in tasks]
+    they are stored, and those ``partition`` fixes where they lack them: pyarrow fills a
+    column a fragment lacks from its partition expression); no footer is read to learn it,
+    and their sizes come from the log."""
+    fragments = [_PARQUET.make_fragment(store.path(t.file.path), filesystem, file_size=t.file.size,
+                                        partition_expression=partition if partition is not None else pc.scalar(True))
+                 for t in tasks]
     return ds.FileSystemDataset(fragments, schema, _PARQUET, filesystem)
+
+
+def partition_expression(projection: FileProjection) -> pc.Expression | None:
+    """The partition values ``projection`` reads for fields its files lack, as the
+    expression of a pyarrow fragment (which fills those columns from it); ``None``: none."""
+    terms = [pc.field(t.name).is_null() if r.value is None else pc.field(t.name) == pc.scalar(r.scalar)
+             for r, t in zip(projection.readers, projection.schema) if isinstance(r, PartitionValue)]
+    return _all(terms)
 
 
 def group_dataset(store: ObjectStore, group: NativeGroup, filesystem: pafs.FileSystem) -> ds.FileSystemDataset:

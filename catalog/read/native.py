@@ -37,7 +37,8 @@ from cdkds.catalog.log.snapshot import schema_of_files
 from cdkds.catalog.read.scan import FileScanTask, ScanPlan, reading_error
 from cdkds.catalog.storage import ObjectStore
 from cdkds.formats.files import open_data_file
-from cdkds.formats.projection import FileProjection
+from cdkds.catalog.descriptor import DatasetDescriptor
+from cdkds.formats.projection import FileProjection, MissingField
 
 FOOTER_READERS = 16  # footers fetched at once
 
@@ -104,9 +105,12 @@ def plan_native(store: ObjectStore, scan: ScanPlan, reader: NativeReader) -> Nat
         else:
             reasons[t.file.path] = why
     layouts = _layouts(store, scan, candidates)
-    projection = descriptor.projection(list(read_columns) or [next(iter(descriptor.fields))])
+    projection_names = list(read_columns) or [next(iter(descriptor.fields))]
+    projection = descriptor.projection(projection_names)
     grouped: dict[tuple, list[FileScanTask]] = defaultdict(list)
-    resolved: dict[bytes, FileProjection | str] = {}  # by layout: its projection, or why the reader cannot
+    plain: dict[bytes, FileProjection] = {}  # by layout: its projection, partition values aside
+    # by layout and the partition values its files read for columns they lack: the projection, or why the reader cannot
+    resolved: dict[tuple, FileProjection | str] = {}
     schemas: dict[bytes, pa.Schema] = {}
     keys: dict[int, bytes] = {}  # by id(layout): files of one revision share one schema object
     for t in candidates:
@@ -115,17 +119,35 @@ def plan_native(store: ObjectStore, scan: ScanPlan, reader: NativeReader) -> Nat
             keys[id(layout)] = layout.serialize().to_pybytes()  # schemas compare equal whatever their field ids
         key = keys[id(layout)]
         schemas.setdefault(key, layout)
+        if key not in plain:
+            plain[key] = projection.resolve(layout, store.display(t.file.path))
+        constants = _partition_values(descriptor, plain[key], t)
+        key = (key, constants)
         if key not in resolved:
-            resolved[key] = projection.resolve(layout, store.display(t.file.path))
+            resolved[key] = plain[key[0]] if not constants else \
+                descriptor.projection(projection_names, t.file.partition).resolve(layout, store.display(t.file.path))
             resolved[key] = reader.conversions(resolved[key]) or resolved[key]  # type: ignore[arg-type]
         if isinstance(resolved[key], str):
             reasons[t.file.path] = resolved[key]  # type: ignore[assignment]
             continue
         grouped[(key, t.tombstones, t.visible)].append(t)
-    groups = tuple(NativeGroup(tuple(ts), resolved[key], tombstones, visible, schemas[key])  # type: ignore[arg-type]
+    groups = tuple(NativeGroup(tuple(ts), resolved[key], tombstones, visible, schemas[key[0]])  # type: ignore[arg-type]
                    for (key, tombstones, visible), ts in grouped.items())
     fallback = tuple(t for t in tasks if t.file.path in reasons)
     return NativePlan(scan, read_columns, groups, fallback, reasons)
+
+
+def _partition_values(descriptor: DatasetDescriptor, projection: FileProjection, task: FileScanTask) -> tuple:
+    """The fields ``projection`` finds missing from ``task``'s file that read the file's
+    partition values instead (sources of identity partitions, docs/FORMAT.md §8), with those
+    values; files of one layout are grouped by them."""
+    if descriptor.partition_strategy is None or not task.file.partition:
+        return ()
+    missing = {r.field["name"] for r in projection.readers if isinstance(r, MissingField)}
+    if not missing:
+        return ()
+    values = descriptor.partition_strategy.source_values(task.file.partition)
+    return tuple(sorted((k, v) for k, v in values.items() if k in missing))
 
 
 def _why_not(task: FileScanTask, reader: NativeReader, file_format: str) -> str | None:
