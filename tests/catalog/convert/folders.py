@@ -3,6 +3,7 @@ folder names, usually not in the files), for the conversion and read-path tests.
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 from pathlib import Path
@@ -44,4 +45,4 @@ def hive_rows(folder: Path, schema: pa.Schema | None = None) -> pa.Table:
 
 def bag(table: pa.Table | list[dict]) -> Counter:
     rows = table.to_pylist() if isinstance(table, pa.Table) else table
-    return Counter(tuple(sorted((k, v) for k, v in r.items())) for r in rows)
+    return Counter(json.dumps(r, sort_keys=True, default=str) for r in rows)
