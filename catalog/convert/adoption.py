@@ -73,6 +73,8 @@ def _parquet_statistics(store: ObjectStore, descriptor: DatasetDescriptor, sourc
 
 def _constant_statistics(value: Any, t: pa.DataType, rows: int) -> ColumnStatistics:
     """What a column of ``rows`` copies of ``value`` holds, kept as a writer keeps it."""
+    if rows == 0:
+        return ColumnStatistics(0)  # no value: no bounds
     collector = StatisticsCollector(pa.schema([pa.field("v", t)]))
     collector.update(pa.record_batch([pa.array([value], t)], names=["v"]))
     one = collector.result()["v"]
