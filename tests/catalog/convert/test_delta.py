@@ -102,10 +102,11 @@ def test_deletion_vectors_through_a_checkpoint(lake):
     assert sum(f.deleted_rows for f in ds.files) == 3
 
 
-def test_column_mapping_reads_the_physical_columns(lake):
+@pytest.mark.parametrize("mode", ["name", "id"])
+def test_column_mapping_reads_the_physical_columns(lake, mode):
     table = lake / "cm"
     write(table, pa.table({"a": [1, 2, 3], "p": ["x", "y", "x"], "s": pa.array([{"q": 1}, None, {"q": 3}])}),
-          partition_by=["p"], configuration={"delta.columnMapping.mode": "name"})
+          partition_by=["p"], configuration={"delta.columnMapping.mode": mode})
     ds = DatasetRepository(f"file://{lake}").convert("cm")
     assert bag(ds.to_table()) == bag(delta_rows(str(table)))
     mapping = ds.descriptor.schema["cdkds.name-mapping"]
@@ -113,6 +114,20 @@ def test_column_mapping_reads_the_physical_columns(lake):
     assert [f["field-id"] for f in ds.descriptor.schema["fields"]] == [1, 2, 3]  # Delta's column ids
     assert ds.to_table("p = 'y'").column("a").to_pylist() == [2]
     assert not ds.check(read_data=True).problems
+
+
+def test_a_column_renamed_in_delta_reads_its_physical_column(lake):
+    table = lake / "renamed"
+    write(table, pa.table({"a": [1, 2], "b": ["x", "y"]}), configuration={"delta.columnMapping.mode": "name"})
+    log = table / "_delta_log"
+    metadata = next(json.loads(line) for line in (log / "00000000000000000000.json").read_text().splitlines()
+                    if "metaData" in line)
+    schema = json.loads(metadata["metaData"]["schemaString"])
+    schema["fields"][0]["name"] = "amount"  # Delta's RENAME COLUMN: the physical name stays
+    metadata["metaData"]["schemaString"] = json.dumps(schema)
+    (log / "00000000000000000001.json").write_text(json.dumps(metadata) + "\n")
+    ds = DatasetRepository(f"file://{lake}").convert("renamed")
+    assert bag(ds.to_table()) == bag(delta_rows(str(table))) == bag([{"amount": 1, "b": "x"}, {"amount": 2, "b": "y"}])
 
 
 def test_a_file_outside_the_table_is_refused(lake):
