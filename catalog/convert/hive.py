@@ -30,6 +30,7 @@ from cdkds.catalog.partitioning.functions import IdentityFunction, default_name
 from cdkds.catalog.storage import ObjectStore
 from cdkds.formats import schema as schemas
 from cdkds.formats.files import open_data_file
+from cdkds.formats.schema import PARQUET_FIELD_ID
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 # partition column types one may give, as Avro types, and how a folder's text becomes a value
@@ -84,6 +85,7 @@ def read_hive(store: ObjectStore, partition_types: Mapping[str, str] | None = No
         in_files = _partition_column_type(store, layouts, name, types.get(name))
         kinds[name] = in_files if in_files is not None else types.get(name) or _inferred(texts)
     descriptor = _descriptor(store, schema, names, kinds)
+    _check_field_ids(store, layouts, descriptor)
     partition = {f.source: f.name for f in descriptor.partition_strategy.functions} if names else {}
     values = {key: {partition[n]: _value(store, key, n, text, kinds[n]) for n, text in folders[key]}
               for key, _ in files}
@@ -148,6 +150,21 @@ def _partition_column_type(store: ObjectStore, layouts: Mapping[str, pa.Schema],
         raise ConversionError(f"data file {store.display(found[0])} holds partition column {name!r} as {found[1]}, "
                               f"{'not ' + given if given else 'not a type a partition folder can hold'}")
     return kind
+
+
+def _check_field_ids(store: ObjectStore, layouts: Mapping[str, pa.Schema], descriptor: DatasetDescriptor) -> None:
+    """Files that carry Parquet field ids are read by them (docs/FORMAT.md §5.1): a file
+    whose ids are not those the dataset gives its columns (one written by Iceberg, say) would
+    be misread, and is named."""
+    ids = descriptor.field_ids
+    for key, layout in layouts.items():
+        for f in layout:
+            raw = (f.metadata or {}).get(PARQUET_FIELD_ID)
+            if raw is not None and int(raw) != ids.get(f.name):
+                raise ConversionError(f"data file {store.display(key)} carries field id {int(raw)} for column "
+                                      f"{f.name!r}, which the converted dataset gives id {ids.get(f.name)}: its "
+                                      f"columns would be misread (files with field ids of their own cannot be "
+                                      f"adopted from a Hive-style folder)")
 
 
 def _type_name(t: pa.DataType) -> str | None:

@@ -137,6 +137,18 @@ def test_files_outside_partition_folders_or_under_other_ones_are_named(lake):
     assert not committed(folder)
 
 
+def test_files_with_field_ids_of_their_own_are_refused(lake):
+    folder = sales(lake)
+    odd = pa.schema([pa.field("id", pa.int64(), metadata={PARQUET_FIELD_ID: "7"}), ("amount", pa.float64()),
+                     ("note", pa.string())])
+    write_file(folder, {"country": "FR", "day": "2026-01-01"},
+               pa.table({"id": [9], "amount": [1.0], "note": ["n"]}, schema=odd), "iceberg.parquet")
+    with pytest.raises(ConversionError, match="iceberg.parquet carries field id 7 for column 'id', which the "
+                                              "converted dataset gives id 1"):
+        DatasetRepository(f"file://{lake}").convert("sales")
+    assert not committed(folder)
+
+
 def test_an_empty_folder_is_refused(lake):
     os.makedirs(lake / "empty" / "_temporary")
     with pytest.raises(ConversionError, match="holds no data file"):
