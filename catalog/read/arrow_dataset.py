@@ -71,9 +71,13 @@ def to_arrow_dataset(store: ObjectStore, plan: ScanPlan) -> ds.Dataset:
     if direct:
         tasks = [t for g in direct for t in g.tasks]
         filesystem = arrow_filesystem(store.fs, {store.path(t.file.path): t.file.size for t in tasks})
-        # files lacking an identity partition's source column read their partition value (FORMAT.md §8)
+        # files lacking an identity partition's source column read their partition value (FORMAT.md §8):
+        # a dataset per such group, whose fragments carry it; one dataset for all the others
+        plain = [t for g in direct if partition_expression(g.projection) is None for t in g.tasks]
+        if plain:
+            parts.append(files_dataset(store, plain, schema, filesystem))
         parts.extend(files_dataset(store, g.tasks, schema, filesystem, partition_expression(g.projection))
-                     for g in direct)
+                     for g in direct if partition_expression(g.projection) is not None)
     if held or not parts:
         parts.append(ds.dataset(pa.Table.from_batches(held, schema=schema)))
     dataset = parts[0] if len(parts) == 1 else ds.dataset(parts)  # type: ignore[arg-type]
