@@ -11,7 +11,8 @@ from cdkds.catalog import CdkdsError
 from cdkds.cli import check, conversion, doctor, inspection, loading, maintenance, services
 from cdkds.cli.app import CliError, cli
 
-COMMANDS = (check, conversion, doctor, inspection, loading, maintenance, services)  # importing a module adds its commands to the group
+# importing a module adds its commands to the group
+COMMANDS = (check, conversion, doctor, inspection, loading, maintenance, services)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

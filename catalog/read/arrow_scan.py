@@ -8,8 +8,8 @@ read to learn it), and
 
 - a **projection** per output column: the file's column as it is stored, renamed, or
   widened by a cast (``CastTo``, the cast cdkds's reader makes), or the default (or null) of
-  a field the files lack, or their partition value (a missing identity partition source); nested conversions (a record's, list's or map's children changed)
-  are left to cdkds;
+  a field the files lack, or their partition value (a missing identity partition source);
+  nested conversions (a record's, list's or map's children changed) are left to cdkds;
 - a **filter**: the scan's predicate, the TTL visibility (rows where it is true) and no
   tombstone true (``~coalesce(t, false)``), each translated through the projection, so it
   has the meaning it has on the rows cdkds reads.

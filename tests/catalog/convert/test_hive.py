@@ -189,7 +189,8 @@ def test_bad_partition_types_are_refused(lake):
         repo.convert("sales", partition_types={"day": "datetime"})
     with pytest.raises(ConversionError, match=r"partition type given for \['nope'\]"):
         repo.convert("sales", partition_types={"nope": "int"})
-    with pytest.raises(ConversionError, match=r"country=AU/day=2026-01-01/part-0.parquet: partition folder country=AU is not a int"):
+    with pytest.raises(ConversionError,
+                       match=r"country=AU/day=2026-01-01/part-0.parquet: partition folder country=AU is not a int"):
         repo.convert("sales", partition_types={"country": "int"})
     assert not committed(lake / "sales")
 
