@@ -102,7 +102,7 @@ def convert(repository: "DatasetRepository", source: str, name: str | None = Non
     if found:
         raise _overlap_error(repository.store, name, found)
     if not repository.store.fs.isdir(store.root):
-        raise ConversionError(f"source {store.url} is not a folder")
+        raise ConversionError(f"source {store.url} is not a folder (or does not exist)")
     result = find(store, partition_types)
     descriptor = with_name_mapping(result.descriptor)
     log = TransactionLog(store, name)

@@ -149,11 +149,15 @@ def test_files_with_field_ids_of_their_own_are_refused(lake):
     assert not committed(folder)
 
 
-def test_an_empty_folder_is_refused(lake):
+def test_an_empty_or_missing_folder_is_refused(lake):
     os.makedirs(lake / "empty" / "_temporary")
     with pytest.raises(ConversionError, match="holds no data file"):
         DatasetRepository(f"file://{lake}").convert("empty")
     assert not committed(lake / "empty")
+    with pytest.raises(ConversionError, match="nothing is not a folder"):
+        DatasetRepository(f"file://{lake}").convert("nothing")
+    with pytest.raises(ConversionError, match="cannot become dataset 'my-table': invalid dataset name"):
+        DatasetRepository(f"file://{lake}").convert("my-table")
 
 
 def test_a_folder_that_is_a_dataset_already_is_refused(lake):
