@@ -11,7 +11,9 @@ A group's files share
   the snapshot's :attr:`~cdkds.catalog.log.snapshot.Snapshot.schema_since` is laid out as
   the current descriptor says, known without opening it; for the others one footer is
   read per descriptor revision (files of one revision were written with one schema), or
-  per file when the log does not know it;
+  per file when the log does not know it; files that lack the source column of an identity
+  partition read their partition value there (docs/FORMAT.md §8), so such files are grouped
+  by those values too;
 - the same **rules**: tombstones (bound predicates: a row they hold true for is deleted)
   and the TTL visibility predicate at the plan's time (a row is read only where it is
   true). Deletion vectors are per file (``file.deletes``): a reader that can address rows
@@ -117,14 +119,14 @@ def plan_native(store: ObjectStore, scan: ScanPlan, reader: NativeReader) -> Nat
         layout = layouts[t.file.path]
         if id(layout) not in keys:
             keys[id(layout)] = layout.serialize().to_pybytes()  # schemas compare equal whatever their field ids
-        key = keys[id(layout)]
-        schemas.setdefault(key, layout)
-        if key not in plain:
-            plain[key] = projection.resolve(layout, store.display(t.file.path))
-        constants = _partition_values(descriptor, plain[key], t)
-        key = (key, constants)
+        shape = keys[id(layout)]
+        schemas.setdefault(shape, layout)
+        if shape not in plain:
+            plain[shape] = projection.resolve(layout, store.display(t.file.path))
+        constants = _partition_values(descriptor, plain[shape], t)
+        key = (shape, constants)
         if key not in resolved:
-            resolved[key] = plain[key[0]] if not constants else \
+            resolved[key] = plain[shape] if not constants else \
                 descriptor.projection(projection_names, t.file.partition).resolve(layout, store.display(t.file.path))
             resolved[key] = reader.conversions(resolved[key]) or resolved[key]  # type: ignore[arg-type]
         if isinstance(resolved[key], str):
