@@ -205,3 +205,24 @@ def test_the_commit_records_what_was_converted(lake):
     commit = json.loads((lake / "sales" / "_log" / "00000000000000000000.json").read_text())
     assert commit["operation"] == "create" and commit["info"]["converted"] == "hive"
     assert [next(iter(a)) for a in commit["actions"]] == ["protocol", "metadata", "add", "add", "add"]
+
+
+@pytest.mark.slow
+def test_a_folder_on_s3(s3_endpoint, tmp_path):
+    import fsspec
+
+    from tests.conftest import new_bucket, s3_options
+
+    options = s3_options(s3_endpoint)
+    bucket = new_bucket(s3_endpoint)
+    local = sales(tmp_path)
+    fs = fsspec.filesystem("s3", **options)
+    for path in local.rglob("*"):
+        if path.is_file():
+            fs.put_file(str(path), f"{bucket}/lake/{path.relative_to(tmp_path)}")
+    repo = DatasetRepository(f"s3://{bucket}/lake", options)
+    ds = repo.convert(f"s3://{bucket}/lake/sales")
+    assert bag(ds.to_table()) == bag(hive_rows(local, PARTITIONS))
+    assert not ds.check(read_data=True).problems
+    with pytest.raises(ConversionError, match="outside repository"):
+        repo.convert(f"s3://{bucket}/elsewhere/sales")
