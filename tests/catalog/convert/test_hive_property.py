@@ -1,6 +1,6 @@
 """Random Hive layouts (partition columns, their types and values, nulls, files with and
 without the partition columns, empty files) convert and read back as pyarrow reads the
-folder, on cdkds's reader and pyarrow's, and pass ``check --read-data`` (hypothesis)."""
+folder, on cdkds's reader, pyarrow's scanner and the lazy dataset, and pass ``check --read-data`` (hypothesis)."""
 
 from __future__ import annotations
 
@@ -61,6 +61,7 @@ def test_random_hive_layouts_read_back_as_pyarrow_reads_them(layout):
         schema = pa.schema([("id", pa.int64()), ("v", pa.string()), *((n, ARROW[kinds[n]]) for n in names)])
         theirs = pads.dataset(str(folder), schema=schema, format="parquet", partitioning=partitioning).to_table()
         assert bag(ds.to_table()) == bag(theirs)  # pyarrow's scanner
+        assert bag(ds.to_arrow_dataset().to_table()) == bag(theirs)  # the lazy dataset
         assert bag(pa.Table.from_batches(list(_cdkds_reader(ds)), schema=ds.plan().output_schema)) == bag(theirs)
         assert not ds.check(read_data=True).problems
 
