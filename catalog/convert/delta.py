@@ -222,7 +222,7 @@ def read_delta(store: ObjectStore) -> Found:
     vectors = live_vectors(store, version)
     files = []
     for add in adds:
-        path = add["path"]
+        path = unquote(add["path"])  # the log holds a URI: the folder's own escapes escaped again
         try:
             dataset_path(path, "data file")
         except ValueError:
