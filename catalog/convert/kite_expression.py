@@ -29,8 +29,8 @@ _ESCAPED = {"t": "\t", "r": "\r", "n": "\n", "f": "\f"}
 
 
 def parse_properties(data: bytes, where: str) -> dict[str, str]:
-    """The key/value pairs of a Java properties file, as ``Properties.load(InputStream)``
-    reads it: ``#``/``!`` comment lines, ``=``, ``:`` or whitespace between key and value,
+    """The key/value pairs of a Java properties file, as Java 8's ``Properties.load(InputStream)``
+    reads it (Kite's runtime): ``#``/``!`` comment lines, ``=``, ``:`` or whitespace between key and value,
     a backslash before a line end continues the line (the next line's leading whitespace
     dropped), ``\\uXXXX``, ``\\t``, ``\\n``, ``\\r``, ``\\f`` escapes and a backslash before
     any other character standing for that character; the last of repeated keys wins.
@@ -46,15 +46,18 @@ def parse_properties(data: bytes, where: str) -> dict[str, str]:
 def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
     """``(first line number, logical line)``: comments and blank lines dropped,
     continuations joined, escapes still in place."""
-    natural = re.split(r"\r\n|\r|\n", text)
+    pieces = re.split(r"(\r\n|\r|\n)", text)
+    natural = list(zip(pieces[::2], [*pieces[1::2], ""]))  # (line, its line end)
+    if natural[-1][0] == "":
+        natural.pop()  # the text after the last line end is no line
     i = 0
     while i < len(natural):
         number = i + 1
-        line = natural[i].lstrip(_BLANK)
+        line, end = natural[i][0].lstrip(_BLANK), natural[i][1]
         i += 1
         if not line or line[0] in "#!":
             continue
-        parts = []
+        parts, ends_file = [], False
         while True:
             backslashes = len(line) - len(line.rstrip("\\"))
             if backslashes % 2 == 0:
@@ -62,10 +65,15 @@ def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
                 break
             parts.append(line[:-1])  # an odd backslash escapes the line end
             if i == len(natural):
-                break  # at the end of the file Java drops it
-            line = natural[i].lstrip(_BLANK)
+                # the file ends at the escaped line end; Java reads the \n of a \r\n ahead
+                ends_file = end != "\r\n"
+                break
+            line, end = natural[i][0].lstrip(_BLANK), natural[i][1]
             i += 1
-        yield number, "".join(parts)
+        # Java skips a line that is empty once its continuations are joined, unless the file
+        # ends right after its escaped line end (an empty key then)
+        if any(parts) or ends_file:
+            yield number, "".join(parts)
 
 
 def _split(line: str) -> tuple[int, int]:
