@@ -209,7 +209,7 @@ def test_single_call_old_form_unpartitioned_and_bzip2(tmp_path):
     assert {f.partition["userId_hash"] for f in found.files} == {kite_bucket(v, 4) for v in (-7, 3, 2**31 - 1, -(2**31))}
 
     flat = KiteFolder(tmp_path, "ns", "flat")
-    flat.write_metadata([schema], properties={"note": "no partitions"})
+    flat.write_metadata([schema], partition_expression="[]", properties={"note": "no partitions"})
     flat.write_file("", [{"userId": 1}], schema)
     found = read_kite(_store(flat.path))
     assert found.descriptor.partition_strategy is None and [f.partition for f in found.files] == [{}]
@@ -383,3 +383,39 @@ def test_properties_store_text_round_trips():
     """The test's Properties.store matches Java's escaping (checked against known output)."""
     text = java_properties({"k": "a=b:c", "key with space": " lead", "u": "é☃"}, "c").decode("latin-1")
     assert "k=a\\=b\\:c\n" in text and "key\\ with\\ space=\\ lead\n" in text and "u=\\u00E9\\u2603\n" in text
+
+
+@pytest.mark.parametrize("backend", ["memory", pytest.param("s3", marks=pytest.mark.slow)])
+def test_a_kite_dataset_on_object_stores(events, backend, request):
+    """The same folder uploaded to fsspec's memory store and to S3 (moto): the same files and
+    values; on S3 a location ``s3a://`` naming the folder is its own, another is refused."""
+    import uuid
+
+    import fsspec
+
+    from tests.conftest import new_bucket, s3_options
+
+    kite, partitions = events
+    if backend == "memory":
+        url, options = f"memory://kite-{uuid.uuid4().hex}/analytics/events", {}
+    else:
+        endpoint = request.getfixturevalue("s3_endpoint")
+        url, options = f"s3://{new_bucket(endpoint)}/repo/analytics/events", s3_options(endpoint)
+    fs, root = fsspec.core.url_to_fs(url, **options)
+    fs.put(f"{kite.path}/", root, recursive=True)
+    expected = {(f.path, tuple(f.partition.items())) for f in read_kite(_store(kite.path)).files}
+
+    def uploaded(location: str | None) -> ObjectStore:
+        stored = {"version": "1", "format": "avro", "compressionType": "snappy",
+                  "partitionExpression": EVENTS_EXPRESSION, "owner": "x"}
+        if location is not None:
+            stored["location"] = location
+        fs.pipe(f"{root}/.metadata/descriptor.properties", java_properties(stored, "Dataset descriptor for events"))
+        return ObjectStore.open(url, options)
+
+    found = read_kite(uploaded(None))
+    assert {(f.path, tuple(f.partition.items())) for f in found.files} == expected
+    if backend == "s3":
+        assert len(read_kite(uploaded(f"s3a://{root}")).files) == len(expected)
+        with pytest.raises(KiteDatasetError, match="location=s3a://elsewhere/repo/analytics/events is not"):
+            read_kite(uploaded("s3a://elsewhere/repo/analytics/events"))
