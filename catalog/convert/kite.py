@@ -25,6 +25,7 @@ exactly as Kite did, or is refused naming the file and the row's value.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import posixpath
 import re
@@ -66,6 +67,7 @@ _COMPRESSIONS = {
 }
 _READ_ONLY_FORMATS = ("csv", "json", "inputformat")
 _CALENDAR = ("year", "month", "day", "hour", "minute")
+_GREGORIAN_MILLIS = -12_219_292_800_000  # 1582-10-15T00:00Z: Java's calendar is Julian before it
 # Kite's default partition names (PartitionFunctions with a null name)
 _DEFAULT_NAMES = {"hash": "{}_hash", "identity": "{}_copy", "range": "{}_bound", "fixedSizeRange": "{}_range"}
 _SIGNATURES = {  # what PartitionFunctions takes: s a string, n a string or null, i an integer, * more of the last
@@ -383,20 +385,30 @@ def _check_batch(batch: pa.RecordBatch, strategy: PartitionStrategy, descriptor:
 
 def _why(f: PartitionFunction, value: Any, kind: str, expected: Any) -> str:
     """What Kite computed differently, where that is known."""
-    if f.type == "hash" and kind in STRING_KINDS and isinstance(value, str) and \
-            (_utf8_hash(value) & 0x7FFFFFFF) % f.buckets == expected:  # type: ignore[attr-defined]
-        return (": Kite hashed this text as Avro's Utf8 (over its signed UTF-8 bytes), not as a Java String (over "
-                "UTF-16), as the job that wrote it held it so; the two differ beyond ASCII")
-    if f.type in _CALENDAR + ("dateFormat",):
+    if f.type == "hash" and kind in STRING_KINDS and isinstance(value, str):
+        for start, avro in ((0, "Avro 1.7's"), (1, "Avro 1.12.1's and later")):
+            if (_utf8_hash(value, start) & 0x7FFFFFFF) % f.buckets == expected:  # type: ignore[attr-defined]
+                return (f": Kite hashed this text as {avro} Utf8 (over its UTF-8 bytes) rather than as a Java "
+                        "String (over UTF-16), as the job that wrote it held it so")
+    if f.type in (*_CALENDAR, "dateFormat") and _before_gregorian(value):
         return ": Java's calendar is Julian before 1582-10-15"
-    if f.type == "range" and getattr(f, "size", None) is not None:
-        return ": Kite divides by the size in doubles, inexact beyond 2**53"
+    if f.type == "range" and getattr(f, "size", None) is not None and abs(value) >= 2**52:
+        return ": Kite divides by the size in doubles, inexact from 2**52"
     return ""
 
 
-def _utf8_hash(text: str) -> int:
-    """``org.apache.avro.util.Utf8.hashCode()``: over the signed bytes of the UTF-8 text."""
-    h = 0
+def _before_gregorian(value: Any) -> bool:
+    if isinstance(value, int):
+        return value < _GREGORIAN_MILLIS
+    if isinstance(value, dt.datetime):
+        return value.replace(tzinfo=None) < dt.datetime(1582, 10, 15)
+    return isinstance(value, dt.date) and value < dt.date(1582, 10, 15)
+
+
+def _utf8_hash(text: str, start: int = 0) -> int:
+    """``org.apache.avro.util.Utf8.hashCode()`` as an unsigned 32-bit int: over the signed
+    bytes of the UTF-8 text, from 0 (Avro 1.7, Kite's) or 1 (Avro 1.12.1 and later)."""
+    h = start
     for b in text.encode("utf-8"):
         h = (31 * h + (b - 256 if b > 127 else b)) & 0xFFFFFFFF
     return h

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -197,3 +198,20 @@ def read_file(path: Path, format: str) -> list[dict[str, Any]]:
         with open(path, "rb") as f:
             return list(fastavro.reader(f))
     return pq.read_table(path).to_pylist()
+
+
+def kite_fixed_range(value: int, size: int) -> int:
+    """``LongFixedSizeRangeFieldPartitioner.apply``: ``Math.round(Math.floor(value / (double) size)) * size``
+    (IEEE doubles as in Java, the product wrapped to a long)."""
+    product = int(math.floor(float(value) / float(size))) * size
+    return (product + 2**63) % 2**64 - 2**63
+
+
+def julian_month(millis: int) -> int:
+    """The month Java's ``GregorianCalendar`` gives a time before 1582-10-15 (Julian calendar)."""
+    day = millis // 86_400_000 + 719_163 + 1721424  # the Julian day number (proleptic Gregorian ordinal + offset)
+    c = day + 32082
+    d = (4 * c + 3) // 1461
+    e = c - 1461 * d // 4
+    m = (5 * e + 2) // 153
+    return m + 3 - 12 * (m // 10)

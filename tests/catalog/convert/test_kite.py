@@ -15,7 +15,7 @@ from cdkds.catalog.expressions.binding import bind
 from cdkds.catalog.expressions.pruning import FileFilter
 from cdkds.catalog.storage import ObjectStore
 from tests.catalog.convert.kite_layouts import (
-    KiteFolder, java_long_hash, java_properties, java_string_hash, java_utf8_hash, kite_bucket, read_file,
+    KiteFolder, java_long_hash, java_properties, julian_month, kite_fixed_range, java_string_hash, java_utf8_hash, kite_bucket, read_file,
     url_encode, utc,
 )
 
@@ -419,3 +419,19 @@ def test_a_kite_dataset_on_object_stores(events, backend, request):
         assert len(read_kite(uploaded(f"s3a://{root}")).files) == len(expected)
         with pytest.raises(KiteDatasetError, match="location=s3a://elsewhere/repo/analytics/events is not"):
             read_kite(uploaded("s3a://elsewhere/repo/analytics/events"))
+
+
+def test_a_time_kite_placed_by_the_julian_calendar_is_refused(tmp_path):
+    kite = _dataset(tmp_path, 'month("ts", "month")')
+    ts = -12_219_724_800_000  # 1582-10-10 (proleptic Gregorian), Julian 1582-09-30 in Java
+    assert julian_month(ts) == 9
+    path = kite.write_file(f"month={julian_month(ts):02d}", [{**_event(), "ts": ts}], EVENT_V1)
+    _refused(kite, rf"{path}: row 0 has ts={ts}, whose month is 10 .* in month=9: Java's calendar is Julian")
+
+
+def test_a_fixed_size_range_kite_computed_in_doubles_is_refused(tmp_path):
+    kite = _dataset(tmp_path, 'fixedSizeRange("id", "id_range", 3)')
+    big = 2**62 + 1
+    path = kite.write_file(f"id_range={kite_fixed_range(big, 3)}", [{**_event(), "id": big}], EVENT_V1)
+    kite.write_file(f"id_range={kite_fixed_range(-7, 3)}", [{**_event(), "id": -7}], EVENT_V1)
+    _refused(kite, rf"{path}: row 0 has id={big}, .*: Kite divides by the size in doubles")

@@ -17,7 +17,7 @@ import pytest
 from cdkds.catalog.convert.kite import KiteDatasetError, _utf8_hash
 from cdkds.catalog.convert.kite_expression import parse_properties
 from cdkds.catalog.partitioning import make_function
-from tests.catalog.convert.kite_layouts import url_encode
+from tests.catalog.convert.kite_layouts import julian_month, kite_fixed_range, url_encode
 
 pytestmark = pytest.mark.slow
 
@@ -83,9 +83,11 @@ def test_calendar_and_date_format_are_javas_from_1583(java):
         assert all(len(x) == 2 for x in fields[1:])  # Kite's month=01: cdkds reads the folder as 1
         assert formatted.apply(m, "long") == text, m
     # before the Gregorian cutover Java's calendar is Julian: read_kite refuses rows it would misplace
-    julian = java([("calendar", -12_219_292_800_000 - 86_400_000)])[0]  # 1582-10-14 proleptic Gregorian
-    assert [f.apply(-12_219_292_800_000 - 86_400_000, "long") for f in units[:3]] == [1582, 10, 14]
-    assert julian[:3] == ["1582", "10", "04"]
+    early = [-12_219_292_800_000 - 86_400_000, -12_219_724_800_000, -30_000_000_000_000, -62_000_000_000_000]
+    answers = java([("calendar", m) for m in early])
+    assert answers[0][:3] == ["1582", "10", "04"]  # 1582-10-14 proleptic Gregorian
+    assert [f.apply(early[0], "long") for f in units[:3]] == [1582, 10, 14]
+    assert [int(a[1]) for a in answers] == [julian_month(m) for m in early]  # the test layouts' model of Kite
 
 
 def test_fixed_size_ranges_are_javas_below_2_to_the_52(java):
@@ -94,8 +96,10 @@ def test_fixed_size_ranges_are_javas_below_2_to_the_52(java):
     cases += [(-1, 10), (-10, 10), (0, 7), (9, 10)]
     for (value, size), (answer,) in zip(cases, java([("fixedSizeRange", v, s) for v, s in cases])):
         assert make_function("range", "x", size=size).apply(value, "long") == int(answer), (value, size)
-    beyond = java([("fixedSizeRange", 2**62 + 1, 3)])[0][0]
-    assert int(beyond) != make_function("range", "x", size=3).apply(2**62 + 1, "long")  # doubles: refused by read_kite
+    beyond = [(2**62 + 1, 3), (2**63 - 1, 7), (-(2**63), 1000), (2**53 + 1, 2)]
+    for (value, size), (answer,) in zip(beyond, java([("fixedSizeRange", v, s) for v, s in beyond])):
+        assert kite_fixed_range(value, size) == int(answer)  # the test layouts' model of Kite
+    assert kite_fixed_range(2**62 + 1, 3) != make_function("range", "x", size=3).apply(2**62 + 1, "long")
 
 
 def test_url_encoding_of_folder_values_is_javas(java):
