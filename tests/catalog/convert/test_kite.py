@@ -413,6 +413,7 @@ def test_a_kite_dataset_on_object_stores(events, backend, request):
         fs.pipe(f"{root}/.metadata/descriptor.properties", java_properties(stored, "Dataset descriptor for events"))
         return ObjectStore.open(url, options)
 
+    assert is_kite(uploaded(None)) and not is_kite(ObjectStore.open(url.rsplit("/", 1)[0], options))
     found = read_kite(uploaded(None))
     assert {(f.path, tuple(f.partition.items())) for f in found.files} == expected
     if backend == "s3":
@@ -435,3 +436,17 @@ def test_a_fixed_size_range_kite_computed_in_doubles_is_refused(tmp_path):
     path = kite.write_file(f"id_range={kite_fixed_range(big, 3)}", [{**_event(), "id": big}], EVENT_V1)
     kite.write_file(f"id_range={kite_fixed_range(-7, 3)}", [{**_event(), "id": -7}], EVENT_V1)
     _refused(kite, rf"{path}: row 0 has id={big}, .*: Kite divides by the size in doubles")
+
+
+def test_cdkds_reads_each_file_as_fastavro_does(events):
+    """Kite's files carry no field ids: read by name through the descriptor, each gives the
+    rows fastavro gives (files of schema 1 with schema 2's default for the field added)."""
+    from cdkds.formats.files import file_format
+
+    kite, _ = events
+    found = read_kite(_store(kite.path))
+    d, store = found.descriptor, _store(kite.path)
+    fmt = file_format(d.format)
+    for f in found.files:
+        rows = [r for _, batch in fmt.scan(store.fs, store.path(f.path), d.projection()) for r in batch.to_pylist()]
+        assert rows == [{"source": None, **r} for r in read_file(kite.path / f.path, "avro")]
