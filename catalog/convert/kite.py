@@ -377,10 +377,10 @@ def _check_batch(batch: pa.RecordBatch, strategy: PartitionStrategy, descriptor:
         if pc.any(wrong).as_py():
             row = pc.index(wrong, True).as_py()
             value = batch.column(f.source)[row].as_py()
+            why = _why(f, value, descriptor.fields[f.source].kind, expected)
             raise KiteDatasetError(
-                f"{where}: row {row} has {f.source}={value!r:.100}, whose {f.name} is "
-                f"{array[row].as_py()!r} by {f.to_text()}, but the file is in {f.name}={expected!r}"
-                f"{_why(f, value, descriptor.fields[f.source].kind, expected)}; cdkds would not find it where Kite put it")
+                f"{where}: row {row} has {f.source}={value!r:.100}, whose {f.name} is {array[row].as_py()!r} by "
+                f"{f.to_text()}, but the file is in {f.name}={expected!r}{why}; cdkds would not find it there")
 
 
 def _why(f: PartitionFunction, value: Any, kind: str, expected: Any) -> str:

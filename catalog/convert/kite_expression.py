@@ -163,8 +163,8 @@ def _tokens(text: str, where: str) -> list[_Token]:
 
 
 def _syntax(where: str, text: str, position: int, problem: str) -> KiteDatasetError:
-    return KiteDatasetError(
-        f"{where}: partitionExpression {text!r} is not a Kite partition expression: {problem} at character {position + 1}")
+    return KiteDatasetError(f"{where}: partitionExpression {text!r} is not a Kite partition expression: "
+                            f"{problem} at character {position + 1}")
 
 
 def parse_partition_expression(text: str, where: str) -> tuple[KiteCall, ...]:
