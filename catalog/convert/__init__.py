@@ -25,8 +25,7 @@ from cdkds.catalog.errors import ConversionError, DatasetExistsError, InvalidNam
 from cdkds.catalog.log import LOG_FOLDER, TransactionLog, commit_key
 from cdkds.catalog.log.actions import Action
 from cdkds.catalog.storage import ObjectStore
-from cdkds.formats.projection import NameMapping
-from cdkds.formats.schema import NAME_MAPPING
+from cdkds.formats.schema import FIELD_ID, NAME_MAPPING, record_of
 
 if TYPE_CHECKING:
     from cdkds.catalog.dataset import Dataset
@@ -122,11 +121,24 @@ def convert(repository: "DatasetRepository", source: str, name: str | None = Non
 def with_name_mapping(descriptor: DatasetDescriptor) -> DatasetDescriptor:
     """``descriptor`` whose schema maps its files' column names to field ids (docs/FORMAT.md
     §5.2): the mapping a reader gave it (a Delta table's physical names), else the fields' own
-    names — adopted files carry no ids, or ids of their own writer that mean nothing here."""
+    names and Avro aliases (Kite records a rename as an alias: older files use the old name) —
+    adopted files carry no ids, or ids of their own writer that mean nothing here."""
     schema = descriptor.schema
     if NAME_MAPPING not in schema:
-        schema[NAME_MAPPING] = NameMapping.of_schema(schema).to_json()
+        schema[NAME_MAPPING] = _mapping(schema)
     return descriptor.replace(schema=schema)
+
+
+def _mapping(record: dict) -> list[dict]:
+    """Iceberg's name-mapping form of a record's fields, their aliases among the names."""
+    out = []
+    for f in record["fields"]:
+        item: dict = {"field-id": f[FIELD_ID], "names": list(dict.fromkeys([f["name"], *f.get("aliases", ())]))}
+        inner = record_of(f["type"])
+        if inner is not None:
+            item["fields"] = _mapping(inner)
+        out.append(item)
+    return out
 
 
 def _actions(store: ObjectStore, descriptor: DatasetDescriptor, files: tuple[SourceFile, ...]

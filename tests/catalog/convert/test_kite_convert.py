@@ -58,3 +58,13 @@ def test_cdkds_convert_a_kite_dataset(tmp_path):
     assert "analytics/events" in out and "kite" in out, out
     ds = DatasetRepository(tmp_path.as_uri()).load("analytics/events")
     assert ds.to_table().num_rows == 100
+
+
+def test_a_field_kite_renamed_reads_from_files_written_before(tmp_path):
+    renamed = {**EVENT_V2, "fields": [*(f for f in EVENT_V2["fields"] if f["name"] != "payload"),
+                                      {"name": "body", "type": "string", "aliases": ["payload"]}]}
+    kite = KiteFolder(tmp_path, "analytics", "events")
+    kite.write_metadata([EVENT_V1, renamed], partition_expression=EVENTS_EXPRESSION)
+    kite.write_rows(_event_rows(0, 20), _events_folder, EVENT_V1)
+    ds = DatasetRepository(tmp_path.as_uri()).convert(kite.path.as_uri())
+    assert sorted(ds.to_table().column("body").to_pylist()) == sorted(f"p{i}" for i in range(20))
