@@ -200,6 +200,28 @@ def _checkpoint(store: ObjectStore, version: int) -> tuple[int, list[str]] | Non
 
 # ---------------------------------------------------------------- the table
 
+def delta_storage_options(store: ObjectStore) -> dict[str, str]:
+    """delta-rs's options for the store fsspec opened (S3: endpoint, keys, region; delta-rs
+    reads the rest from the environment, as boto does)."""
+    if not store.url.startswith(("s3://", "s3a://")):
+        return {}
+    given = getattr(store.fs, "storage_options", {}) or {}
+    client = given.get("client_kwargs") or {}
+    out = {}
+    endpoint = client.get("endpoint_url") or given.get("endpoint_url")
+    if endpoint:
+        out["AWS_ENDPOINT_URL"] = endpoint
+        if endpoint.startswith("http://"):
+            out["AWS_ALLOW_HTTP"] = "true"
+    for option, name in (("key", "AWS_ACCESS_KEY_ID"), ("secret", "AWS_SECRET_ACCESS_KEY"),
+                         ("token", "AWS_SESSION_TOKEN")):
+        if given.get(option):
+            out[name] = given[option]
+    if client.get("region_name"):
+        out["AWS_REGION"] = client["region_name"]
+    return out
+
+
 def read_delta(store: ObjectStore) -> Found:
     """The dataset the Delta table at ``store``'s root becomes (its current version)."""
     try:
@@ -208,7 +230,7 @@ def read_delta(store: ObjectStore) -> Found:
         raise ConversionError(f"{store.url} is a Delta table; converting it needs the deltalake package "
                               f"(pip install deltalake)") from None
     try:
-        table = DeltaTable(store.url)
+        table = DeltaTable(store.url, storage_options=delta_storage_options(store))
         metadata = table.metadata()
         adds = pa.table(table.get_add_actions(flatten=True)).to_pylist()
         delta_schema = json.loads(table.schema().to_json())

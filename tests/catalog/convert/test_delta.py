@@ -190,3 +190,20 @@ def test_positions_beyond_32_bits_and_bad_input():
         decode_bitmap_array(struct.pack("<IQ", 1681511376, 0))
     with pytest.raises(ValueError, match="after its bitmaps"):
         decode_bitmap_array(bitmap_array([1]) + b"\0")
+
+
+@pytest.mark.slow
+def test_a_delta_table_on_s3(s3_endpoint):
+    from deltalake import write_deltalake
+    from tests.conftest import new_bucket, s3_options
+
+    bucket = new_bucket(s3_endpoint)
+    delta_options = {"AWS_ENDPOINT_URL": s3_endpoint, "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1",
+                     "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                     "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
+    url = f"s3://{bucket}/lake/events"
+    write_deltalake(url, events(0, 6), partition_by=["day"], storage_options=delta_options)
+    repo = DatasetRepository(f"s3://{bucket}/lake", s3_options(s3_endpoint))
+    ds = repo.convert("events")  # delta-rs is given the endpoint fsspec was given
+    assert sorted(ds.to_table().column("id").to_pylist()) == list(range(6))
+    assert not ds.check(read_data=True).problems
