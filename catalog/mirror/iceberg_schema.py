@@ -29,8 +29,7 @@ _PRIMITIVES = {
     "timestamp-millis": "timestamptz", "timestamp-micros": "timestamptz",
     "local-timestamp-millis": "timestamp", "local-timestamp-micros": "timestamp",
 }
-_LONG_KINDS = {"long", "time-micros", "timestamp-millis", "timestamp-micros", "local-timestamp-millis",
-               "local-timestamp-micros"}
+_DEFAULT_KINDS = {"boolean", "int", "long", "float", "double", "string"}  # the defaults alter().add takes
 
 
 def schema_refusal(descriptor: DatasetDescriptor) -> str | None:
@@ -89,6 +88,10 @@ def _field(f: dict) -> dict:
     out = {"id": f[FIELD_ID], "name": f["name"], "required": not t.nullable, "type": iceberg_type(t.avro)}
     if f.get("doc"):
         out["doc"] = f["doc"]
+    if f.get("default") is not None and type_kind(t.avro) in _DEFAULT_KINDS:
+        # what a file written before the field was added reads: its default (Iceberg's
+        # initial-default, which pyiceberg honours; the spec gives it to format version 3)
+        out["initial-default"] = f["default"]
     return out
 
 
