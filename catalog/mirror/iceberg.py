@@ -34,7 +34,7 @@ from cdkds.catalog.mirror.iceberg_manifests import (
 )
 from cdkds.catalog.mirror.iceberg_schema import (
     bound, iceberg_schema, identity_fields, last_column_id, partition_avro, partition_record, partition_spec,
-    schema_refusal,
+    promotion_refusal, schema_refusal,
 )
 from cdkds.catalog.mirror.state import Changes, deleted_positions
 from cdkds.catalog.storage import ObjectStore
@@ -158,6 +158,13 @@ class IcebergMirror:
                log: TransactionLog) -> _Table:
         """Write the version of revision ``after.version`` on ``table`` (the one before it)."""
         revision = after.version
+        if table is not None:
+            current = table.metadata["current-schema-id"]
+            problem = promotion_refusal(next(s for s in table.metadata["schemas"] if s["schema-id"] == current),
+                                        iceberg_schema(after.descriptor, 0))
+            if problem is not None:
+                raise IcebergMirrorError(f"dataset {self.dataset!r}: revision {revision} cannot be mirrored as "
+                                         f"Iceberg: {problem}; the mirror stays at revision {table.revision}")
         changes = Changes.between(before, after)
         objects: dict[str, bytes] = {}
         manifests = {m.path: m for m in (table.manifests if table else ())}

@@ -100,6 +100,34 @@ def iceberg_schema(descriptor: DatasetDescriptor, schema_id: int) -> dict:
     return {"type": "struct", "schema-id": schema_id, "fields": [_field(f) for f in descriptor.schema["fields"]]}
 
 
+def promotion_refusal(before: dict, after: dict) -> str | None:
+    """Why files written with Iceberg schema ``before`` cannot be read with ``after``: a
+    field (by id) whose type changed other than by Iceberg's promotions (int to long, float
+    to double, a decimal's precision up). cdkds also widens int or long to float or double
+    and string to bytes, which Iceberg readers refuse (``None``: every change is one)."""
+    old = {f["id"]: f for f in before["fields"]}
+    for f in after["fields"]:
+        if f["id"] not in old:
+            continue
+        was, now = old[f["id"]]["type"], f["type"]
+        if isinstance(was, dict) and isinstance(now, dict):
+            problem = promotion_refusal(was, now)
+        elif was == now or (was, now) in (("int", "long"), ("float", "double")) or _wider_decimal(was, now):
+            problem = None
+        else:
+            problem = f"field {f['name']!r} changed from {was} to {now}, which is not an Iceberg type promotion"
+        if problem is not None:
+            return problem
+    return None
+
+
+def _wider_decimal(was: Any, now: Any) -> bool:
+    if not (isinstance(was, str) and isinstance(now, str) and was.startswith("decimal(") and now.startswith("decimal(")):
+        return False
+    (p1, s1), (p2, s2) = ([int(x) for x in t[len("decimal("):-1].split(",")] for t in (was, now))
+    return s1 == s2 and p2 >= p1
+
+
 def last_column_id(descriptor: DatasetDescriptor) -> int:
     return last_field_id(descriptor.schema)
 

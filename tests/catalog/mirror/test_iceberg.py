@@ -4,6 +4,7 @@ revision, after every kind of write, delete, compaction and schema change."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import decimal
 import json
@@ -15,8 +16,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from cdkds.catalog import DatasetDescriptor, DatasetRepository
-from cdkds.catalog.mirror.iceberg import IcebergMirror, metadata_key, snapshot_id
-from tests.datasets import FOCUSES, Focus, build, difference, multiset
+from cdkds.catalog.mirror.iceberg import IcebergMirror, IcebergMirrorError, metadata_key, snapshot_id
+from tests.datasets import FOCUSES, build, difference, multiset
 
 pyiceberg_table = pytest.importorskip("pyiceberg.table")
 
@@ -259,6 +260,20 @@ def test_renamed_dropped_added_and_widened_fields_read_by_id(repo):
     assert IcebergMirror(ds.store, ds.name).verify(ds.log) == []
 
 
+def test_a_widening_iceberg_has_no_promotion_for_stops_the_mirror_with_the_reason(repo):
+    ds = repo.create("events", DatasetDescriptor(SCHEMA))
+    write(ds, rows(range(3)))
+    m = mirror(ds)
+    before = ds.version
+    ds.alter().widen("n", "double").commit()
+    write(ds.refresh(), rows([5]))
+    with pytest.raises(IcebergMirrorError, match=r"revision \d+ cannot be mirrored as Iceberg: field 'n' changed "
+                                                  r"from int to double.*stays at revision \d+"):
+        m.update(ds.log, ds.snapshot)
+    assert m.version() == before
+    assert_agree(repo, "events", before)
+
+
 # ---------------------------------------------------------------- refusals
 
 
@@ -354,23 +369,32 @@ def test_check_finds_a_mirror_that_disagrees_with_the_log(repo):
 # ---------------------------------------------------------------- random histories
 
 
-ICEBERG_FOCUS = Focus("iceberg", ttls=("none",))
+# what can be mirrored: no TTL (nor Avro files, arrays and maps: see build below)
+ICEBERG_FOCUSES = [dataclasses.replace(FOCUSES[name], ttls=("none",),
+                                       columns=tuple(c for c in FOCUSES[name].columns if c == "r"))
+                   for name in ("everything", "tombstones", "deletion vectors", "schema changes")]
 
 
-@settings(max_examples=8)
+@settings(max_examples=15)
 @given(data=st.data())
 def test_pyiceberg_reads_what_cdkds_reads_after_random_histories(tmp_path_factory, data):
     url = f"file://{tmp_path_factory.mktemp('lake')}"
-    focus = data.draw(st.sampled_from([ICEBERG_FOCUS, FOCUSES["tombstones"], FOCUSES["deletion vectors"]]))
+    focus = data.draw(st.sampled_from(ICEBERG_FOCUSES))
     built = build(data, url, formats=("parquet",), max_operations=6, focus=focus, without=("arr", "items", "m"))
     ds = built.dataset
     refusal = IcebergMirror.refusal(ds.descriptor)
     assert refusal is None, refusal
     m = IcebergMirror(ds.store, ds.name)
-    m.update(ds.log, ds.snapshot)
-    for revision in [ds.version, *built.committed]:
+    try:
+        m.update(ds.log, ds.snapshot)
+    except IcebergMirrorError as e:  # a widening Iceberg cannot read (int to double...): the mirror stops before it
+        assert "not an Iceberg type promotion" in str(e)
+        assert any(change[0] == "widen" for kind, what in built.operations if kind == "alter" for change in what)
+    mirrored = m.version()
+    for revision in [r for r in [ds.version, *built.committed] if r <= mirrored]:
         assert_agree(built.repo, built.name, revision)
-    assert m.verify(ds.log) == []
+    if mirrored == ds.version:
+        assert m.verify(ds.log) == []
 
 
 # ---------------------------------------------------------------- S3
