@@ -15,6 +15,7 @@ belong to the mirror, not to cdkds's data, and go with it.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -61,11 +62,26 @@ def snapshot_id(revision: int) -> int:
 
 @dataclass(frozen=True)
 class _Table:
-    """A mirror version as the next one builds on it: its metadata and its manifests."""
+    """A mirror version as the next one builds on it: its metadata and its manifests (and,
+    when this process wrote it, the cdkds snapshot it describes)."""
 
     revision: int
     metadata: dict
     manifests: tuple[Manifest, ...]
+    state: Snapshot | None = None
+
+
+# The last version this process wrote per table location: the next commit's update builds
+# on it without reading the metadata back or replaying the log to the previous revision.
+_RECENT: dict[str, _Table] = {}
+_RECENT_LIMIT = 64
+
+
+def _remember(location: str, table: _Table) -> None:
+    _RECENT.pop(location, None)
+    _RECENT[location] = table
+    while len(_RECENT) > _RECENT_LIMIT:
+        del _RECENT[next(iter(_RECENT))]
 
 
 class IcebergMirror:
@@ -96,14 +112,16 @@ class IcebergMirror:
         number = self._newest_number()
         return None if number is None else number - 1
 
-    def _newest_number(self) -> int | None:
-        """The newest metadata file's number: the hint's, moved past files written after it."""
+    def _newest_number(self, known: int | None = None) -> int | None:
+        """The newest metadata file's number: the hint's, moved past files written after it.
+        ``known``: a number this process wrote, whose file need not be looked up again (the
+        hint is written after the file it names)."""
         number = None
         try:
             number = int(self.store.read(HINT_KEY).decode().strip())
         except (FileNotFoundError, ValueError):
             pass
-        if number is None or not self.store.exists(f"{METADATA}/v{number}.metadata.json"):
+        if number is None or (number != known and not self.store.exists(f"{METADATA}/v{number}.metadata.json")):
             found = [int(m.group(1)) for m in map(_METADATA_FILE.match, self.store.list(METADATA)) if m]
             number = max(found, default=None)
         if number is None:
@@ -135,7 +153,9 @@ class IcebergMirror:
     def update(self, log: TransactionLog, snapshot: Snapshot) -> int:
         """Bring the mirror up to ``snapshot.version``, one Iceberg snapshot per revision;
         returns the number of versions written (see the mirror interface)."""
-        newest = self.version()
+        recent = _RECENT.get(self.store.url)
+        number = self._newest_number(recent.revision + 1 if recent is not None else None)
+        newest = None if number is None else number - 1
         written = 0
         if newest is None:
             before = log.replay.oldest()
@@ -146,12 +166,15 @@ class IcebergMirror:
         elif newest >= snapshot.version:
             return 0
         else:
-            table = self._table(newest)
-            before = log.snapshot(version=newest)
+            if recent is not None and recent.revision == newest and recent.state is not None:
+                table, before = recent, recent.state
+            else:
+                table, before = self._table(newest), log.snapshot(version=newest)
         for commit, after in log.replay.walk(before, upto=snapshot.version):
             table = self._write(table, before, after, commit.operation, log)
             before = after
             written += 1
+        _remember(self.store.url, dataclasses.replace(table, state=before))
         return written
 
     def _write(self, table: _Table | None, before: Snapshot | None, after: Snapshot, operation: str,
@@ -171,16 +194,16 @@ class IcebergMirror:
         plan = _ManifestPlan(self, after, revision, manifests, objects)
         plan.deletes(changes, initial=before is None)
         plan.data(changes)
-        self.store.put_all(objects)
         manifest_list = sorted(plan.kept(), key=lambda m: (-m.record["sequence_number"], m.path))
         sid = snapshot_id(revision)
         parent = snapshot_id(table.revision) if table else None
         list_key = f"{METADATA}/snap-{sid}-{after.commit_uuid}.avro"
-        self.store.put(list_key, manifest_list_bytes(manifest_list, sid, parent, sid))
+        objects[list_key] = manifest_list_bytes(manifest_list, sid, parent, sid)
+        self.store.put_all(objects)  # every file of the version before the version itself
         metadata = self._metadata(table, after, changes, operation, self._url(list_key), log)
         key = metadata_key(revision)
         try:
-            self.store.put_if_absent(key, json.dumps(metadata, indent=1).encode())
+            self.store.put_if_absent(key, json.dumps(metadata, separators=(",", ":")).encode())
         except FileExistsError:  # another updater wrote this version: carry on from theirs
             return self._table(revision)
         self.store.put(HINT_KEY, str(revision + 1).encode())
