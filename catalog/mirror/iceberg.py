@@ -207,7 +207,27 @@ class IcebergMirror:
         except FileExistsError:  # another updater wrote this version: carry on from theirs
             return self._table(revision)
         self.store.put(HINT_KEY, str(revision + 1).encode())
+        if table is not None and len(metadata["snapshots"]) <= len(table.metadata["snapshots"]):
+            self._collect(metadata, revision)  # snapshots of expired revisions left
         return _Table(revision, metadata, tuple(manifest_list))
+
+    def _collect(self, metadata: dict, revision: int) -> None:
+        """Delete the manifest lists, manifests and delete files (written at ``revision`` or
+        before: a concurrent updater's newer ones are not yet listed anywhere) that no
+        snapshot of ``metadata`` references, as Iceberg's expire_snapshots does."""
+        keep: set[str] = set()
+        for s in metadata["snapshots"]:
+            keep.add(self._key(s["manifest-list"]))
+            for m in read_manifest_list(self._read_url(s["manifest-list"])):
+                if self._key(m.path) in keep:
+                    continue
+                keep.add(self._key(m.path))
+                if m.content == POSITION_DELETES:
+                    keep.update(self._key(e["data_file"]["file_path"]) for e in read_entries(self._read_url(m.path)))
+        for key, _ in list(self.store.walk_files(METADATA)):
+            written = _written_revision(key)
+            if written is not None and written <= revision and key not in keep:
+                self.store.delete(key)
 
     def _metadata(self, table: _Table | None, after: Snapshot, changes: Changes, operation: str,
                   manifest_list: str, log: TransactionLog) -> dict:
@@ -319,6 +339,8 @@ class IcebergMirror:
                     files[self._key(data_file["file_path"])] = (data_file["file_size_in_bytes"],
                                                                 data_file["record_count"])
                 else:
+                    if not self.store.exists(self._key(data_file["file_path"])):
+                        raise IcebergMirrorError(f"delete file {data_file['file_path']} is missing")
                     target = entry_bound(e, "lower_bounds", FILE_PATH_ID)
                     deletes[self._key(target.decode())] += data_file["record_count"]
         return files, dict(deletes)
@@ -471,6 +493,19 @@ def _snapshot(metadata: dict, sid: int) -> dict:
         if s["snapshot-id"] == sid:
             return s
     raise IcebergMirrorError(f"Iceberg metadata of table {metadata.get('location')} has no snapshot {sid}")
+
+
+_WRITTEN = [(re.compile(r"/(?:data|deletes)-\d{20}-(\d{20})\.avro$"), 0), (re.compile(r"/snap-(\d+)-\w+\.avro$"), -1),
+            (re.compile(r"/deletes/(\d{20})-\w+\.parquet$"), 0)]
+
+
+def _written_revision(key: str) -> int | None:
+    """The revision whose version wrote the mirror object ``key`` (None: not one it collects)."""
+    for pattern, offset in _WRITTEN:
+        match = pattern.search("/" + key)
+        if match:
+            return int(match.group(1)) + offset
+    return None
 
 
 def _metadata_revision(location: str) -> int:

@@ -155,20 +155,21 @@ def partition_avro(descriptor: DatasetDescriptor) -> dict:
     """The Avro record of a manifest's ``partition`` struct (field id 102's type)."""
     fields = descriptor.fields
     return {"type": "record", "name": "r102", "fields": [
-        {"name": name, "type": ["null", _avro_value_type(fields[source].avro)], "default": None,
-         "field-id": PARTITION_FIELD_BASE + i}
+        {"name": name, "type": ["null", _avro_value_type(fields[source].avro, f"p{PARTITION_FIELD_BASE + i}")],
+         "default": None, "field-id": PARTITION_FIELD_BASE + i}
         for i, (name, source) in enumerate(identity_fields(descriptor))]}
 
 
-def _avro_value_type(avro: Any) -> Any:
-    """Iceberg's Avro form of a primitive type (the manifest's partition values)."""
+def _avro_value_type(avro: Any, name: str) -> Any:
+    """Iceberg's Avro form of a primitive type (the manifest's partition values); ``name``
+    names a fixed type (unique in the manifest's schema)."""
     kind = type_kind(avro)
     if kind == "decimal":
         precision = avro["precision"]
-        return {"type": "fixed", "name": f"decimal_{precision}_{avro.get('scale', 0)}", "size": _decimal_bytes(precision),
+        return {"type": "fixed", "name": name, "size": _decimal_bytes(precision),
                 "logicalType": "decimal", "precision": precision, "scale": avro.get("scale", 0)}
     if kind == "fixed":
-        return {"type": "fixed", "name": f"fixed_{avro['size']}", "size": avro["size"]}
+        return {"type": "fixed", "name": name, "size": avro["size"]}
     if kind == "date":
         return {"type": "int", "logicalType": "date"}
     if kind in ("timestamp-millis", "timestamp-micros"):

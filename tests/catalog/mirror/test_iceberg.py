@@ -274,6 +274,25 @@ def test_a_widening_iceberg_has_no_promotion_for_stops_the_mirror_with_the_reaso
     assert_agree(repo, "events", before)
 
 
+def test_a_widened_identity_partition_source_and_decimal_partitions_read_and_prune(repo):
+    schema = {"type": "record", "name": "R", "fields": [
+        {"name": "id", "type": "long"}, {"name": "p", "type": "int"},
+        *[{"name": n, "type": {"type": "bytes", "logicalType": "decimal", "precision": 5, "scale": 2}}
+          for n in ("a", "b")]]}
+    ds = repo.create("t", DatasetDescriptor(schema, partition_strategy="identity(p), identity(a), identity(b)"))
+    write(ds, [{"id": i, "p": i % 2, "a": decimal.Decimal("1.25"), "b": decimal.Decimal(i)} for i in range(4)])
+    mirror(ds)
+    ds.alter().widen("p", "long").commit()
+    write(ds.refresh(), [{"id": 9, "p": 2 ** 40, "a": decimal.Decimal("1.25"), "b": decimal.Decimal(1)}])
+    ds.delete("b = 3")
+    mirror(ds)
+    assert_agree(repo, "t")
+    assert_agree(repo, "t", 1)
+    table = pyiceberg_table.StaticTable.from_metadata(f"{ds.store.url}/{metadata_key(ds.version)}")
+    assert len(list(table.scan(row_filter=f"p == {2 ** 40}").plan_files())) == 1
+    assert len(list(table.scan(row_filter="p == 1 and b == 1").plan_files())) == 1
+
+
 # ---------------------------------------------------------------- refusals
 
 
@@ -339,6 +358,12 @@ def test_the_mirror_follows_log_expiry_and_references_the_retained_revisions_fil
     assert m.referenced() == {f.path for v in range(oldest, ds.version + 1)
                               for f in repo.load("events", version=v).files}
     assert_agree(repo, "events")
+    # what the dropped snapshots alone referenced is gone, as after Iceberg's expire_snapshots
+    table = pyiceberg_table.StaticTable.from_metadata(f"{ds.store.url}/{metadata_key(ds.version)}")
+    listed = {k for k, _ in ds.store.walk_files("metadata") if not k.endswith((".metadata.json", ".text"))}
+    live = {s.manifest_list for s in table.metadata.snapshots}
+    live |= {mf.manifest_path for s in table.metadata.snapshots for mf in s.manifests(table.io)}
+    assert {f"{ds.store.url}/{k}" for k in listed} == live
     # a mirror started after expiry begins at the oldest retained state
     ds.store.delete_tree("metadata")
     assert IcebergMirror(ds.store, ds.name).update(ds.log, ds.snapshot) == ds.version - oldest + 1
