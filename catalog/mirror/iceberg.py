@@ -3,23 +3,18 @@ describing cdkds's own data files, one Iceberg snapshot per cdkds revision.
 
 Revision ``r`` is snapshot id ``r + 1`` with sequence number ``r + 1`` (Iceberg's sequence
 numbers start at 1) in ``metadata/v<r + 1>.metadata.json``; ``metadata/version-hint.text``
-names the newest. Manifests are kept per *origin*, the revision that added their files:
-``data-<origin>-<written>.avro`` lists the live files an origin added, and
-``deletes-<origin>-<written>.avro`` the positional delete files of those files (one per data
-file, holding all its deleted positions, replaced whole when they change). A revision
-writes a manifest for the files it adds and rewrites only the manifests of origins whose
-files it removes or deletes rows of; the rest are carried forward in the manifest list, so
-its work is proportional to the commit. Delete files live under ``metadata/deletes/``: they
-belong to the mirror, not to cdkds's data, and go with it.
+names the newest. Manifests are kept by the revisions that added their files, so a
+version's work follows its commit (:mod:`~cdkds.catalog.mirror.iceberg_plan`). Deleted rows
+are positional delete files, one per data file holding all its deleted positions, under
+``metadata/deletes/``: they belong to the mirror, not to cdkds's data (cdkds's vacuum
+never sees them), and go with it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import re
-import struct
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass
@@ -27,37 +22,29 @@ from dataclasses import dataclass
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import CdkdsError
 from cdkds.catalog.log import TransactionLog
-from cdkds.catalog.log.actions import AddFile
 from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.mirror.iceberg_manifests import (
-    ADDED, DATA, DELETED, EXISTING, FILE_PATH_ID, POS_ID, POSITION_DELETES, Manifest, entry, entry_bound,
-    manifest_bytes, manifest_list_bytes, manifest_record, position_delete_bytes, read_entries, read_manifest_list,
+    DATA, DELETED, FILE_PATH_ID, POSITION_DELETES, Manifest, entry_bound, manifest_list_bytes, read_entries,
+    read_manifest_list,
+)
+from cdkds.catalog.mirror.iceberg_plan import (
+    MANIFEST_NAME, METADATA, IcebergMirrorError, ManifestPlan, may_delete, snapshot_id,
 )
 from cdkds.catalog.mirror.iceberg_schema import (
-    bound, iceberg_schema, identity_fields, last_column_id, partition_avro, partition_record, partition_spec,
-    promotion_refusal, schema_refusal,
+    iceberg_schema, last_column_id, partition_spec, promotion_refusal, schema_refusal,
 )
 from cdkds.catalog.mirror.state import Changes, deleted_positions
 from cdkds.catalog.storage import ObjectStore
 
-METADATA = "metadata"
+__all__ = ["IcebergMirror", "IcebergMirrorError", "metadata_key", "snapshot_id"]
+
 HINT_KEY = f"{METADATA}/version-hint.text"
 _METADATA_FILE = re.compile(r"^v(\d+)\.metadata\.json$")
-_MANIFEST = re.compile(r"(data|deletes)-(\d{20})-\d{20}\.avro$")
 _PREVIOUS_VERSIONS = 100  # metadata-log entries kept, as Iceberg's write.metadata.previous-versions-max
-
-
-class IcebergMirrorError(CdkdsError):
-    """The Iceberg mirror's own objects contradict each other or the log."""
 
 
 def metadata_key(revision: int) -> str:
     return f"{METADATA}/v{revision + 1}.metadata.json"
-
-
-def snapshot_id(revision: int) -> int:
-    """The Iceberg snapshot id (and sequence number) of cdkds revision ``revision``."""
-    return revision + 1
 
 
 @dataclass(frozen=True)
@@ -190,11 +177,10 @@ class IcebergMirror:
                                          f"Iceberg: {problem}; the mirror stays at revision {table.revision}")
         changes = Changes.between(before, after)
         objects: dict[str, bytes] = {}
-        manifests = {m.path: m for m in (table.manifests if table else ())}
-        plan = _ManifestPlan(self, after, revision, manifests, objects)
+        plan = ManifestPlan(self.store, self.dataset, after, table.manifests if table else (), objects)
         plan.deletes(changes, initial=before is None)
         plan.data(changes)
-        manifest_list = sorted(plan.kept(), key=lambda m: (-m.record["sequence_number"], m.path))
+        manifest_list = plan.manifests()
         sid = snapshot_id(revision)
         parent = snapshot_id(table.revision) if table else None
         list_key = f"{METADATA}/snap-{sid}-{after.commit_uuid}.avro"
@@ -321,7 +307,7 @@ class IcebergMirror:
             if (size, rows) != (add.size, add.row_count):
                 problems.append(f"{where}: data file {path} has size {size} and {rows} rows, the log says "
                                 f"{add.size} and {add.row_count}")
-            expected = len(deleted_positions(self.store, snapshot, add)) if _may_delete(snapshot, add) else 0
+            expected = len(deleted_positions(self.store, snapshot, add)) if may_delete(snapshot, add) else 0
             if deletes.get(path, 0) != expected:
                 problems.append(f"{where}: data file {path} has {deletes.get(path, 0)} deleted rows, the log "
                                 f"{expected}")
@@ -346,148 +332,6 @@ class IcebergMirror:
         return files, dict(deletes)
 
 
-class _ManifestPlan:
-    """The manifests one version writes: new ones for added files and delete files, and
-    rewrites of the origins whose files left or changed their deleted rows."""
-
-    def __init__(self, mirror: IcebergMirror, after: Snapshot, revision: int, manifests: dict[str, Manifest],
-                 objects: dict[str, bytes]):
-        self.mirror, self.after, self.revision = mirror, after, revision
-        self.sid = snapshot_id(revision)
-        self.objects = objects
-        self.manifests = dict(manifests)
-        self.origins: dict[tuple[str, int], Manifest] = {}
-        for m in manifests.values():
-            match = _MANIFEST.search(m.path)
-            if match is None:
-                raise IcebergMirrorError(f"dataset {mirror.dataset!r}: the Iceberg mirror lists manifest {m.path}, "
-                                         f"which it did not write")
-            self.origins[(match.group(1), int(match.group(2)))] = m
-        descriptor = after.descriptor
-        self.partition = partition_avro(descriptor)
-        self.schema_json = json.dumps(iceberg_schema(descriptor, 0))
-        self.spec_json = json.dumps(partition_spec(descriptor)["fields"])
-
-    def kept(self) -> list[Manifest]:
-        return list(self.manifests.values())
-
-    def deletes(self, changes: Changes, initial: bool) -> None:
-        """Positional delete files for the files whose deleted rows changed (all of them, for
-        the first version); their origins' delete manifests rewritten without the old ones."""
-        changed = {f.path: f for f in changes.redeleted}
-        changed.update({f.path: f for f in changes.added if f.deletes or (initial and _may_delete(self.after, f))})
-        new: dict[int, list[dict]] = defaultdict(list)
-        for path, add in sorted(changed.items()):
-            positions = deleted_positions(self.mirror.store, self.after, add)
-            if len(positions):
-                new[add.revision].append(self._delete_entry(add, positions))
-        gone = {self.mirror._url(p) for p in changed} | {self.mirror._url(f.path) for f in changes.removed}
-        origins = {f.revision for f in changed.values()} | {f.revision for f in changes.removed}
-        for origin in sorted(origins):
-            old = self.origins.get(("deletes", origin))
-            entries = read_entries(self.mirror._read_url(old.path)) if old else []
-            kept = _carried(entries, lambda e: entry_bound(e, "lower_bounds", FILE_PATH_ID).decode() in gone, self.sid)
-            if old is not None and not new[origin] and all(e["status"] == EXISTING for e in kept):
-                continue  # nothing of this origin's deletes changed
-            self._replace(old, "deletes", origin, kept + new[origin], POSITION_DELETES)
-
-    def data(self, changes: Changes) -> None:
-        """A manifest for the added files (per origin: the first version adds files of many);
-        the origins of removed files rewritten with those marked deleted."""
-        added: dict[int, list[AddFile]] = defaultdict(list)
-        for f in changes.added:
-            added[f.revision].append(f)
-        removed: dict[int, set[str]] = defaultdict(set)
-        for f in changes.removed:
-            removed[f.revision].add(self.mirror._url(f.path))
-        for origin in sorted(set(added) | set(removed)):
-            old = self.origins.get(("data", origin))
-            if origin in removed and old is None:
-                raise IcebergMirrorError(f"dataset {self.mirror.dataset!r}: revision {self.revision} removes files "
-                                         f"added at revision {origin}, which the Iceberg mirror does not list")
-            entries = read_entries(self.mirror._read_url(old.path)) if old else []
-            kept = _carried(entries, lambda e: e["data_file"]["file_path"] in removed[origin], self.sid)
-            new = [self._data_entry(f) for f in sorted(added[origin], key=lambda f: f.path)]
-            self._replace(old, "data", origin, kept + new, DATA)
-
-    def _replace(self, old: Manifest | None, kind: str, origin: int, entries: list[dict], content: int) -> None:
-        if old is not None:
-            del self.manifests[old.path]
-        if not any(e["status"] != DELETED for e in entries):
-            return  # the origin has nothing live left: its manifest leaves the list
-        key = f"{METADATA}/{kind}-{origin:020d}-{self.revision:020d}.avro"
-        metadata = {"schema": self.schema_json, "schema-id": "0", "partition-spec": self.spec_json,
-                    "partition-spec-id": "0"}
-        data = manifest_bytes(entries, self.partition, content, metadata, key)
-        self.objects[key] = data
-        url = self.mirror._url(key)
-        self.manifests[url] = manifest_record(url, len(data), content, self.sid, self.sid, entries,
-                                              self._summaries(entries))
-
-    def _data_entry(self, add: AddFile) -> dict:
-        descriptor = self.after.descriptor
-        fields, ids = descriptor.fields, descriptor.field_ids
-        stats = {ids[n]: (s, fields[n].avro) for n, s in add.statistics.items() if n in ids}
-        lower = {i: bound(s.min, avro) for i, (s, avro) in stats.items() if s.min is not None}
-        upper = {i: bound(s.max, avro) for i, (s, avro) in stats.items() if s.max is not None}
-        origin = snapshot_id(add.revision)
-        return entry(ADDED if add.revision == self.revision else EXISTING, origin, origin, DATA,
-                     self.mirror._url(add.path), "PARQUET", partition_record(descriptor, add.partition),
-                     add.row_count, add.size,
-                     value_counts={i: add.row_count for i in stats}, null_counts={i: s.null_count for i, (s, _) in
-                                                                                   stats.items()},
-                     lower={i: b for i, b in lower.items() if b is not None},
-                     upper={i: b for i, b in upper.items() if b is not None})
-
-    def _delete_entry(self, add: AddFile, positions) -> dict:
-        target = self.mirror._url(add.path)
-        key = f"{METADATA}/deletes/{self.revision:020d}-{hashlib.sha256(add.path.encode()).hexdigest()[:24]}.parquet"
-        data = position_delete_bytes(target, positions)
-        self.objects[key] = data
-        first, last = struct.pack("<q", int(positions[0])), struct.pack("<q", int(positions[-1]))
-        return entry(ADDED, self.sid, self.sid, POSITION_DELETES, self.mirror._url(key), "PARQUET",
-                     partition_record(self.after.descriptor, add.partition), len(positions), len(data),
-                     value_counts={FILE_PATH_ID: len(positions), POS_ID: len(positions)},
-                     null_counts={FILE_PATH_ID: 0, POS_ID: 0},
-                     lower={FILE_PATH_ID: target.encode(), POS_ID: first},
-                     upper={FILE_PATH_ID: target.encode(), POS_ID: last})
-
-    def _summaries(self, entries: list[dict]) -> list[dict] | None:
-        """Per partition field: whether a live entry's value is null, and the bounds of the others."""
-        descriptor = self.after.descriptor
-        fields = identity_fields(descriptor)
-        if not fields:
-            return None
-        out = []
-        for name, source in fields:
-            avro = descriptor.fields[source].avro
-            values = [e["data_file"]["partition"].get(name) for e in entries if e["status"] != DELETED]
-            present = [v for v in values if v is not None]
-            out.append({"contains_null": len(present) < len(values), "contains_nan": False,
-                        "lower_bound": bound(min(present), avro) if present else None,
-                        "upper_bound": bound(max(present), avro) if present else None})
-        return out
-
-
-def _carried(entries: list[dict], leaving, sid: int) -> list[dict]:
-    """A rewritten manifest's earlier entries: live ones ``leaving`` marked deleted by snapshot
-    ``sid``, the other live ones existing; entries deleted by earlier snapshots dropped."""
-    out = []
-    for e in entries:
-        if e["status"] == DELETED:
-            continue
-        if leaving(e):
-            out.append({**e, "status": DELETED, "snapshot_id": sid})
-        else:
-            out.append({**e, "status": EXISTING})
-    return out
-
-
-def _may_delete(snapshot: Snapshot, add: AddFile) -> bool:
-    """Whether some rows of ``add`` may be deleted at ``snapshot`` (vectors or tombstones)."""
-    return bool(add.deletes) or bool(snapshot.tombstones_for(add))
-
-
 def _snapshot(metadata: dict, sid: int) -> dict:
     for s in metadata["snapshots"]:
         if s["snapshot-id"] == sid:
@@ -495,7 +339,7 @@ def _snapshot(metadata: dict, sid: int) -> dict:
     raise IcebergMirrorError(f"Iceberg metadata of table {metadata.get('location')} has no snapshot {sid}")
 
 
-_WRITTEN = [(re.compile(r"/(?:data|deletes)-\d{20}-(\d{20})\.avro$"), 0), (re.compile(r"/snap-(\d+)-\w+\.avro$"), -1),
+_WRITTEN = [(MANIFEST_NAME, 0), (re.compile(r"/snap-(\d+)-\w+\.avro$"), -1),
             (re.compile(r"/deletes/(\d{20})-\w+\.parquet$"), 0)]
 
 
@@ -504,7 +348,7 @@ def _written_revision(key: str) -> int | None:
     for pattern, offset in _WRITTEN:
         match = pattern.search("/" + key)
         if match:
-            return int(match.group(1)) + offset
+            return int(match.group(match.lastindex)) + offset
     return None
 
 

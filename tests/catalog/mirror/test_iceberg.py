@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from cdkds.catalog import DatasetDescriptor, DatasetRepository
+from cdkds.catalog.mirror import iceberg_plan
 from cdkds.catalog.mirror.iceberg import IcebergMirror, IcebergMirrorError, metadata_key, snapshot_id
 from tests.datasets import FOCUSES, build, difference, multiset
 
@@ -230,6 +231,27 @@ def test_compaction_replaces_files_and_their_delete_files(repo):
     tasks = list(table.scan().plan_files())
     assert [len(t.delete_files) for t in tasks] == [0] * len(ds.files)
     assert m.verify(ds.log) == []
+
+
+def test_many_commits_keep_few_manifests_merged_by_level(repo, monkeypatch):
+    monkeypatch.setattr(iceberg_plan, "MERGE_COUNT", 3)
+    ds = repo.create("events", DatasetDescriptor(SCHEMA, partition_strategy="identity(country)"))
+    revisions = []
+    for i in range(20):
+        write(ds, rows(range(i * 4, i * 4 + 4), ["NZ", "AU"][i % 2]))
+        if i % 7 == 6:
+            ds.delete(f"id = {i * 4 - 9} or id = {i * 2}")  # rows of files in merged manifests
+        mirror(ds)
+        revisions.append(ds.refresh().version)
+    write(ds, rows(range(200, 204), "AU"), mode="overwrite_partitions")
+    mirror(ds)
+    table = pyiceberg_table.StaticTable.from_metadata(f"{ds.store.url}/{metadata_key(ds.version)}")
+    manifests = table.current_snapshot().manifests(table.io)
+    assert len([m for m in manifests if m.content == 0]) <= 2 * 3  # at most MERGE_COUNT - 1 per level
+    assert any("data-2-" in m.manifest_path for m in manifests)
+    for version in [ds.version, *revisions[::4]]:
+        assert_agree(repo, "events", version)
+    assert IcebergMirror(ds.store, ds.name).verify(ds.log) == []
 
 
 # ---------------------------------------------------------------- schema changes
