@@ -17,6 +17,7 @@ import json
 import re
 import uuid
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from cdkds.catalog.descriptor import DatasetDescriptor
@@ -99,23 +100,35 @@ class IcebergMirror:
         number = self._newest_number()
         return None if number is None else number - 1
 
-    def _newest_number(self, known: int | None = None) -> int | None:
+    def _newest_number(self, known: int | None = None, hint: int | None = None, ahead: bool | None = None) -> int | None:
         """The newest metadata file's number: the hint's, moved past files written after it.
         ``known``: a number this process wrote, whose file need not be looked up again (the
-        hint is written after the file it names)."""
-        number = None
-        try:
-            number = int(self.store.read(HINT_KEY).decode().strip())
-        except (FileNotFoundError, ValueError):
-            pass
+        hint is written after the file it names); ``hint`` and ``ahead`` (whether the file
+        after ``known`` exists) when already read."""
+        number = self._hint() if hint is None else hint
         if number is None or (number != known and not self.store.exists(f"{METADATA}/v{number}.metadata.json")):
             found = [int(m.group(1)) for m in map(_METADATA_FILE.match, self.store.list(METADATA)) if m]
             number = max(found, default=None)
-        if number is None:
-            return None
-        while self.store.exists(f"{METADATA}/v{number + 1}.metadata.json"):
+        if number is None or (number == known and ahead is False):
+            return number
+        while self._present(f"{METADATA}/v{number + 1}.metadata.json"):
             number += 1
         return number
+
+    def _present(self, key: str) -> bool:
+        """Whether the object exists, in one request when it does not (an object store's
+        ``exists`` of a missing key also lists it as a folder)."""
+        try:
+            self.store.read(key)
+            return True
+        except FileNotFoundError:
+            return False
+
+    def _hint(self) -> int | None:
+        try:
+            return int(self.store.read(HINT_KEY).decode().strip())
+        except (FileNotFoundError, ValueError):
+            return None
 
     def _table(self, revision: int) -> _Table:
         metadata = json.loads(self.store.read(metadata_key(revision)))
@@ -141,32 +154,47 @@ class IcebergMirror:
         """Bring the mirror up to ``snapshot.version``, one Iceberg snapshot per revision;
         returns the number of versions written (see the mirror interface)."""
         recent = _RECENT.get(self.store.url)
-        number = self._newest_number(recent.revision + 1 if recent is not None else None)
+        known = recent.revision + 1 if recent is not None else None
+        with ThreadPoolExecutor(max_workers=4) as pool:  # the round trips at once on an object store
+            hint = pool.submit(self._hint)
+            marker = pool.submit(log.listing.expiry_marker)
+            ahead = pool.submit(self._present, f"{METADATA}/v{known + 1}.metadata.json") if known else None
+            # the commit after the version this process wrote: usually ``snapshot``'s
+            following = pool.submit(log.listing.raw, known) if known == snapshot.version else None
+            number = self._newest_number(known, hint.result(), ahead.result() if ahead else None)
+            expired = marker.result()
+            raw = following.result() if following is not None else None
+        retained = expired.expired_before if expired is not None else 0
         newest = None if number is None else number - 1
         written = 0
         if newest is None:
             before = log.replay.oldest()
             if before.version > snapshot.version:
                 return 0
-            table = self._write(None, None, before, "create" if before.version == 0 else "checkpoint", log)
+            table = self._write(None, None, before, "create" if before.version == 0 else "checkpoint", retained)
             written = 1
         elif newest >= snapshot.version:
             return 0
         else:
             if recent is not None and recent.revision == newest and recent.state is not None:
                 table, before = recent, recent.state
+                if raw is not None and raw["uuid"] == snapshot.commit_uuid and raw["previous"] == before.commit_uuid:
+                    table = self._write(table, before, snapshot, raw["operation"], retained)  # no replay
+                    _remember(self.store.url, dataclasses.replace(table, state=snapshot))
+                    return 1
             else:
                 table, before = self._table(newest), log.snapshot(version=newest)
         for commit, after in log.replay.walk(before, upto=snapshot.version):
-            table = self._write(table, before, after, commit.operation, log)
+            table = self._write(table, before, after, commit.operation, retained)
             before = after
             written += 1
         _remember(self.store.url, dataclasses.replace(table, state=before))
         return written
 
     def _write(self, table: _Table | None, before: Snapshot | None, after: Snapshot, operation: str,
-               log: TransactionLog) -> _Table:
-        """Write the version of revision ``after.version`` on ``table`` (the one before it)."""
+               retained: int) -> _Table:
+        """Write the version of revision ``after.version`` on ``table`` (the one before it),
+        keeping the snapshots of revisions ``retained`` and later."""
         revision = after.version
         if table is not None:
             current = table.metadata["current-schema-id"]
@@ -186,7 +214,7 @@ class IcebergMirror:
         list_key = f"{METADATA}/snap-{sid}-{after.commit_uuid}.avro"
         objects[list_key] = manifest_list_bytes(manifest_list, sid, parent, sid)
         self.store.put_all(objects)  # every file of the version before the version itself
-        metadata = self._metadata(table, after, changes, operation, self._url(list_key), log)
+        metadata = self._metadata(table, after, changes, operation, self._url(list_key), retained)
         key = metadata_key(revision)
         try:
             self.store.put_if_absent(key, json.dumps(metadata, separators=(",", ":")).encode())
@@ -216,7 +244,7 @@ class IcebergMirror:
                 self.store.delete(key)
 
     def _metadata(self, table: _Table | None, after: Snapshot, changes: Changes, operation: str,
-                  manifest_list: str, log: TransactionLog) -> dict:
+                  manifest_list: str, retained: int) -> dict:
         revision, descriptor = after.version, after.descriptor
         previous = table.metadata if table else None
         schemas = list(previous["schemas"]) if previous else []
@@ -226,8 +254,6 @@ class IcebergMirror:
         if not same:
             schemas.append({**schema, "schema-id": schema_id})
         sid = snapshot_id(revision)
-        marker = log.listing.expiry_marker()
-        retained = marker.expired_before if marker is not None else 0
         snapshots = [s for s in (previous["snapshots"] if previous else ()) if s["snapshot-id"] - 1 >= retained]
         snapshots.append({
             "snapshot-id": sid, **({"parent-snapshot-id": snapshot_id(table.revision)} if table else {}),
