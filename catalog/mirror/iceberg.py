@@ -42,6 +42,7 @@ __all__ = ["IcebergMirror", "IcebergMirrorError", "metadata_key", "snapshot_id"]
 HINT_KEY = f"{METADATA}/version-hint.text"
 _METADATA_FILE = re.compile(r"^v(\d+)\.metadata\.json$")
 _PREVIOUS_VERSIONS = 100  # metadata-log entries kept, as Iceberg's write.metadata.previous-versions-max
+_UNREAD = object()
 
 
 def metadata_key(revision: int) -> str:
@@ -100,12 +101,13 @@ class IcebergMirror:
         number = self._newest_number()
         return None if number is None else number - 1
 
-    def _newest_number(self, known: int | None = None, hint: int | None = None, ahead: bool | None = None) -> int | None:
+    def _newest_number(self, known: int | None = None, hint: "int | None | object" = _UNREAD,
+                       ahead: bool | None = None) -> int | None:
         """The newest metadata file's number: the hint's, moved past files written after it.
         ``known``: a number this process wrote, whose file need not be looked up again (the
         hint is written after the file it names); ``hint`` and ``ahead`` (whether the file
         after ``known`` exists) when already read."""
-        number = self._hint() if hint is None else hint
+        number = self._hint() if hint is _UNREAD else hint
         if number is None or (number != known and not self.store.exists(f"{METADATA}/v{number}.metadata.json")):
             found = [int(m.group(1)) for m in map(_METADATA_FILE.match, self.store.list(METADATA)) if m]
             number = max(found, default=None)
@@ -267,7 +269,7 @@ class IcebergMirror:
         spec = partition_spec(descriptor)
         return {
             "format-version": 2,
-            "table-uuid": previous["table-uuid"] if previous else str(uuid.uuid5(uuid.NAMESPACE_URL, after.commit_uuid)),
+            "table-uuid": previous["table-uuid"] if previous else _table_uuid(after),
             "location": self.store.url,
             "last-sequence-number": sid,
             "last-updated-ms": after.timestamp,
@@ -376,6 +378,11 @@ def _written_revision(key: str) -> int | None:
         if match:
             return int(match.group(match.lastindex)) + offset
     return None
+
+
+def _table_uuid(first: Snapshot) -> str:
+    """The table's uuid, from the first revision mirrored: the same for every updater."""
+    return str(uuid.uuid5(uuid.NAMESPACE_OID, first.commit_uuid))
 
 
 def _metadata_revision(location: str) -> int:

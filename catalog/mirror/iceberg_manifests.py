@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -201,7 +200,3 @@ def position_delete_bytes(data_file: str, positions: np.ndarray) -> bytes:
     pq.write_table(table, out, row_group_size=max(1, len(positions)), compression="zstd",
                    store_schema=False)
     return out.getvalue()
-
-
-def summary_json(values: dict[str, Any]) -> str:
-    return json.dumps(values, sort_keys=True)

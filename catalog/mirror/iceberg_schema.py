@@ -122,7 +122,7 @@ def promotion_refusal(before: dict, after: dict) -> str | None:
 
 
 def _wider_decimal(was: Any, now: Any) -> bool:
-    if not (isinstance(was, str) and isinstance(now, str) and was.startswith("decimal(") and now.startswith("decimal(")):
+    if not all(isinstance(t, str) and t.startswith("decimal(") for t in (was, now)):
         return False
     (p1, s1), (p2, s2) = ([int(x) for x in t[len("decimal("):-1].split(",")] for t in (was, now))
     return s1 == s2 and p2 >= p1

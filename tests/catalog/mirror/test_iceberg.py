@@ -327,7 +327,8 @@ def test_a_widened_identity_partition_source_and_decimal_partitions_read_and_pru
     ({"extra": {"type": "int", "logicalType": "time-millis"}}, "time-millis"),
 ])
 def test_what_cannot_be_mirrored_is_refused_with_the_reason(change, reason):
-    fields = [{"name": "id", "type": "long"}, {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-micros"}}]
+    fields = [{"name": "id", "type": "long"},
+              {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-micros"}}]
     if "extra" in change:
         fields.append({"name": "extra", "type": change.pop("extra")})
     descriptor = DatasetDescriptor({"type": "record", "name": "R", "fields": fields}, **change)
@@ -391,6 +392,28 @@ def test_the_mirror_follows_log_expiry_and_references_the_retained_revisions_fil
     assert IcebergMirror(ds.store, ds.name).update(ds.log, ds.snapshot) == ds.version - oldest + 1
     assert_agree(repo, "events", oldest)
     assert_agree(repo, "events")
+
+
+@pytest.mark.parametrize("keyed", [False, True])
+def test_a_mirror_begun_after_expiry_carries_the_deletes_of_the_oldest_retained_state(repo, keyed):
+    descriptor = DatasetDescriptor(SCHEMA, record_key="id" if keyed else None,
+                                   properties={"checkpoint.interval": "2"})
+    ds = repo.create("events", descriptor)
+    write(ds, rows(range(10)))
+    write(ds, rows(range(10, 20)))
+    ds.delete("n = 3")  # tombstones, or deletion vectors on a keyed dataset
+    ds.refresh().delete("id = 11")
+    ds.refresh().checkpoint()
+    ds.expire_log(dt.datetime.now(dt.timezone.utc), force=True)
+    oldest = ds.log.replay.oldest()
+    assert oldest.version == ds.version and any(f.deletes for f in oldest.files.values()) == keyed
+    assert bool(oldest.tombstones) != keyed
+    write(ds.refresh(), rows(range(20, 23)))
+    m = IcebergMirror(ds.store, ds.name)
+    assert m.update(ds.log, ds.snapshot) == 2
+    assert_agree(repo, "events", oldest.version)
+    assert_agree(repo, "events")
+    assert m.verify(ds.log) == []
 
 
 def test_check_finds_a_mirror_that_disagrees_with_the_log(repo):
