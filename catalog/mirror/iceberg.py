@@ -43,6 +43,7 @@ HINT_KEY = f"{METADATA}/version-hint.text"
 _METADATA_FILE = re.compile(r"^v(\d+)\.metadata\.json$")
 _PREVIOUS_VERSIONS = 100  # metadata-log entries kept, as Iceberg's write.metadata.previous-versions-max
 _UNREAD = object()
+_READERS = 16  # objects read at once where a mirror reads many
 
 
 def metadata_key(revision: int) -> str:
@@ -298,10 +299,12 @@ class IcebergMirror:
         if newest is None:
             return set()
         metadata = json.loads(self.store.read(metadata_key(newest)))
-        manifests = {m.path for s in metadata["snapshots"]
-                     for m in read_manifest_list(self._read_url(s["manifest-list"])) if m.content == DATA}
-        return {self._key(e["data_file"]["file_path"]) for path in manifests
-                for e in read_entries(self._read_url(path)) if e["status"] != DELETED}
+        with ThreadPoolExecutor(max_workers=_READERS) as pool:  # one object after another is slow on S3
+            lists = pool.map(lambda s: read_manifest_list(self._read_url(s["manifest-list"])), metadata["snapshots"])
+            manifests = {m.path for listed in lists for m in listed if m.content == DATA}
+            entries = pool.map(lambda path: read_entries(self._read_url(path)), sorted(manifests))
+            return {self._key(e["data_file"]["file_path"]) for read in entries for e in read
+                    if e["status"] != DELETED}
 
     def verify(self, log: TransactionLog) -> list[str]:
         """Problems (one sentence each, naming the mirror object) where the mirror's newest
