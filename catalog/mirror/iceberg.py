@@ -17,8 +17,12 @@ import json
 import re
 import uuid
 from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any, Callable
+
+from fsspec.implementations.local import LocalFileSystem
+from fsspec.implementations.memory import MemoryFileSystem
 
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import CdkdsError
@@ -72,6 +76,35 @@ def _remember(location: str, table: _Table) -> None:
     _RECENT[location] = table
     while len(_RECENT) > _RECENT_LIMIT:
         del _RECENT[next(iter(_RECENT))]
+
+
+class _Reads:
+    """Reads of a store made at once on an object store, where each is a round trip, and one
+    after the other on local files and memory, where starting threads costs more."""
+
+    def __init__(self, store: ObjectStore, workers: int = 4):
+        local = isinstance(store.fs, (LocalFileSystem, MemoryFileSystem))
+        self.pool = None if local else ThreadPoolExecutor(max_workers=workers)
+
+    def __enter__(self) -> "_Reads":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.pool is not None:
+            self.pool.shutdown()
+
+    def submit(self, read: Callable[..., Any], *args: Any) -> "Future[Any]":
+        if self.pool is not None:
+            return self.pool.submit(read, *args)
+        done: Future[Any] = Future()
+        try:
+            done.set_result(read(*args))
+        except BaseException as e:  # noqa: BLE001 - handed to the caller by result(), as the pool does
+            done.set_exception(e)
+        return done
+
+    def map(self, read: Callable[[Any], Any], items: Any) -> Any:
+        return self.pool.map(read, items) if self.pool is not None else map(read, items)
 
 
 class IcebergMirror:
@@ -158,12 +191,12 @@ class IcebergMirror:
         returns the number of versions written (see the mirror interface)."""
         recent = _RECENT.get(self.store.url)
         known = recent.revision + 1 if recent is not None else None
-        with ThreadPoolExecutor(max_workers=4) as pool:  # the round trips at once on an object store
-            hint = pool.submit(self._hint)
-            marker = pool.submit(log.listing.expiry_marker)
-            ahead = pool.submit(self._present, f"{METADATA}/v{known + 1}.metadata.json") if known else None
+        with _Reads(self.store) as reads:  # at once on an object store: a round trip, not four
+            hint = reads.submit(self._hint)
+            marker = reads.submit(log.listing.expiry_marker)
+            ahead = reads.submit(self._present, f"{METADATA}/v{known + 1}.metadata.json") if known else None
             # the commit after the version this process wrote: usually ``snapshot``'s
-            following = pool.submit(log.listing.raw, known) if known == snapshot.version else None
+            following = reads.submit(log.listing.raw, known) if known == snapshot.version else None
             number = self._newest_number(known, hint.result(), ahead.result() if ahead else None)
             expired = marker.result()
             raw = following.result() if following is not None else None
@@ -299,7 +332,7 @@ class IcebergMirror:
         if newest is None:
             return set()
         metadata = json.loads(self.store.read(metadata_key(newest)))
-        with ThreadPoolExecutor(max_workers=_READERS) as pool:  # one object after another is slow on S3
+        with _Reads(self.store, _READERS) as pool:
             lists = pool.map(lambda s: read_manifest_list(self._read_url(s["manifest-list"])), metadata["snapshots"])
             manifests = {m.path for listed in lists for m in listed if m.content == DATA}
             entries = pool.map(lambda path: read_entries(self._read_url(path)), sorted(manifests))
