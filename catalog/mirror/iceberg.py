@@ -190,18 +190,9 @@ class IcebergMirror:
         """Bring the mirror up to ``snapshot.version``, one Iceberg snapshot per revision;
         returns the number of versions written (see the mirror interface)."""
         recent = _RECENT.get(self.store.url)
-        known = recent.revision + 1 if recent is not None else None
-        with _Reads(self.store) as reads:  # at once on an object store: a round trip, not four
-            hint = reads.submit(self._hint)
-            marker = reads.submit(log.listing.expiry_marker)
-            ahead = reads.submit(self._present, f"{METADATA}/v{known + 1}.metadata.json") if known else None
-            # the commit after the version this process wrote: usually ``snapshot``'s
-            following = reads.submit(log.listing.raw, known) if known == snapshot.version else None
-            number = self._newest_number(known, hint.result(), ahead.result() if ahead else None)
-            expired = marker.result()
-            raw = following.result() if following is not None else None
-        retained = expired.expired_before if expired is not None else 0
-        newest = None if number is None else number - 1
+        newest, retained, following = self._look(log, snapshot, recent)
+        if newest is not None and newest >= snapshot.version:
+            return 0
         written = 0
         if newest is None:
             before = log.replay.oldest()
@@ -209,23 +200,38 @@ class IcebergMirror:
                 return 0
             table = self._write(None, None, before, "create" if before.version == 0 else "checkpoint", retained)
             written = 1
-        elif newest >= snapshot.version:
-            return 0
+        elif recent is not None and recent.revision == newest and recent.state is not None:
+            table, before = recent, recent.state
+            if following is not None and following["uuid"] == snapshot.commit_uuid and \
+                    following["previous"] == before.commit_uuid:  # the commit after it makes ``snapshot``
+                table = self._write(table, before, snapshot, following["operation"], retained)
+                _remember(self.store.url, dataclasses.replace(table, state=snapshot))
+                return 1
         else:
-            if recent is not None and recent.revision == newest and recent.state is not None:
-                table, before = recent, recent.state
-                if raw is not None and raw["uuid"] == snapshot.commit_uuid and raw["previous"] == before.commit_uuid:
-                    table = self._write(table, before, snapshot, raw["operation"], retained)  # no replay
-                    _remember(self.store.url, dataclasses.replace(table, state=snapshot))
-                    return 1
-            else:
-                table, before = self._table(newest), log.snapshot(version=newest)
+            table, before = self._table(newest), log.snapshot(version=newest)
         for commit, after in log.replay.walk(before, upto=snapshot.version):
             table = self._write(table, before, after, commit.operation, retained)
             before = after
             written += 1
         _remember(self.store.url, dataclasses.replace(table, state=before))
         return written
+
+    def _look(self, log: TransactionLog, snapshot: Snapshot,
+              recent: _Table | None) -> tuple[int | None, int, dict | None]:
+        """What an update starts from: the newest revision mirrored, the oldest revision the
+        log retains, and (when this process wrote the version before ``snapshot``) the commit
+        of ``snapshot``'s revision, read at once on an object store: a round trip, not four."""
+        known = recent.revision + 1 if recent is not None else None
+        with _Reads(self.store) as reads:
+            hint = reads.submit(self._hint)
+            marker = reads.submit(log.listing.expiry_marker)
+            ahead = reads.submit(self._present, f"{METADATA}/v{known + 1}.metadata.json") if known else None
+            following = reads.submit(log.listing.raw, known) if known == snapshot.version else None
+            number = self._newest_number(known, hint.result(), ahead.result() if ahead else None)
+            expired = marker.result()
+            raw = following.result() if following is not None else None
+        retained = expired.expired_before if expired is not None else 0
+        return (None if number is None else number - 1), retained, raw
 
     def _write(self, table: _Table | None, before: Snapshot | None, after: Snapshot, operation: str,
                retained: int) -> _Table:
