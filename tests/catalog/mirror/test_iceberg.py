@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from cdkds.catalog import DatasetDescriptor, DatasetRepository
+from cdkds.catalog.errors import StorageError
 from cdkds.catalog.mirror import iceberg_plan
 from cdkds.catalog.mirror.iceberg import IcebergMirror, IcebergMirrorError, metadata_key, snapshot_id
 from tests.datasets import FOCUSES, build, difference, multiset
@@ -363,6 +364,27 @@ def test_update_is_idempotent_and_two_updaters_write_the_same_versions(repo):
     assert {k: ds.store.read(k) for k in first} == first
     assert m.version() == ds.version
     assert_agree(repo, "events")
+
+
+def test_a_failed_update_leaves_no_version_readers_see_and_the_next_one_writes_it(repo, monkeypatch):
+    ds = repo.create("events", DatasetDescriptor(SCHEMA))
+    write(ds, rows(range(3)))
+    m = mirror(ds)
+    before = ds.version
+    ds.delete("id = 1")
+    write(ds.refresh(), rows(range(3, 5)))
+
+    def unreachable(key, data):
+        raise StorageError(f"creating {key}: the store is unreachable")
+    monkeypatch.setattr(ds.store, "put_if_absent", unreachable)
+    with pytest.raises(StorageError):
+        m.update(ds.log, ds.snapshot)
+    assert m.version() == before  # its manifests may be there, its metadata file is not
+    assert_agree(repo, "events", before)
+    monkeypatch.undo()
+    assert m.update(ds.log, ds.snapshot) == 2
+    assert_agree(repo, "events")
+    assert_agree(repo, "events", ds.version - 1)
 
 
 def test_the_mirror_follows_log_expiry_and_references_the_retained_revisions_files(repo):
