@@ -26,7 +26,7 @@ from fsspec.implementations.memory import MemoryFileSystem
 
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import CdkdsError
-from cdkds.catalog.log import TransactionLog
+from cdkds.catalog.log import Commit, TransactionLog
 from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.mirror.iceberg_manifests import (
     DATA, DELETED, FILE_PATH_ID, POSITION_DELETES, Manifest, entry_bound, manifest_list_bytes, read_entries,
@@ -198,26 +198,26 @@ class IcebergMirror:
             before = log.replay.oldest()
             if before.version > snapshot.version:
                 return 0
-            table = self._write(None, None, before, "create" if before.version == 0 else "checkpoint", retained)
+            table = self._write(None, None, before, None, retained)
             written = 1
         elif recent is not None and recent.revision == newest and recent.state is not None:
             table, before = recent, recent.state
-            if following is not None and following["uuid"] == snapshot.commit_uuid and \
-                    following["previous"] == before.commit_uuid:  # the commit after it makes ``snapshot``
-                table = self._write(table, before, snapshot, following["operation"], retained)
+            if following is not None and following.uuid == snapshot.commit_uuid and \
+                    following.previous == before.commit_uuid:  # the commit after it makes ``snapshot``
+                table = self._write(table, before, snapshot, following, retained)
                 _remember(self.store.url, dataclasses.replace(table, state=snapshot))
                 return 1
         else:
             table, before = self._table(newest), log.snapshot(version=newest)
         for commit, after in log.replay.walk(before, upto=snapshot.version):
-            table = self._write(table, before, after, commit.operation, retained)
+            table = self._write(table, before, after, commit, retained)
             before = after
             written += 1
         _remember(self.store.url, dataclasses.replace(table, state=before))
         return written
 
     def _look(self, log: TransactionLog, snapshot: Snapshot,
-              recent: _Table | None) -> tuple[int | None, int, dict | None]:
+              recent: _Table | None) -> tuple[int | None, int, Commit | None]:
         """What an update starts from: the newest revision mirrored, the oldest revision the
         log retains, and (when this process wrote the version before ``snapshot``) the commit
         of ``snapshot``'s revision, read at once on an object store: a round trip, not four."""
@@ -226,17 +226,19 @@ class IcebergMirror:
             hint = reads.submit(self._hint)
             marker = reads.submit(log.listing.expiry_marker)
             ahead = reads.submit(self._present, f"{METADATA}/v{known + 1}.metadata.json") if known else None
-            following = reads.submit(log.listing.raw, known) if known == snapshot.version else None
+            following = reads.submit(log.listing.commit, known, recent.state.descriptor) \
+                if known == snapshot.version and recent.state is not None else None
             number = self._newest_number(known, hint.result(), ahead.result() if ahead else None)
             expired = marker.result()
             raw = following.result() if following is not None else None
         retained = expired.expired_before if expired is not None else 0
         return (None if number is None else number - 1), retained, raw
 
-    def _write(self, table: _Table | None, before: Snapshot | None, after: Snapshot, operation: str,
+    def _write(self, table: _Table | None, before: Snapshot | None, after: Snapshot, commit: Commit | None,
                retained: int) -> _Table:
-        """Write the version of revision ``after.version`` on ``table`` (the one before it),
-        keeping the snapshots of revisions ``retained`` and later."""
+        """Write the version of revision ``after.version`` (made by ``commit`` from ``before``,
+        described by ``table``; the first version has neither), keeping the snapshots of
+        revisions ``retained`` and later."""
         revision = after.version
         if table is not None:
             current = table.metadata["current-schema-id"]
@@ -245,7 +247,8 @@ class IcebergMirror:
             if problem is not None:
                 raise IcebergMirrorError(f"dataset {self.dataset!r}: revision {revision} cannot be mirrored as "
                                          f"Iceberg: {problem}; the mirror stays at revision {table.revision}")
-        changes = Changes.between(before, after)
+        changes = Changes.of(before, after, commit) if commit is not None else Changes.between(None, after)
+        operation = commit.operation if commit is not None else "create" if revision == 0 else "checkpoint"
         objects: dict[str, bytes] = {}
         plan = ManifestPlan(self.store, self.dataset, after, table.manifests if table else (), objects)
         plan.deletes(changes, initial=before is None)
