@@ -303,7 +303,8 @@ class IcebergMirror:
         snapshots.append({
             "snapshot-id": sid, **({"parent-snapshot-id": snapshot_id(table.revision)} if table else {}),
             "sequence-number": sid, "timestamp-ms": after.timestamp, "manifest-list": manifest_list,
-            "schema-id": schema_id, "summary": _summary(after, changes, operation)})
+            "schema-id": schema_id,
+            "summary": _summary(after, changes, operation, previous["snapshots"][-1]["summary"] if previous else None)})
         log_entries = [s for s in (previous["snapshot-log"] if previous else ()) if s["snapshot-id"] - 1 >= retained]
         metadata_log = list(previous["metadata-log"]) if previous else []
         if previous:
@@ -435,18 +436,21 @@ def _metadata_revision(location: str) -> int:
     return int(match.group(1)) - 1 if match else -1
 
 
-def _summary(after: Snapshot, changes: Changes, operation: str) -> dict[str, str]:
+def _summary(after: Snapshot, changes: Changes, operation: str, previous: dict | None) -> dict[str, str]:
+    """A snapshot's summary; ``previous``: the summary of the snapshot before (totals carry on)."""
     if not changes.removed and not changes.redeleted:
         kind = "append"
     elif not changes.added:
         kind = "delete"
     else:
         kind = "replace" if operation == "compact" else "overwrite"
+    added, removed = sum(f.row_count for f in changes.added), sum(f.row_count for f in changes.removed)
+    total = int(previous["total-records"]) + added - removed if previous else \
+        sum(f.row_count for f in after.files.values())
     return {
         "operation": kind, "cdkds.revision": str(after.version), "cdkds.commit": after.commit_uuid,
         "cdkds.operation": operation,
         "added-data-files": str(len(changes.added)), "deleted-data-files": str(len(changes.removed)),
-        "added-records": str(sum(f.row_count for f in changes.added)),
-        "deleted-records": str(sum(f.row_count for f in changes.removed)),
-        "total-data-files": str(len(after.files)), "total-records": str(sum(f.row_count for f in after.files.values())),
+        "added-records": str(added), "deleted-records": str(removed),
+        "total-data-files": str(len(after.files)), "total-records": str(total),
     }

@@ -100,6 +100,8 @@ def test_appends_overwrites_and_partition_overwrites_read_the_same_at_every_revi
     assert [s["snapshot-id"] for s in metadata["snapshots"]] == [snapshot_id(v) for v in revisions]
     assert [s["summary"]["operation"] for s in metadata["snapshots"]] == \
         ["append", "append", "append", "overwrite", "overwrite", "append"]
+    assert [int(s["summary"]["total-records"]) for s in metadata["snapshots"]] == \
+        [sum(f.row_count for f in repo.load("events", version=v).files) for v in revisions]
     assert ds.store.read("metadata/version-hint.text").decode() == str(ds.version + 1)
     # the hint leads pyiceberg from the folder alone, too
     table = pyiceberg_table.StaticTable.from_metadata(f"{ds.store.url}")
