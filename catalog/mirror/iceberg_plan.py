@@ -6,8 +6,9 @@ files of those data files): ranges of one kind never overlap, so the manifest ho
 file is found from the file's revision alone. A version writes one manifest for the files
 it adds, rewrites only the manifests holding files it removes or whose deleted rows
 changed, and carries the others forward. Like Iceberg's manifest merging, a run of
-``MERGE_COUNT`` neighbouring manifests of one level becomes one manifest of the next level,
-so a long history keeps a few dozen manifests, each written about log(history) times.
+``MERGE_COUNT`` neighbouring manifests of one level becomes one manifest of the next level
+(a new manifest starts at the level its size reaches), so a long history keeps a few dozen
+manifests, each file's entry rewritten about log(history) times.
 """
 
 from __future__ import annotations
@@ -125,7 +126,7 @@ class ManifestPlan:
                 continue  # none of this range's delete files changed
             self._replace(held, "deletes", held.level, held.first, held.last, kept + additions)
         for origin, entries in sorted(new.items()):
-            self._replace(None, "deletes", 0, origin, origin, entries)
+            self._replace(None, "deletes", _level(len(entries)), origin, origin, entries)
         self._merge("deletes")
 
     def data(self, changes: Changes) -> None:
@@ -143,7 +144,7 @@ class ManifestPlan:
             self._replace(held, "data", held.level, held.first, held.last, kept)
         if changes.added:
             origins = [f.revision for f in changes.added]
-            self._replace(None, "data", 0, min(origins), max(origins),
+            self._replace(None, "data", _level(len(origins)), min(origins), max(origins),
                           [self._data_entry(f) for f in sorted(changes.added, key=lambda f: f.path)])
         self._merge("data")
 
@@ -235,6 +236,15 @@ class ManifestPlan:
                         "lower_bound": bound(min(present), avro) if present else None,
                         "upper_bound": bound(max(present), avro) if present else None})
         return out
+
+
+def _level(entries: int) -> int:
+    """The level of a new manifest of ``entries`` files: the level merged ones of its size
+    reach, so that a large one (a big commit, the first version) is not merged again soon."""
+    level = 0
+    while entries >= MERGE_COUNT ** (level + 1):
+        level += 1
+    return level
 
 
 def _carried(entries: list[dict], leaving: Callable[[dict], bool], sid: int) -> list[dict]:
