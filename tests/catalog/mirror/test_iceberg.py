@@ -108,6 +108,15 @@ def test_appends_overwrites_and_partition_overwrites_read_the_same_at_every_revi
     assert table.metadata.current_snapshot_id == snapshot_id(ds.version)
 
 
+def test_escaped_partition_paths_and_a_root_with_spaces_read(tmp_path):
+    repo = DatasetRepository(f"file://{tmp_path}/la ke%")
+    ds = repo.create("events", DatasetDescriptor(SCHEMA, partition_strategy="identity(country)"))
+    write(ds, [{"id": i, "country": c} for i, c in enumerate(["a b", "x/y", "50%", "é", "", None, "%41"])])
+    ds.delete("id = 2")
+    mirror(ds)
+    assert_agree(repo, "events")
+
+
 def test_a_partition_filter_prunes_by_the_manifests_partition_values_and_bounds(repo):
     ds = repo.create("events", DatasetDescriptor(SCHEMA, partition_strategy="identity(country)"))
     write(ds, rows(range(5)) + rows(range(5, 9), "AU"))
