@@ -9,16 +9,19 @@ work from these, so "what is deleted" has one meaning: the reader's (:func:`read
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Hashable
+from typing import TYPE_CHECKING, Hashable
 
 import numpy as np
 
 from cdkds.catalog.expressions import ALWAYS_TRUE
 from cdkds.catalog.keyed.caches import deleted_positions as vector_positions
-from cdkds.catalog.log.actions import AddFile
+from cdkds.catalog.log.actions import AddFile, DeleteRows, RemoveFile, Tombstone
 from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.read.scan import FileScanTask, read_task
 from cdkds.catalog.storage import ObjectStore
+
+if TYPE_CHECKING:
+    from cdkds.catalog.log.commit import Commit
 
 
 def deletion_state(snapshot: Snapshot, file: AddFile) -> Hashable:
@@ -62,3 +65,28 @@ class Changes:
         metadata = before is None or (before.descriptor_version, before.protocol) != (after.descriptor_version,
                                                                                     after.protocol)
         return Changes(added, removed, redeleted, metadata)
+
+    @staticmethod
+    def of(before: Snapshot, after: Snapshot, commit: "Commit") -> "Changes":
+        """What ``commit`` changed, ``after`` being ``before.apply(commit)``, found from its
+        actions: work proportional to the commit, where :meth:`between` compares every live
+        file (all of them are looked at only for a commit that adds a tombstone, which may
+        delete rows of any). The same added and removed files as :meth:`between`; of the files
+        whose deleted rows changed, only those whose rows did (a descriptor change that makes
+        a tombstone's match look different to the statistics deletes no other row)."""
+        touched = {a.path for a in commit.actions if isinstance(a, (AddFile, RemoveFile))}
+        added = tuple(after.files[p] for p in sorted(touched) if p in after.files
+                      and after.files[p].revision == commit.revision)
+        removed = tuple(before.files[p] for p in sorted(touched) if p in before.files
+                        and (p not in after.files or after.files[p].revision != before.files[p].revision))
+
+        def kept(path: str) -> bool:
+            return path in before.files and path in after.files and \
+                before.files[path].revision == after.files[path].revision
+
+        redeleted = {a.path for a in commit.actions if isinstance(a, DeleteRows) and kept(a.path)}
+        if any(isinstance(a, Tombstone) for a in commit.actions):
+            redeleted |= {p for p, f in after.files.items() if kept(p) and
+                          any(t.revision == commit.revision for t in after.tombstones_for(f))}
+        metadata = (before.descriptor_version, before.protocol) != (after.descriptor_version, after.protocol)
+        return Changes(added, removed, tuple(after.files[p] for p in sorted(redeleted)), metadata)
