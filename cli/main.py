@@ -8,10 +8,10 @@ from typing import Sequence
 import click
 
 from cdkds.catalog import CdkdsError
-from cdkds.cli import check, doctor, inspection, loading, maintenance, services
+from cdkds.cli import check, doctor, inspection, loading, maintenance, mirror, services
 from cdkds.cli.app import CliError, cli
 
-COMMANDS = (check, doctor, inspection, loading, maintenance, services)  # importing a module adds its commands to the group
+COMMANDS = (check, doctor, inspection, loading, maintenance, mirror, services)  # importing a module adds its commands to the group
 
 
 def main(argv: Sequence[str] | None = None) -> int:
