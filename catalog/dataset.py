@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from cdkds.catalog.keyed.operations import UpsertResult
     from cdkds.catalog.keyed.writer import KeyedWriter
     from cdkds.catalog.maintenance.check import CheckReport
+    from cdkds.catalog.mirror.runner import MirrorReport
     from cdkds.catalog.repository import DatasetRepository
     from cdkds.catalog.schema_update import SchemaUpdate
     from cdkds.catalog.services.planner import ServicePlan
@@ -325,6 +326,14 @@ class Dataset:
         except CommitFailedError:
             delete_files(self.store, [a.path for a in actions if isinstance(a, AddIndex)])
             raise
+
+    def mirror(self, *formats: str) -> "list[MirrorReport]":
+        """Write the Delta Lake or Iceberg metadata (``"delta"``, ``"iceberg"``; default: the
+        mirrors the descriptor's ``mirror.*`` properties enable) over this dataset's files, or
+        bring it up to this revision: one mirror version per revision (see
+        :mod:`cdkds.catalog.mirror`). Enabled mirrors are kept after every commit anyway."""
+        from cdkds.catalog.mirror.runner import update_mirrors
+        return update_mirrors(self.log, self.snapshot, formats or None)
 
     def checkpoint(self) -> None:
         """Write a checkpoint of the revision this dataset shows."""

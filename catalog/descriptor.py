@@ -21,6 +21,7 @@ from cdkds.catalog.errors import (
     InvalidSchemaError,
 )
 from cdkds.catalog.keyed.properties import KeyedProperties, count_property
+from cdkds.catalog.mirror.settings import MIRROR_PROPERTIES, check_mirrors, enabled_mirrors
 from cdkds.catalog.services.settings import SERVICE_PROPERTIES, ServiceSettings
 from cdkds.catalog.partitioning import PartitionStrategy
 from cdkds.catalog.write.sorting import descriptor_sort
@@ -35,7 +36,7 @@ DEFAULT_COMPRESSION = "snappy"
 # the properties cdkds reads (README, "Descriptor properties"); a descriptor keeps any other
 # string pair for its users, so entry points that take properties from people refuse the rest
 KNOWN_PROPERTIES = ("checkpoint.interval", "index.buckets", "index.compaction.deltas", "ttl", "ttl.field", "gc.grace",
-                    "sort.by", *SERVICE_PROPERTIES)
+                    "sort.by", *SERVICE_PROPERTIES, *MIRROR_PROPERTIES)
 _KEY_KINDS = {"int", "long", "string", "uuid", "enum", "date", "timestamp-millis", "timestamp-micros",
               "local-timestamp-millis", "local-timestamp-micros", "decimal", "boolean", "bytes", "fixed"}
 _ORDERING_KINDS = {"int", "long", "float", "double", "date", "timestamp-millis", "timestamp-micros",
@@ -90,6 +91,8 @@ class DatasetDescriptor:
         self._validate(props, _recorded)
         if self.partition_strategy is not None:
             set_(self, "partition_strategy", self.partition_strategy.bind(self.fields))
+        if not _recorded:
+            check_mirrors(self)
 
     def _validate(self, props: dict, recorded: bool) -> None:
         if not isinstance(self.format, str):
@@ -123,6 +126,7 @@ class DatasetDescriptor:
         count_property(props, "checkpoint.interval", 10)
         KeyedProperties.parse(props, fields, self.ordering_field, recorded)
         ServiceSettings.parse(props, recorded)
+        enabled_mirrors(props, recorded)
         descriptor_sort(props, fields, self.record_key)
 
     @property
@@ -135,6 +139,11 @@ class DatasetDescriptor:
     def keyed(self) -> "KeyedProperties":
         """The record-index, TTL and tombstone properties (see :mod:`cdkds.catalog.keyed.properties`)."""
         return KeyedProperties.parse(self.properties, self.fields, self.ordering_field, self._recorded)
+
+    @property
+    def mirrors(self) -> tuple[str, ...]:
+        """The mirrors kept after each commit (``mirror.delta``, ``mirror.iceberg``; see :mod:`cdkds.catalog.mirror`)."""
+        return enabled_mirrors(self.properties, self._recorded)
 
     @property
     def services(self) -> ServiceSettings:

@@ -29,6 +29,7 @@ __all__ = [
     "CorruptIndexError",
     "SchemaMismatchError",
     "ServiceWarning",
+    "MirrorWarning",
     "StorageAccessError",
     "StorageConnectionError",
     "StorageError",
@@ -163,6 +164,11 @@ class CorruptLogError(CdkdsError):
 
 class ServiceWarning(UserWarning):
     """A table service gave up or failed; the write that ran it stands (see :mod:`cdkds.catalog.services`)."""
+
+
+class MirrorWarning(UserWarning):
+    """A mirror (Delta Lake or Iceberg metadata) could not be brought up to a commit; the
+    commit stands (see :mod:`cdkds.catalog.mirror`)."""
 
 
 class CorruptLogWarning(UserWarning):

@@ -14,6 +14,7 @@ from rich.tree import Tree
 
 from cdkds.catalog.log.commit import HistoryEntry
 from cdkds.catalog.read.scan import read_plan
+from cdkds.catalog.mirror.runner import present_mirrors
 from cdkds.catalog.services.planner import SMALL_FILE_FRACTION
 from cdkds.cli.app import cli, common, emit, open_dataset, open_repository, print_table, to_json
 
@@ -36,8 +37,8 @@ def list_(repository: str, storage: Sequence[str], as_json: bool) -> None:
 @click.argument("url")
 @common
 def describe(url: str, storage: Sequence[str], as_json: bool) -> None:
-    """A dataset's descriptor, schema, partitioning, revision and files, and what the table
-    services would do next and why.
+    """A dataset's descriptor, schema, partitioning, revision and files, the revision its
+    Delta Lake and Iceberg mirrors describe, and what the table services would do next and why.
 
     \b
     Example:
@@ -61,6 +62,7 @@ def describe(url: str, storage: Sequence[str], as_json: bool) -> None:
         "deleted_rows": sum(f.deleted_rows for f in files),
         "schema": d.schema,
         "services": ds.services_plan().describe(),
+        "mirrors": {m.name: m.version() for m in present_mirrors(ds.store, ds.name)},
     }
 
     def render(out: Console) -> None:

@@ -27,6 +27,7 @@ from cdkds.catalog.log.expiry import LogExpiry
 from cdkds.catalog.log.listing import LogListing, checkpoint_key
 from cdkds.catalog.log.replay import Replay
 from cdkds.catalog.log.snapshot import Snapshot
+from cdkds.catalog.mirror.runner import after_commit
 from cdkds.catalog.storage import ObjectStore
 
 __all__ = ["DEFAULT_CHECKPOINT_INTERVAL", "LOG_FOLDER", "Commit", "HistoryEntry", "TransactionLog",
@@ -85,7 +86,9 @@ class TransactionLog:
             self.store.put_if_absent(commit_key(0), commit.to_bytes(None))
         except FileExistsError:
             raise DatasetExistsError(f"dataset {self.dataset!r} already exists at {self.store.url}") from None
-        return Snapshot.first(commit)
+        snapshot = Snapshot.first(commit)
+        after_commit(self, snapshot)
+        return snapshot
 
     def commit(self, base: Snapshot, operation: str, actions: Sequence[Action],
                info: Mapping[str, Any] | None = None, commit_uuid: str | None = None,
@@ -100,7 +103,9 @@ class TransactionLog:
         revision the commit's files were written on, when ``base`` may have moved on since
         (a vacuum in between must not have deleted them, ``docs/FORMAT.md`` §4).
         """
-        return self.committer.commit(base, operation, actions, info, commit_uuid, rule, planned_on)
+        snapshot = self.committer.commit(base, operation, actions, info, commit_uuid, rule, planned_on)
+        after_commit(self, snapshot)  # derived data, like the checkpoints the committer writes
+        return snapshot
 
     def write_checkpoint(self, snapshot: Snapshot) -> None:
         """Write the checkpoint of ``snapshot`` (replacing a damaged one) and point the hint at it."""

@@ -40,7 +40,10 @@ from dataclasses import dataclass
 
 from cdkds.catalog.errors import DatasetNotFoundError
 from cdkds.catalog.log.commit import commit_key
+from cdkds.catalog.log import TransactionLog
 from cdkds.catalog.log.listing import LogListing
+from cdkds.catalog.mirror.runner import MIRROR_FOLDERS, mirror_class
+from cdkds.catalog.mirror.settings import MIRROR_FORMATS
 from cdkds.catalog.maintenance.file_check import FileCheck
 from cdkds.catalog.maintenance.log_check import LogCheck
 from cdkds.catalog.maintenance.problems import PROBLEM_KINDS, Problem, Progress
@@ -115,10 +118,27 @@ def check_dataset(store: ObjectStore, name: str, read_data: bool = False,
             if state.descriptor.record_key and not any(p.kind == "unreadable_index" for p in files.problems):
                 files.check_keys(state)
     data = log.refs.of_kind("data")
+    problems = [*log.problems, *files.problems, *_mirror_problems(store, name)]
     return CheckReport(name, log.first, log.latest, state.version if state is not None else None, log.commits,
                        log.checkpoints, len(data), sum(r.size for r in data), len(log.refs.of_kind("index")),
                        len(log.refs.of_kind("deletes")), read_data and state is not None,
-                       tuple(log.problems + files.problems), tuple(notes))
+                       tuple(problems), tuple(notes))
+
+
+def _mirror_problems(store: ObjectStore, name: str) -> list[Problem]:
+    """Where the mirrors in the dataset's folder disagree with the log (see :mod:`cdkds.catalog.mirror`)."""
+    out = []
+    for mirror_name in MIRROR_FORMATS:
+        folder = MIRROR_FOLDERS[mirror_name]
+        try:
+            mirror = mirror_class(mirror_name)(store, name)
+            found = [] if mirror.version() is None else mirror.verify(TransactionLog(store, name))
+        except Exception as e:  # noqa: BLE001 - a mirror that cannot be read is what is wrong with it
+            found = [f"the {mirror_name} mirror cannot be read: {type(e).__name__}: {e}"]
+        out += [Problem("mirror_mismatch", folder, message,
+                        f"engines reading the {mirror_name} mirror may see other rows than cdkds; remove {folder}/ "
+                        f"and run `cdkds mirror URL --{mirror_name}` to write it again") for message in found]
+    return out
 
 
 def _no_log(store: ObjectStore, name: str) -> CheckReport:

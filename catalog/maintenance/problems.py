@@ -49,6 +49,7 @@ PROBLEM_KINDS = {
     "unreadable_deletion_vector": "a deletion vector that cannot be loaded, or points past its file",
     "duplicate_key": "a record key live in more than one row of a keyed dataset (read_data)",
     "index_mismatch": "a live row the record index does not point at (read_data)",
+    "mirror_mismatch": "a Delta Lake or Iceberg mirror whose newest version disagrees with the log, or cannot be read",
 }
 
 

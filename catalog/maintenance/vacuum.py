@@ -20,6 +20,7 @@ from cdkds.catalog.keyed.index import INDEX_FOLDER
 from cdkds.catalog.log import LOG_FOLDER
 from cdkds.catalog.log.conflicts import Trace
 from cdkds.catalog.log.vacuum_trace import VACUUM, older, trace_info
+from cdkds.catalog.mirror.runner import present_mirrors
 from cdkds.catalog.write.writer import DATA_FOLDER, STAGING_FOLDER
 
 if TYPE_CHECKING:
@@ -64,5 +65,7 @@ def _older_than(dataset: "Dataset", cutoff: int) -> list[str]:
 
 
 def _unreferenced(dataset: "Dataset", keys: list[str]) -> list[str]:
-    referenced = dataset.log.retained_files()
+    referenced = set(dataset.log.retained_files())
+    for mirror in present_mirrors(dataset.store, dataset.name):  # a mirror's readers need its files too
+        referenced |= mirror.referenced()
     return sorted(key for key in keys if key not in referenced)
