@@ -1,0 +1,373 @@
+"""The Delta Lake mirror: a Delta log under ``<dataset>/_delta_log/`` over the dataset's own
+data files, one Delta version per cdkds revision (Delta version N reads revision N's rows).
+
+- the schema with column mapping in ``id`` mode (:mod:`.delta_schema`); identity partitions
+  as Delta partition columns, other partition functions' files unpartitioned with statistics;
+- deleted rows — deletion vectors, and tombstones materialised by the reader — as Delta
+  deletion vectors (:mod:`.delta_vectors`);
+- a Parquet checkpoint every ``delta.checkpointInterval`` versions (10 by default), and one
+  at the oldest retained revision when the mirror starts on an expired log or the log's
+  oldest revision moves on, below which the mirror's older versions are deleted, as Delta's
+  log cleanup does (their files may have been vacuumed).
+
+A version's deletion-vector file is written before its JSON; the JSON is created only if
+absent, so concurrent updaters agree on every version.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import OrderedDict
+from threading import Lock
+from typing import Iterator
+
+import numpy as np
+
+from cdkds.catalog.descriptor import DatasetDescriptor
+from cdkds.catalog.errors import CdkdsError, InvalidTimeTravelError
+from cdkds.catalog.log.actions import AddFile
+from cdkds.catalog.log.commit import Commit
+from cdkds.catalog.log.snapshot import Snapshot
+from cdkds.catalog.log.transaction import TransactionLog
+from cdkds.catalog.mirror.delta_log import (
+    DeltaListing, DeltaState, checkpoint_key, decode_version, delta_path, encode_version, read_state, version_key,
+    write_checkpoint,
+)
+from cdkds.catalog.mirror.delta_schema import (
+    delta_schema, file_statistics, max_column_id, partition_columns, partition_values, schema_refusal, uses_ntz,
+)
+from cdkds.catalog.mirror.delta_vectors import VectorFile, read_vector, vector_key, version_vectors_key
+from cdkds.catalog.mirror.state import Changes, deleted_positions
+from cdkds.catalog.storage import ObjectStore
+
+CHECKPOINT_INTERVAL = "delta.checkpointInterval"
+DEFAULT_CHECKPOINT_INTERVAL = 10
+_ENGINE = "cdkds"
+
+
+class DeltaMirror:
+    """The Delta Lake log of one dataset, kept in step with its cdkds log."""
+
+    name = "delta"
+
+    @staticmethod
+    def refusal(descriptor: DatasetDescriptor) -> str | None:
+        """Why a dataset with this descriptor cannot be mirrored to Delta (None: it can)."""
+        if descriptor.format != "parquet":
+            return f"Delta Lake reads Parquet data files only; this dataset's format is {descriptor.format}"
+        keyed = descriptor.keyed
+        if keyed.ttl is not None or keyed.ttl_field is not None:
+            return ("rows expire with time (ttl) without a commit, and a Delta version's rows never change; "
+                    "remove the ttl properties first")
+        return schema_refusal(descriptor)
+
+    def __init__(self, store: ObjectStore, dataset: str):
+        self.store = store
+        self.dataset = dataset
+
+    def version(self) -> int | None:
+        """The newest cdkds revision the mirror describes (None: no mirror yet)."""
+        return DeltaListing.of(self.store).newest
+
+    # ---------------------------------------------------------------- update
+
+    def update(self, log: TransactionLog, snapshot: Snapshot) -> int:
+        """Bring the mirror up to ``snapshot.version``, a version per revision; returns how
+        many versions were written."""
+        current = self.version()
+        if current is not None and current >= snapshot.version:
+            return 0
+        written = 0
+        if current is None or self._expired_past(log, current):
+            before = log.replay.oldest()
+            state = self._start(log, before)
+            written += 1
+        else:
+            before, state = self._load(log, current)
+        for commit, after in log.replay.walk(before, upto=snapshot.version):
+            state, ours = self._append(log, state, before, commit, after)
+            written += ours
+            before = after
+        _STATES.put(self.store.url, before, state)
+        return written
+
+    def _expired_past(self, log: TransactionLog, version: int) -> bool:
+        """Whether cdkds's log no longer holds revision ``version`` (the mirror fell behind an
+        expiry): the mirror then starts again at the oldest retained revision."""
+        listing = log.listing.list()
+        return listing.expired and version < listing.suffix_start - 1
+
+    def _start(self, log: TransactionLog, start: Snapshot) -> DeltaState:
+        """The mirror's first version, at revision ``start``: version 0's JSON, or after
+        expiry a checkpoint holding the state (Delta's log may begin at a checkpoint)."""
+        table_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"cdkds:{log.listing.raw(0)['uuid']}"))
+        empty = DeltaState(-1, {}, {"id": table_id}, {})
+        actions, vectors = self._actions(empty, None, start, Changes.between(None, start), start.timestamp)
+        state = empty.apply(start.version, actions)
+        if start.version == 0:
+            self._write(state, vectors, [_commit_info(start, "create")] + actions)
+        else:
+            if vectors is not None:
+                self.store.put(vectors.key, vectors.data)
+            write_checkpoint(self.store, state)
+            self._clean(state.version)
+        return state
+
+    def _load(self, log: TransactionLog, version: int) -> tuple[Snapshot, DeltaState]:
+        cached = _STATES.get(self.store.url, version)
+        if cached is not None:
+            return cached
+        return log.snapshot(version=version), read_state(self.store, version)
+
+    def _append(self, log: TransactionLog, state: DeltaState, before: Snapshot, commit: Commit,
+                after: Snapshot) -> tuple[DeltaState, int]:
+        """Write version ``after.version``; returns the state it makes and 1 (0 when another
+        updater wrote it first: its state is read back)."""
+        actions, vectors = self._actions(state, before, after, Changes.between(before, after), commit.timestamp)
+        new = state.apply(after.version, actions)
+        try:
+            self._write(new, vectors, [_commit_info(after, commit.operation)] + actions)
+        except FileExistsError:
+            return read_state(self.store, after.version), 0
+        if after.version % _interval(after.descriptor) == 0:
+            write_checkpoint(self.store, new)
+            self._expire(log, new.version)
+        return new, 1
+
+    def _write(self, state: DeltaState, vectors: VectorFile | None, actions: list[dict]) -> None:
+        if vectors is not None:
+            self.store.put(vectors.key, vectors.data)
+        self.store.put_if_absent(version_key(state.version), encode_version(actions))
+
+    def _actions(self, state: DeltaState, before: Snapshot | None, after: Snapshot, changes: Changes,
+                 timestamp: int) -> tuple[list[dict], VectorFile | None]:
+        """The Delta actions taking ``state`` (the mirror at ``before``) to ``after``, and the
+        deletion vectors they reference."""
+        actions: list[dict] = _descriptor_actions(state, after) if changes.metadata else []
+        redeleted = {}
+        for f in changes.redeleted:
+            positions = self._positions(after, f)
+            if len(positions) != _cardinality(state.files[f.path]):  # rows are only ever deleted more
+                redeleted[f.path] = positions
+        deleted = {p: v for p, v in redeleted.items() if len(v)}
+        for f in changes.added:
+            if len(positions := self._positions(after, f)):
+                deleted[f.path] = positions
+        vectors = VectorFile.of(state.metadata["id"], after.version, deleted) if deleted else None
+        dvs = vectors.descriptors if vectors is not None else {}
+        added = {f.path for f in changes.added}
+        for f in changes.removed:
+            old = state.files.get(f.path)
+            if old is not None and not (f.path in added and "deletionVector" not in old and f.path not in dvs):
+                actions.append({"remove": _remove(old, timestamp)})  # else the add replaces it (same key)
+        actions += [{"remove": _remove(state.files[p], timestamp)} for p in redeleted]
+        actions += [{"add": _add(f, after, dvs.get(f.path), True)} for f in changes.added]
+        actions += [{"add": _add(after.files[p], after, dvs.get(p), True)} for p in redeleted]
+        if _schema_changed(state, after):  # statistics keyed for the new schema
+            actions += [{"add": _add(f, after, state.files[p].get("deletionVector"), False)}
+                        for p, f in after.files.items() if p not in added and p not in redeleted]
+        return actions, vectors
+
+    def _positions(self, snapshot: Snapshot, file: AddFile) -> np.ndarray:
+        if not file.deletes and not snapshot.tombstones_for(file):
+            return np.empty(0, np.int64)
+        return deleted_positions(self.store, snapshot, file)
+
+    def _expire(self, log: TransactionLog, newest: int) -> None:
+        """Once cdkds's log is expired, drop the versions before its oldest retained revision
+        (their files may be vacuumed), keeping a checkpoint at that revision."""
+        listing = log.listing.list()
+        if not listing.expired:
+            return
+        oldest = min((r for r in listing.checkpoints if r >= listing.suffix_start - 1), default=None)
+        if oldest is None or oldest > newest:
+            return
+        if oldest not in DeltaListing.of(self.store).checkpoints:
+            write_checkpoint(self.store, read_state(self.store, oldest))
+        self._clean(oldest)
+
+    def _clean(self, oldest: int) -> None:
+        """Delete the versions below the newest checkpoint at or before ``oldest`` (the
+        oldest cdkds revision retained), and their deletion-vector files no later version
+        references (Delta's log cleanup)."""
+        listing = DeltaListing.of(self.store)
+        floor = max((c for c in listing.checkpoints if c <= oldest), default=None)
+        if floor is None or (listing.oldest is not None and listing.oldest >= floor):
+            return
+        state = read_state(self.store, floor, listing)
+        kept = _vector_keys(self._retained_from(state, listing))
+        for v in listing.versions:
+            if v < floor:
+                self.store.delete(version_key(v))
+        for c in listing.checkpoints:
+            if c < floor:
+                self.store.delete(checkpoint_key(c))
+        for v in range(listing.oldest or 0, floor):
+            key = version_vectors_key(state.metadata["id"], v)
+            if key not in kept:
+                try:
+                    self.store.delete(key)
+                except FileNotFoundError:
+                    pass
+
+    # ---------------------------------------------------------------- checks
+
+    def referenced(self) -> set[str]:
+        """Data files (dataset-relative paths) the mirror's retained versions reference."""
+        return {p for state in self._retained() for p in state.files}
+
+    def _retained(self) -> Iterator[DeltaState]:
+        listing = DeltaListing.of(self.store)
+        if listing.oldest is not None:
+            yield from self._retained_from(read_state(self.store, listing.oldest, listing), listing)
+
+    def _retained_from(self, state: DeltaState, listing: DeltaListing) -> Iterator[DeltaState]:
+        """``state`` and the state of each later version."""
+        yield state
+        for v in range(state.version + 1, (listing.newest or 0) + 1):
+            state = state.apply(v, decode_version(self.store.read(version_key(v))))
+            yield state
+
+    def verify(self, log: TransactionLog) -> list[str]:
+        """Where the mirror's newest version disagrees with the log's snapshot at that
+        revision: live files, sizes, row counts, deleted-row counts, schema."""
+        version = self.version()
+        if version is None:
+            return []
+        where = self.store.display(version_key(version))
+        try:
+            state = read_state(self.store, version)
+            snapshot = log.snapshot(version=version)
+        except FileNotFoundError as e:
+            return [f"Delta mirror version {version} ({where}) cannot be read: {e} is missing"]
+        except InvalidTimeTravelError:
+            return [f"Delta mirror version {version} ({where}) describes a revision the log no longer holds"]
+        problems = []
+        expected = json.dumps(delta_schema(snapshot.descriptor.schema), sort_keys=True)
+        if json.dumps(json.loads(state.metadata.get("schemaString", "null")), sort_keys=True) != expected:
+            problems.append(f"Delta mirror version {version} ({where}): its schema differs from the descriptor's")
+        for path in sorted(set(state.files) - set(snapshot.files)):
+            problems.append(f"Delta mirror version {version} ({where}) lists {path!r}, which revision {version} "
+                            f"does not hold")
+        for path, f in sorted(snapshot.files.items()):
+            add = state.files.get(path)
+            if add is None:
+                problems.append(f"Delta mirror version {version} ({where}) lacks data file {path!r}")
+                continue
+            problems += self._check_file(version, where, snapshot, f, add)
+        return problems
+
+    def _check_file(self, version: int, where: str, snapshot: Snapshot, f: AddFile, add: dict) -> list[str]:
+        out = []
+        rows = json.loads(add.get("stats") or "{}").get("numRecords")
+        if add.get("size") != f.size or rows != f.row_count:
+            out.append(f"Delta mirror version {version} ({where}): data file {f.path!r} has size {add.get('size')} "
+                       f"and {rows} rows there, {f.size} and {f.row_count} in the log")
+        deleted = len(self._positions(snapshot, f))
+        dv = add.get("deletionVector")
+        try:
+            held = 0 if dv is None else len(read_vector(self.store.read(vector_key(dv["pathOrInlineDv"])), dv))
+        except (FileNotFoundError, ValueError) as e:
+            return out + [f"Delta mirror version {version} ({where}): the deletion vector of {f.path!r} cannot be "
+                          f"read ({e})"]
+        if held != deleted:
+            out.append(f"Delta mirror version {version} ({where}): data file {f.path!r} has {held} deleted rows "
+                       f"there, {deleted} in the log")
+        return out
+
+
+# ---------------------------------------------------------------- actions
+
+
+def _interval(descriptor: DatasetDescriptor) -> int:
+    try:
+        return max(1, int(descriptor.properties.get(CHECKPOINT_INTERVAL, DEFAULT_CHECKPOINT_INTERVAL)))
+    except ValueError:
+        return DEFAULT_CHECKPOINT_INTERVAL
+
+
+def _commit_info(snapshot: Snapshot, operation: str) -> dict:
+    return {"commitInfo": {"timestamp": snapshot.timestamp, "operation": operation, "operationParameters": {},
+                           "engineInfo": _ENGINE, "cdkds": {"revision": snapshot.version, "uuid": snapshot.commit_uuid,
+                                                            "operation": operation}}}
+
+
+def _descriptor_actions(state: DeltaState, snapshot: Snapshot) -> list[dict]:
+    descriptor = snapshot.descriptor
+    schema = descriptor.schema
+    features = ["columnMapping", "deletionVectors"] + (["timestampNtz"] if uses_ntz(schema) else [])
+    protocol = {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": features, "writerFeatures": features}
+    metadata = {
+        "id": state.metadata["id"], "name": None, "description": None,
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": json.dumps(delta_schema(schema), separators=(",", ":")),
+        "partitionColumns": list(partition_columns(descriptor)),
+        "createdTime": state.metadata.get("createdTime", snapshot.timestamp),
+        "configuration": {"delta.columnMapping.mode": "id", "delta.columnMapping.maxColumnId": str(max_column_id(schema)),
+                          "delta.enableDeletionVectors": "true",
+                          CHECKPOINT_INTERVAL: str(_interval(descriptor))},
+    }
+    metadata = {k: v for k, v in metadata.items() if v is not None}
+    out = [] if protocol == dict(state.protocol) else [{"protocol": protocol}]
+    return out + ([] if metadata == dict(state.metadata) else [{"metaData": metadata}])
+
+
+def _schema_changed(state: DeltaState, snapshot: Snapshot) -> bool:
+    """Whether the schema the files' statistics are keyed for changed (their adds are restated)."""
+    if "schemaString" not in state.metadata:
+        return False
+    return json.loads(state.metadata["schemaString"]) != delta_schema(snapshot.descriptor.schema)
+
+
+def _cardinality(add: dict) -> int:
+    """Rows a Delta ``add`` deletes."""
+    dv = add.get("deletionVector")
+    return 0 if dv is None else int(dv["cardinality"])
+
+
+def _add(file: AddFile, snapshot: Snapshot, dv: dict | None, data_change: bool) -> dict:
+    out = {"path": delta_path(file.path), "partitionValues": partition_values(file, snapshot.descriptor),
+           "size": file.size, "modificationTime": file.timestamp or snapshot.timestamp, "dataChange": data_change,
+           "stats": file_statistics(file, snapshot.descriptor, tight=dv is None)}
+    if dv is not None:
+        out["deletionVector"] = dv
+    return out
+
+
+def _remove(add: dict, timestamp: int) -> dict:
+    out = {"path": add["path"], "deletionTimestamp": timestamp, "dataChange": True, "extendedFileMetadata": True,
+           "partitionValues": add["partitionValues"], "size": add["size"]}
+    if "deletionVector" in add:
+        out["deletionVector"] = add["deletionVector"]
+    return out
+
+
+def _vector_keys(states: Iterator[DeltaState]) -> set[str]:
+    return {vector_key(a["deletionVector"]["pathOrInlineDv"])
+            for state in states for a in state.files.values() if "deletionVector" in a}
+
+
+class _StateCache:
+    """The last (snapshot, Delta state) each mirror reached in this process, so that the
+    next commit's update replays that commit only."""
+
+    def __init__(self, size: int = 32):
+        self._entries: OrderedDict[str, tuple[Snapshot, DeltaState]] = OrderedDict()
+        self._size = size
+        self._lock = Lock()
+
+    def get(self, key: str, version: int) -> tuple[Snapshot, DeltaState] | None:
+        with self._lock:
+            entry = self._entries.get(key)
+            return entry if entry is not None and entry[1].version == version else None
+
+    def put(self, key: str, snapshot: Snapshot, state: DeltaState) -> None:
+        with self._lock:
+            self._entries[key] = (snapshot, state)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+
+
+_STATES = _StateCache()
