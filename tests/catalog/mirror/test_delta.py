@@ -1,0 +1,324 @@
+"""The Delta Lake mirror, proven with delta-rs (``deltalake``), not our own reader: after each
+operation its rows at every retained version are cdkds's rows at that revision.
+
+delta-rs 1.6.6 reads column-mapped tables with deletion vectors through its DataFusion
+``QueryBuilder`` only: ``DeltaTable.to_pyarrow_table()`` and polars 2.1 (``read_delta`` /
+``scan_delta``) refuse the ``columnMapping`` reader feature (checked below, so the day they
+read it this test says so)."""
+
+import datetime as dt
+import decimal
+import json
+import uuid
+
+import polars as pl
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, QueryBuilder
+from hypothesis import given, settings, strategies as st
+
+from cdkds.catalog import DatasetDescriptor, DatasetRepository
+from cdkds.catalog.mirror import delta as delta_module
+from cdkds.catalog.mirror.delta import DeltaMirror
+from cdkds.catalog.mirror.delta_log import DeltaListing
+
+SCHEMA = {"type": "record", "name": "R", "fields": [
+    {"name": "id", "type": "long"}, {"name": "g", "type": "string"},
+    {"name": "v", "type": ["null", "int"], "default": None}]}
+
+
+def rows(ids, g=None):
+    return pa.table({"id": pa.array(list(ids), pa.int64()), "g": [g or "abc"[i % 3] for i in ids],
+                     "v": pa.array([i % 7 if i % 5 else None for i in ids], pa.int32())})
+
+
+def write(ds, table, mode="append"):
+    with ds.writer(mode=mode) as w:
+        w.write_batch(table)
+
+
+def mirror(ds) -> DeltaMirror:
+    """The framework's post-commit hook, by hand: the mirror brought up to the dataset."""
+    m = DeltaMirror(ds.store, ds.name)
+    m.update(ds.log, ds.snapshot)
+    return m
+
+
+def delta_table(url, version=None, options=None) -> pa.Table:
+    dt_ = DeltaTable(url, version=version, storage_options=options)
+    return pa.table(QueryBuilder().register("t", dt_).execute("select * from t").read_all())
+
+
+def canonical(table: pa.Table) -> list:
+    return sorted(table.to_pylist(), key=repr)
+
+
+def assert_mirrors(repo, ds, versions=None, options=None):
+    """delta-rs reads every (or each given) version as cdkds reads that revision, and verify agrees."""
+    ds = ds.refresh()
+    assert DeltaMirror(ds.store, ds.name).verify(ds.log) == []
+    oldest = DeltaListing.of(ds.store).oldest
+    for version in versions if versions is not None else range(oldest, ds.version + 1):
+        expected = repo.load(ds.name, version=version).to_table()
+        got = delta_table(ds.store.url, version, options)
+        assert got.column_names == expected.column_names, version
+        assert canonical(got) == canonical(expected), f"version {version}"
+
+
+@pytest.fixture
+def lake(tmp_path):
+    return DatasetRepository(f"file://{tmp_path}/lake")
+
+
+def test_appends_overwrites_and_deletes_read_the_same_at_every_version(lake):
+    ds = lake.create("t", DatasetDescriptor(SCHEMA, "identity(g)"))
+    mirror(ds)
+    for op in (lambda: write(ds, rows(range(20))), lambda: write(ds, rows(range(20, 26))),
+               lambda: write(ds, rows([100, 101], g="a"), "overwrite_partitions"),
+               lambda: ds.delete("id < 3 or v = 4"),  # whole files and tombstones: deletion vectors
+               lambda: ds.delete("g = 'b'"), lambda: ds.compact(),
+               lambda: write(ds, rows(range(200, 210)), "overwrite")):
+        op()
+        mirror(ds)
+    assert_mirrors(lake, ds)
+    log = (ds.store.read("_delta_log/00000000000000000000.json")).decode().splitlines()
+    metadata = next(json.loads(a)["metaData"] for a in log if "metaData" in a)
+    assert metadata["partitionColumns"] == ["g"] and metadata["configuration"]["delta.columnMapping.mode"] == "id"
+
+
+def test_hash_and_calendar_partitions_are_unpartitioned_files_with_statistics(lake):
+    schema = {"type": "record", "name": "E", "fields": [
+        {"name": "id", "type": "long"}, {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-micros"}}]}
+    ds = lake.create("e", DatasetDescriptor(schema, "hash(id, 4), day(ts)"))
+    base = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    write(ds, pa.table({"id": list(range(12)), "ts": [base + dt.timedelta(hours=7 * i, microseconds=i)
+                                                      for i in range(12)]}))
+    mirror(ds)
+    assert_mirrors(lake, ds)
+    adds = [json.loads(a)["add"] for a in ds.store.read("_delta_log/00000000000000000001.json").decode().splitlines()
+            if "add" in a]
+    assert all(a["partitionValues"] == {} for a in adds)
+    stats = json.loads(adds[0]["stats"])
+    assert stats["nullCount"] == {"id": 0, "ts": 0} and set(stats["minValues"]) == {"id", "ts"}
+    # filters that use the statistics still find every row
+    t = DeltaTable(ds.store.url)
+    got = pa.table(QueryBuilder().register("t", t).execute(
+        "select id from t where ts >= '2026-01-02T11:00:00.000005Z'").read_all())
+    assert sorted(got.column("id").to_pylist()) == [5, 6, 7, 8, 9, 10, 11]
+
+
+def test_keyed_upserts_and_deletes_are_deletion_vectors(lake):
+    ds = lake.create("k", DatasetDescriptor(SCHEMA, record_key="id"))
+    for op in (lambda: ds.upsert(rows(range(30))), lambda: ds.upsert(rows(range(10, 15), g="z")),
+               lambda: ds.delete_keys(pa.table({"id": [1, 2, 20]})), lambda: ds.delete("v = 3"),
+               lambda: ds.upsert(rows([2, 40], g="y"))):
+        op()
+        mirror(ds)
+    assert_mirrors(lake, ds)
+    assert ds.store.list("_delta_dv")
+    protocol = json.loads(ds.store.read("_delta_log/00000000000000000000.json").decode().splitlines()[1])["protocol"]
+    assert protocol["minReaderVersion"] == 3 and {"deletionVectors", "columnMapping"} <= set(protocol["readerFeatures"])
+
+
+def test_schema_changes_read_by_field_id(lake):
+    ds = lake.create("s", DatasetDescriptor(SCHEMA))
+    write(ds, rows(range(8)))
+    mirror(ds)
+    for change in (lambda a: a.drop("g"), lambda a: a.add("extra", "string", nullable=True), lambda a: a.widen("v", "long")):
+        change(ds.alter()).commit()
+        ds = ds.refresh()
+        mirror(ds)
+        write(ds, pa.table({"id": [50 + ds.version], **({"extra": ["x"]} if "extra" in ds.descriptor.fields else {})}))
+        mirror(ds)
+    assert_mirrors(lake, ds)
+
+
+def test_a_rename_reads_right_once_the_files_before_it_are_rewritten(lake):
+    """delta-rs 1.6.6 resolves columns by physical name even in id mode (the protocol says by
+    field id): files written before a rename hold the field under its old name, so delta-rs
+    reads it as null there until compaction rewrites them. Readers that follow the protocol
+    (Spark's Delta in id mode) read it right at once."""
+    ds = lake.create("r", DatasetDescriptor(SCHEMA))
+    write(ds, rows(range(6)))
+    ds.alter().rename("v", "w").commit()
+    ds = ds.refresh()
+    write(ds, pa.table({"id": [9], "g": ["q"], "w": pa.array([5], pa.int32())}))
+    mirror(ds)
+    schema = json.loads(json.loads(ds.store.read(f"_delta_log/{ds.version - 1:020d}.json").decode()
+                                   .splitlines()[1])["metaData"]["schemaString"])
+    w = schema["fields"][2]
+    assert w["name"] == "w" and w["metadata"]["delta.columnMapping.id"] == 3
+    got = {r["id"]: r["w"] for r in delta_table(ds.store.url).to_pylist()}
+    assert got[9] == 5 and got[1] is None  # by physical name: the old files' column is "v"
+    ds.compact()
+    mirror(ds)
+    assert_mirrors(lake, ds, versions=[ds.refresh().version])
+
+
+def test_types(lake):
+    schema = {"type": "record", "name": "T", "fields": [
+        {"name": "id", "type": "int"},
+        {"name": "d", "type": {"type": "int", "logicalType": "date"}},
+        {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "local", "type": ["null", {"type": "long", "logicalType": "local-timestamp-micros"}]},
+        {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal", "precision": 12, "scale": 2}},
+        {"name": "raw", "type": "bytes"}, {"name": "f", "type": "float"}, {"name": "ok", "type": "boolean"},
+        {"name": "kind", "type": {"type": "enum", "name": "Kind", "symbols": ["A", "B"]}},
+        {"name": "u", "type": {"type": "string", "logicalType": "uuid"}},
+        {"name": "fx", "type": {"type": "fixed", "name": "F4", "size": 4}},
+        {"name": "point", "type": {"type": "record", "name": "P", "fields": [
+            {"name": "x", "type": "double"}, {"name": "tags", "type": {"type": "array", "items": "string"}}]}},
+        {"name": "attrs", "type": {"type": "map", "values": ["null", "long"]}},
+    ]}
+    ds = lake.create("types", DatasetDescriptor(schema, "identity(d)"))
+    day = dt.date(2026, 3, 1)
+    write(ds, pa.table({
+        "id": pa.array([1, 2], pa.int32()), "d": [day, day],
+        "ts": pa.array([dt.datetime(2026, 3, 1, 1, tzinfo=dt.timezone.utc)] * 2, pa.timestamp("ms", "UTC")),
+        "local": pa.array([dt.datetime(2026, 3, 1, 2, 3, 4, 5), None], pa.timestamp("us")),
+        "amount": pa.array([decimal.Decimal("1.25"), decimal.Decimal("-3.50")], pa.decimal128(12, 2)),
+        "raw": [b"\x00\x01", b""], "f": pa.array([1.5, -2.0], pa.float32()), "ok": [True, False],
+        "kind": ["A", "B"], "u": [str(uuid.UUID(int=1)), str(uuid.UUID(int=2))],
+        "fx": pa.array([b"abcd", b"wxyz"], pa.binary(4)),
+        "point": [{"x": 1.0, "tags": ["a"]}, {"x": 2.0, "tags": []}],
+        "attrs": pa.array([[("k", 1)], [("k", None)]], pa.map_(pa.string(), pa.int64())),
+    }))
+    m = mirror(ds)
+    assert_mirrors(lake, ds)
+    protocol = json.loads(ds.store.read("_delta_log/00000000000000000000.json").decode().splitlines()[1])["protocol"]
+    assert "timestampNtz" in protocol["readerFeatures"]
+    assert m.version() == ds.version
+
+
+def test_refusals():
+    assert "Parquet" in DeltaMirror.refusal(DatasetDescriptor(SCHEMA, format="avro"))
+    keyed = {"type": "record", "name": "K", "fields": [
+        {"name": "id", "type": "long"}, {"name": "at", "type": {"type": "long", "logicalType": "timestamp-micros"}}]}
+    assert "ttl" in DeltaMirror.refusal(DatasetDescriptor(keyed, record_key="id", ordering_field="at",
+                                                          properties={"ttl": "1d"}))
+    timed = {"type": "record", "name": "T", "fields": [{"name": "t", "type": {"type": "int", "logicalType": "time-millis"}}]}
+    assert "'t'" in DeltaMirror.refusal(DatasetDescriptor(timed))
+    assert DeltaMirror.refusal(DatasetDescriptor(SCHEMA, "identity(g)")) is None
+
+
+def test_checkpoints_expiry_and_restarts(lake):
+    ds = lake.create("c", DatasetDescriptor(SCHEMA, properties={"checkpoint.interval": "5",
+                                                                "delta.checkpointInterval": "5"}))
+    for i in range(12):
+        write(ds, rows(range(i * 3, i * 3 + 3)))
+        if i % 4 == 3:
+            ds.delete(f"id = {i * 3}")
+        mirror(ds)
+    ds = ds.refresh()
+    listing = DeltaListing.of(ds.store)
+    assert 5 in listing.checkpoints and 10 in listing.checkpoints
+    assert json.loads(ds.store.read("_delta_log/_last_checkpoint"))["version"] == max(listing.checkpoints)
+    delta_module._STATES = delta_module._StateCache()  # a new process: the state comes from the logs
+    write(ds, rows([500]))
+    assert DeltaMirror(ds.store, ds.name).update(ds.log, ds.refresh().snapshot) == 1
+    assert DeltaMirror(ds.store, ds.name).update(ds.log, ds.refresh().snapshot) == 0  # idempotent
+    assert_mirrors(lake, ds)
+    # cdkds expires its log: the mirror drops the versions before the oldest retained revision
+    ds.expire_log(dt.timedelta(0), force=True)
+    for i in range(5):
+        write(ds, rows([600 + i]))
+        mirror(ds)
+    ds = ds.refresh()
+    oldest = ds.log.replay.oldest().version
+    assert DeltaListing.of(ds.store).oldest == oldest > 0
+    assert DeltaMirror(ds.store, ds.name).referenced() <= ds.log.retained_files()
+    assert_mirrors(lake, ds)
+    # a mirror started on an expired log begins with a checkpoint at the oldest retained revision
+    ds.store.delete_tree("_delta_log")
+    ds.store.delete_tree("_delta_dv")
+    assert DeltaMirror(ds.store, ds.name).update(ds.log, ds.snapshot) == ds.version - oldest + 1
+    assert DeltaListing.of(ds.store).oldest == oldest
+    assert_mirrors(lake, ds)
+
+
+def test_a_version_another_updater_wrote_is_taken_as_it_is(lake):
+    ds = lake.create("two", DatasetDescriptor(SCHEMA))
+    write(ds, rows(range(5)))
+    ds.delete("id = 2")
+    write(ds, rows(range(5, 9)))
+    ds = ds.refresh()
+    DeltaMirror(ds.store, ds.name).update(ds.log, ds.log.snapshot(version=1))
+    late = DeltaMirror(ds.store, ds.name)
+    late.version = lambda: 1  # it listed the mirror before the other updater went on
+    assert DeltaMirror(ds.store, ds.name).update(ds.log, ds.snapshot) == ds.version - 1
+    delta_module._STATES = delta_module._StateCache()
+    assert late.update(ds.log, ds.snapshot) == 0  # every version was there already: taken as it is
+    assert_mirrors(lake, ds)
+
+
+def test_verify_names_what_disagrees(lake):
+    ds = lake.create("v", DatasetDescriptor(SCHEMA))
+    write(ds, rows(range(5)))
+    m = mirror(ds)
+    key = f"_delta_log/{ds.version:020d}.json"
+    actions = [json.loads(a) for a in ds.store.read(key).decode().splitlines()]
+    for a in actions:
+        if "add" in a:
+            a["add"]["size"] += 1
+    ds.store.put(key, "".join(json.dumps(a) + "\n" for a in actions).encode())
+    problems = m.verify(ds.log)
+    assert problems and "size" in problems[0] and key in problems[0]
+
+
+def test_polars_and_pyarrow_paths_refuse_column_mapping(lake):
+    ds = lake.create("p", DatasetDescriptor(SCHEMA))
+    write(ds, rows(range(3)))
+    mirror(ds)
+    with pytest.raises(Exception, match="columnMapping"):
+        DeltaTable(ds.store.url).to_pyarrow_table()
+    with pytest.raises(Exception, match="columnMapping"):
+        pl.read_delta(ds.store.url)
+
+
+OPERATIONS = st.sampled_from(["append", "overwrite", "overwrite_partitions", "delete", "compact", "add", "widen",
+                              "drop"])
+
+
+@settings(max_examples=8)
+@given(st.lists(st.tuples(OPERATIONS, st.integers(0, 40)), min_size=1, max_size=6))
+def test_random_sequences_read_the_same_through_delta(tmp_path_factory, steps):
+    repo = DatasetRepository(f"file://{tmp_path_factory.mktemp('lake')}")
+    ds = repo.create("h", DatasetDescriptor(SCHEMA, "identity(g)"))
+    write(ds, rows(range(10)))
+    mirror(ds)
+    added = 0
+    for op, n in steps:
+        ds = ds.refresh()
+        present = {k: ds.descriptor.fields[k] for k in ds.descriptor.fields}
+        batch = rows(range(n, n + 4))
+        batch = batch.select([c for c in batch.column_names if c in present])
+        if op in ("append", "overwrite", "overwrite_partitions"):
+            write(ds, batch, op)
+        elif op == "delete":
+            ds.delete(f"id % 3 = {n % 3}" if False else f"id = {n} or id = {n + 1}")
+        elif op == "compact":
+            ds.compact()
+        elif op == "add":
+            added += 1
+            ds.alter().add(f"new{added}_{n}", "string", nullable=True).commit()
+        elif op == "widen" and "v" in present and present["v"].kind == "int":
+            ds.alter().widen("v", "long").commit()
+        elif op == "drop" and "v" in present:
+            ds.alter().drop("v").commit()
+        mirror(ds.refresh())
+    assert_mirrors(repo, ds)
+
+
+@pytest.mark.slow
+def test_on_s3(s3_endpoint):
+    from tests.conftest import new_bucket, s3_options
+
+    repo = DatasetRepository(f"s3://{new_bucket(s3_endpoint)}/lake", s3_options(s3_endpoint))
+    ds = repo.create("s", DatasetDescriptor(SCHEMA, record_key="id"))
+    for op in (lambda: ds.upsert(rows(range(20))), lambda: ds.delete_keys(pa.table({"id": [3, 4]})),
+               lambda: ds.upsert(rows([5, 50], g="n"))):
+        op()
+        mirror(ds)
+    options = {"AWS_ENDPOINT_URL": s3_endpoint, "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1",
+               "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
+    assert_mirrors(repo, ds, options=options)
