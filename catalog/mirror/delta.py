@@ -95,8 +95,8 @@ class DeltaMirror:
     def _expired_past(self, log: TransactionLog, version: int) -> bool:
         """Whether cdkds's log no longer holds revision ``version`` (the mirror fell behind an
         expiry): the mirror then starts again at the oldest retained revision."""
-        listing = log.listing.list()
-        return listing.expired and version < listing.suffix_start - 1
+        oldest = _oldest_revision(log)
+        return oldest is not None and version < oldest
 
     def _start(self, log: TransactionLog, start: Snapshot) -> DeltaState:
         """The mirror's first version, at revision ``start``: version 0's JSON, or after
@@ -106,7 +106,10 @@ class DeltaMirror:
         actions, vectors = self._actions(empty, None, start, Changes.between(None, start), start.timestamp)
         state = empty.apply(start.version, actions)
         if start.version == 0:
-            self._write(state, vectors, [_commit_info(start, "create")] + actions)
+            try:
+                self._write(state, vectors, [_commit_info(start, "create")] + actions)
+            except FileExistsError:  # another updater started the mirror
+                return read_state(self.store, 0)
         else:
             if vectors is not None:
                 self.store.put(vectors.key, vectors.data)
@@ -177,10 +180,7 @@ class DeltaMirror:
     def _expire(self, log: TransactionLog, newest: int) -> None:
         """Once cdkds's log is expired, drop the versions before its oldest retained revision
         (their files may be vacuumed), keeping a checkpoint at that revision."""
-        listing = log.listing.list()
-        if not listing.expired:
-            return
-        oldest = min((r for r in listing.checkpoints if r >= listing.suffix_start - 1), default=None)
+        oldest = _oldest_revision(log)
         if oldest is None or oldest > newest:
             return
         if oldest not in DeltaListing.of(self.store).checkpoints:
@@ -278,6 +278,14 @@ class DeltaMirror:
 
 
 # ---------------------------------------------------------------- actions
+
+
+def _oldest_revision(log: TransactionLog) -> int | None:
+    """The oldest revision cdkds's log still holds the state of, once it is expired (None: not expired)."""
+    listing = log.listing.list()
+    if not listing.expired:
+        return None
+    return min((r for r in listing.checkpoints if r >= listing.suffix_start - 1), default=None)
 
 
 def _interval(descriptor: DatasetDescriptor) -> int:
