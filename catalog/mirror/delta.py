@@ -74,23 +74,51 @@ class DeltaMirror:
 
     def update(self, log: TransactionLog, snapshot: Snapshot) -> int:
         """Bring the mirror up to ``snapshot.version``, a version per revision; returns how
-        many versions were written."""
+        many versions were written. Where this process left the mirror (cached) is trusted
+        without listing it; a version found written is taken as another updater wrote it, and
+        a log that moved on under the cache (an expiry) sends it back to the listing."""
+        position, written = _STATES.get(self.store.url), 0
+        if position is not None and not self._holds(position[1].version):
+            position = None  # the mirror was removed or rewritten since
+        while True:
+            cached = position is not None
+            if position is None:
+                position, started = self._position(log, snapshot.version)
+                written += started
+                if position is None:
+                    return written
+            before, state = position
+            try:
+                for commit, after in log.replay.walk(before, upto=snapshot.version):
+                    try:
+                        state = self._append(log, state, before, commit, after)
+                        written += 1
+                    except FileExistsError:  # another updater wrote this version: take it as it is
+                        state = read_state(self.store, after.version)
+                    before = after
+                    _STATES.put(self.store.url, before, state)
+                return written
+            except CdkdsError:
+                if not cached:
+                    raise
+                position = None
+
+    def _holds(self, version: int) -> bool:
+        """Whether the mirror still has version ``version`` (one look-up, not a listing)."""
+        return self.store.exists(version_key(version)) or self.store.exists(checkpoint_key(version))
+
+    def _position(self, log: TransactionLog, target: int) -> tuple[tuple[Snapshot, DeltaState] | None, int]:
+        """Where the mirror stands, from its listing (None: at or past ``target``), and 1 if
+        it had to be started."""
         current = self.version()
-        if current is not None and current >= snapshot.version:
-            return 0
-        written = 0
+        if current is not None and current >= target:
+            return None, 0
         if current is None or self._expired_past(log, current):
-            before = log.replay.oldest()
-            state = self._start(log, before)
-            written += 1
-        else:
-            before, state = self._load(log, current)
-        for commit, after in log.replay.walk(before, upto=snapshot.version):
-            state, ours = self._append(log, state, before, commit, after)
-            written += ours
-            before = after
-        _STATES.put(self.store.url, before, state)
-        return written
+            start = log.replay.oldest()
+            state = self._start(log, start)
+            _STATES.put(self.store.url, start, state)
+            return (start, state), 1
+        return (log.snapshot(version=current), read_state(self.store, current)), 0
 
     def _expired_past(self, log: TransactionLog, version: int) -> bool:
         """Whether cdkds's log no longer holds revision ``version`` (the mirror fell behind an
@@ -117,26 +145,17 @@ class DeltaMirror:
             self._clean(state.version)
         return state
 
-    def _load(self, log: TransactionLog, version: int) -> tuple[Snapshot, DeltaState]:
-        cached = _STATES.get(self.store.url, version)
-        if cached is not None:
-            return cached
-        return log.snapshot(version=version), read_state(self.store, version)
-
     def _append(self, log: TransactionLog, state: DeltaState, before: Snapshot, commit: Commit,
-                after: Snapshot) -> tuple[DeltaState, int]:
-        """Write version ``after.version``; returns the state it makes and 1 (0 when another
-        updater wrote it first: its state is read back)."""
+                after: Snapshot) -> DeltaState:
+        """Write version ``after.version``; returns the state it makes. ``FileExistsError``:
+        another updater wrote it first."""
         actions, vectors = self._actions(state, before, after, Changes.between(before, after), commit.timestamp)
         new = state.apply(after.version, actions)
-        try:
-            self._write(new, vectors, [_commit_info(after, commit.operation)] + actions)
-        except FileExistsError:
-            return read_state(self.store, after.version), 0
+        self._write(new, vectors, [_commit_info(after, commit.operation)] + actions)
         if after.version % _interval(after.descriptor) == 0:
             write_checkpoint(self.store, new)
             self._expire(log, new.version)
-        return new, 1
+        return new
 
     def _write(self, state: DeltaState, vectors: VectorFile | None, actions: list[dict]) -> None:
         if vectors is not None:
@@ -365,10 +384,9 @@ class _StateCache:
         self._size = size
         self._lock = Lock()
 
-    def get(self, key: str, version: int) -> tuple[Snapshot, DeltaState] | None:
+    def get(self, key: str) -> tuple[Snapshot, DeltaState] | None:
         with self._lock:
-            entry = self._entries.get(key)
-            return entry if entry is not None and entry[1].version == version else None
+            return self._entries.get(key)
 
     def put(self, key: str, snapshot: Snapshot, state: DeltaState) -> None:
         with self._lock:
