@@ -25,7 +25,7 @@ from typing import Iterator
 import numpy as np
 
 from cdkds.catalog.descriptor import DatasetDescriptor
-from cdkds.catalog.errors import CdkdsError, InvalidTimeTravelError
+from cdkds.catalog.errors import CdkdsError, InvalidTimeTravelError, MirrorError
 from cdkds.catalog.log.actions import AddFile
 from cdkds.catalog.log.commit import Commit
 from cdkds.catalog.log.snapshot import Snapshot
@@ -35,11 +35,15 @@ from cdkds.catalog.mirror.delta_log import (
     write_checkpoint,
 )
 from cdkds.catalog.mirror.delta_schema import (
-    delta_schema, file_statistics, max_column_id, partition_columns, partition_values, schema_refusal, uses_ntz,
+    defaulted_fields, delta_schema, file_statistics, max_column_id, parquet_field_ids, partition_columns,
+    partition_values, schema_refusal, uses_ntz,
 )
 from cdkds.catalog.mirror.delta_vectors import VectorFile, read_vector, vector_key, version_vectors_key
 from cdkds.catalog.mirror.state import Changes, deleted_positions
+from cdkds.catalog.read.native import footer_schema
+from cdkds.catalog.read.scan import FileScanTask
 from cdkds.catalog.storage import ObjectStore
+from cdkds.formats.cache import BoundedCache
 
 CHECKPOINT_INTERVAL = "delta.checkpointInterval"
 DEFAULT_CHECKPOINT_INTERVAL = 10
@@ -82,14 +86,15 @@ class DeltaMirror:
             position = None  # the mirror was removed or rewritten since
         while True:
             cached = position is not None
-            if position is None:
-                position, started = self._position(log, snapshot.version)
-                written += started
-                if position is None:
-                    return written
-            before, state = position
             try:
+                if position is None:
+                    position, started = self._position(log, snapshot.version)
+                    written += started
+                    if position is None:
+                        return written
+                before, state = position
                 for commit, after in log.replay.walk(before, upto=snapshot.version):
+                    self._check_faithful(after)
                     try:
                         state = self._append(log, state, before, commit, after)
                         written += 1
@@ -98,10 +103,49 @@ class DeltaMirror:
                     before = after
                     _STATES.put(self.store.url, before, state)
                 return written
+            except _Unfaithful as e:
+                return written + self._skip_to(log, snapshot, e)
             except CdkdsError:
                 if not cached:
                     raise
                 position = None
+
+    def _check_faithful(self, snapshot: Snapshot) -> None:
+        """Raise :class:`_Unfaithful` when Delta readers would read ``snapshot`` otherwise than
+        cdkds: a field with a non-null default that a live file lacks (added after it was
+        written) reads its default in cdkds, but null (or fails, if required) in Delta."""
+        defaulted = defaulted_fields(snapshot.descriptor.schema)
+        if not defaulted:
+            return
+        for f in snapshot.files.values():
+            if snapshot.written_as_current(f):
+                continue
+            missing = [defaulted[i] for i in sorted(set(defaulted) - self._file_ids(f))]
+            if missing:
+                raise _Unfaithful(snapshot.version, f"field {missing[0]!r} has a default that data file {f.path!r}, "
+                                                    f"written before the field was added, does not hold")
+
+    def _file_ids(self, file: AddFile) -> frozenset[int]:
+        key = (self.store.url, file.path, file.size)
+        ids = _FILE_IDS.get(key)
+        if ids is None:
+            ids = parquet_field_ids(footer_schema(self.store, FileScanTask(file, ())))
+            _FILE_IDS.put(key, ids)
+        return ids
+
+    def _skip_to(self, log: TransactionLog, snapshot: Snapshot, unfaithful: "_Unfaithful") -> int:
+        """Start the mirror again at ``snapshot`` (a checkpoint; the versions before it go)
+        when it reads as cdkds does; else fail naming the revision that does not."""
+        try:
+            self._check_faithful(snapshot)
+        except _Unfaithful:
+            raise MirrorError(
+                f"dataset {self.dataset!r}: the Delta mirror cannot describe revision {unfaithful.revision}: "
+                f"{unfaithful.reason}, and Delta has no defaults for missing columns; it stays at version "
+                f"{self.version()} until compaction rewrites such files") from None
+        state = self._start(log, snapshot)
+        _STATES.put(self.store.url, snapshot, state)
+        return 1
 
     def _holds(self, version: int) -> bool:
         """Whether the mirror still has version ``version`` (one look-up, not a listing)."""
@@ -115,6 +159,7 @@ class DeltaMirror:
             return None, 0
         if current is None or self._expired_past(log, current):
             start = log.replay.oldest()
+            self._check_faithful(start)
             state = self._start(log, start)
             _STATES.put(self.store.url, start, state)
             return (start, state), 1
@@ -397,3 +442,10 @@ class _StateCache:
 
 
 _STATES = _StateCache()
+_FILE_IDS: BoundedCache[frozenset[int]] = BoundedCache(65536, len)  # data files are immutable
+
+
+class _Unfaithful(MirrorError):
+    def __init__(self, revision: int, reason: str):
+        super().__init__(f"revision {revision}: {reason}")
+        self.revision, self.reason = revision, reason

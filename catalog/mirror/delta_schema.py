@@ -21,7 +21,11 @@ from typing import Any, Mapping
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.log.actions import AddFile
 from cdkds.catalog.partitioning.functions import IdentityFunction
-from cdkds.formats.schema import FIELD_ID, NAME_MAPPING, AvroType, last_field_id, type_kind, unwrap
+import pyarrow as pa
+
+from cdkds.formats.schema import (
+    FIELD_ID, NAME_MAPPING, PARQUET_FIELD_ID, AvroType, last_field_id, type_kind, unwrap, walk_fields,
+)
 
 COLUMN_ID = "delta.columnMapping.id"
 PHYSICAL_NAME = "delta.columnMapping.physicalName"
@@ -97,6 +101,35 @@ def _type(avro: AvroType, path: str) -> Any:
         return {"type": "map", "keyType": "string", "valueType": _type(values.avro, f"{path}{{}}"),
                 "valueContainsNull": values.nullable}
     raise UnmappableSchema(f"field {path!r} is a {kind}, which Delta has no type for")
+
+
+def defaulted_fields(schema: dict) -> dict[int, str]:
+    """Field id -> dotted path of the fields, at any depth, with a non-null default: files
+    written before such a field was added read its default in cdkds, but null in Delta,
+    which has no defaults for missing columns."""
+    return {f[FIELD_ID]: path for path, f in walk_fields(schema) if f.get("default") is not None and FIELD_ID in f}
+
+
+def parquet_field_ids(schema: pa.Schema) -> frozenset[int]:
+    """The field ids, at any depth, of a data file's Arrow schema."""
+    ids: set[int] = set()
+
+    def visit(field: pa.Field) -> None:
+        raw = (field.metadata or {}).get(PARQUET_FIELD_ID)
+        if raw is not None:
+            ids.add(int(raw))
+        t = field.type
+        if pa.types.is_struct(t):
+            for i in range(t.num_fields):
+                visit(t.field(i))
+        elif pa.types.is_list(t) or pa.types.is_large_list(t):
+            visit(t.value_field)
+        elif pa.types.is_map(t):
+            visit(t.item_field)
+
+    for f in schema:
+        visit(f)
+    return frozenset(ids)
 
 
 # ---------------------------------------------------------------- partitions

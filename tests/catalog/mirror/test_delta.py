@@ -18,6 +18,7 @@ from deltalake import DeltaTable, QueryBuilder
 from hypothesis import given, settings, strategies as st
 
 from cdkds.catalog import DatasetDescriptor, DatasetRepository
+from cdkds.catalog.errors import MirrorError
 from cdkds.catalog.mirror import delta as delta_module
 from cdkds.catalog.mirror.delta import DeltaMirror
 from cdkds.catalog.mirror.delta_log import DeltaListing
@@ -153,6 +154,27 @@ def test_a_rename_reads_right_once_the_files_before_it_are_rewritten(lake):
     ds.compact()
     mirror(ds)
     assert_mirrors(lake, ds, versions=[ds.refresh().version])
+
+
+def test_a_field_added_with_a_default_is_refused_until_the_files_before_it_are_rewritten(lake):
+    """Delta has no defaults for missing columns: files written before a field with a
+    non-null default came would read null (or fail, if required) through Delta."""
+    ds = lake.create("d", DatasetDescriptor(SCHEMA))
+    write(ds, rows(range(6)))
+    mirror(ds)
+    before = ds.version
+    ds.alter().add("region", "string", default="nz").commit()
+    ds = ds.refresh()
+    write(ds, pa.table({"id": [50], "g": ["q"], "region": ["au"]}))
+    with pytest.raises(MirrorError, match=r"revision 2: field 'region' has a default.*stays at version 1"):
+        mirror(ds.refresh())
+    assert DeltaMirror(ds.store, ds.name).version() == before
+    ds.compact()
+    ds = ds.refresh()
+    assert mirror(ds).version() == ds.version
+    assert DeltaListing.of(ds.store).oldest == ds.version  # the mirror starts again there
+    assert_mirrors(lake, ds)
+    assert {r["region"] for r in delta_table(ds.store.url).to_pylist()} == {"nz", "au"}
 
 
 def test_types(lake):
