@@ -41,6 +41,9 @@ _BOUNDED = {"int", "long", "float", "double", "string", "enum", "uuid", "date",
             "timestamp-millis", "timestamp-micros", "local-timestamp-millis", "local-timestamp-micros"}
 
 
+_UNPARTITIONED = {"string", "bytes", "fixed"}  # kinds whose values include "", which Delta reads as null
+
+
 class UnmappableSchema(ValueError):
     """A schema part Delta has no counterpart for (the message says which and why)."""
 
@@ -136,13 +139,17 @@ def parquet_field_ids(schema: pa.Schema) -> frozenset[int]:
 
 def partition_columns(descriptor: DatasetDescriptor) -> dict[str, str]:
     """Delta partition column (an identity partition's source field) -> the cdkds partition
-    name holding its value. Other partition functions have no Delta counterpart: their
-    files are described unpartitioned, with statistics."""
+    name holding its value. Other partition functions have no Delta counterpart, nor have
+    identity partitions of strings and bytes (Delta reads an empty partition value as null,
+    which cdkds keeps apart from ""): their files are described unpartitioned, with
+    statistics (an identity partition's min and max are its value, so readers skip as well)."""
     if descriptor.partition_strategy is None:
         return {}
     out: dict[str, str] = {}
     for f in descriptor.partition_strategy.functions:
-        if isinstance(f, IdentityFunction) and f.source in descriptor.fields and f.source not in out:
+        source = descriptor.fields.get(f.source)
+        if isinstance(f, IdentityFunction) and source is not None and source.kind not in _UNPARTITIONED \
+                and f.source not in out:
             out[f.source] = f.name
     return out
 
