@@ -14,6 +14,7 @@ compaction rewrites them (README, "cdkds and other engines").
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import json
 import math
 from typing import Any, Mapping
@@ -156,24 +157,22 @@ def partition_columns(descriptor: DatasetDescriptor) -> dict[str, str]:
 
 def partition_values(file: AddFile, descriptor: DatasetDescriptor) -> dict[str, str | None]:
     """The file's Delta ``partitionValues`` (by physical name: the field's name)."""
-    kinds = {n: t.kind for n, t in descriptor.fields.items()}
-    return {column: _partition_text(file.partition.get(name), kinds[column])
-            for column, name in partition_columns(descriptor).items()}
+    return {column: _partition_text(file.partition.get(name)) for column, name in partition_columns(descriptor).items()}
 
 
-def _partition_text(value: Any, kind: str) -> str | None:
+def _partition_text(value: Any) -> str | None:
     if value is None:
         return None
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, dt.datetime):
+    if isinstance(value, dt.datetime):  # UTC-adjusted ISO 8601, as the protocol recommends
         if value.tzinfo is not None:
-            return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        return value.strftime("%Y-%m-%d %H:%M:%S.%f")
+            return value.astimezone(dt.timezone.utc).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+        return value.isoformat(sep=" ", timespec="microseconds")
     if isinstance(value, dt.date):
         return value.isoformat()
-    if isinstance(value, bytes):
-        return value.decode("latin-1")
+    if isinstance(value, decimal.Decimal):
+        return format(value, "f")  # never an exponent
     return str(value)
 
 
@@ -204,10 +203,9 @@ def _finite(value: Any) -> bool:
 
 def _bound(value: Any) -> Any:
     if isinstance(value, dt.datetime):  # Delta keeps timestamp bounds truncated to milliseconds
-        value = value.replace(microsecond=value.microsecond // 1000 * 1000)
-        text = value.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z" \
-            if value.tzinfo is not None else value.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]
-        return text
+        if value.tzinfo is not None:
+            return value.astimezone(dt.timezone.utc).replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
+        return value.isoformat(timespec="milliseconds")
     if isinstance(value, dt.date):
         return value.isoformat()
     return value

@@ -115,22 +115,25 @@ def test_identity_partition_values_of_every_kind_and_paths_that_need_encoding(la
         {"name": "n", "type": "int"}, {"name": "ok", "type": "boolean"},
         {"name": "day", "type": {"type": "int", "logicalType": "date"}},
         {"name": "at", "type": {"type": "long", "logicalType": "timestamp-micros"}},
-        {"name": "local", "type": {"type": "long", "logicalType": "local-timestamp-micros"}}]}
+        {"name": "local", "type": {"type": "long", "logicalType": "local-timestamp-micros"}},
+        {"name": "price", "type": ["null", {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2}]}]}
     ds = lake.create("p", DatasetDescriptor(schema, "identity(s), identity(n), identity(ok), identity(day), "
-                                                    "identity(at), identity(local)"))
+                                                    "identity(at), identity(local), identity(price)"))
     at = dt.datetime(2026, 5, 6, 7, 8, 9, 123456, tzinfo=dt.timezone.utc)
     write(ds, pa.table({"id": [1, 2, 3, 4], "s": ["a b/c%d=e", "ü+?&#", None, ""], "n": pa.array([-1, 0, 7, 7], pa.int32()),
                         "ok": [True, False, True, True], "day": [dt.date(2026, 1, 2)] * 4,
                         "at": [at, at + dt.timedelta(seconds=1), at, at],
-                        "local": pa.array([dt.datetime(2026, 1, 1, 0, 0, 0, 1)] * 4, pa.timestamp("us"))}))
+                        "local": pa.array([dt.datetime(2026, 1, 1, 0, 0, 0, 1)] * 4, pa.timestamp("us")),
+                        "price": pa.array([decimal.Decimal("100.00"), decimal.Decimal("-0.05"), None,
+                                           decimal.Decimal("1234567.89")], pa.decimal128(9, 2))}))
     mirror(ds)
     assert_mirrors(lake, ds)
     actions = [json.loads(a) for a in ds.store.read("_delta_log/00000000000000000001.json").decode().splitlines()]
     values = [a["add"]["partitionValues"] for a in actions if "add" in a]
     assert {"n": "-1", "ok": "true", "day": "2026-01-02", "at": "2026-05-06T07:08:09.123456Z",
-            "local": "2026-01-01 00:00:00.000001"} in values  # delta-rs takes them from here, not the files
+            "local": "2026-01-01 00:00:00.000001", "price": "100.00"} in values  # delta-rs takes them from here, not the files
     metadata = json.loads(ds.store.read("_delta_log/00000000000000000000.json").decode().splitlines()[2])["metaData"]
-    assert metadata["partitionColumns"] == ["n", "ok", "day", "at", "local"]  # not the string: "" would read null
+    assert metadata["partitionColumns"] == ["n", "ok", "day", "at", "local", "price"]  # not the string: "" would read null
     got = pa.table(QueryBuilder().register("t", DeltaTable(ds.store.url)).execute(
         "select id from t where n = 7 and day = '2026-01-02'").read_all())
     assert sorted(got.column("id").to_pylist()) == [3, 4]
