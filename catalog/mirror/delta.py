@@ -231,7 +231,7 @@ class DeltaMirror:
         actions += [{"remove": _remove(state.files[p], timestamp)} for p in redeleted]
         actions += [{"add": _add(f, after, dvs.get(f.path), True)} for f in changes.added]
         actions += [{"add": _add(after.files[p], after, dvs.get(p), True)} for p in redeleted]
-        if _schema_changed(state, after):  # statistics keyed for the new schema
+        if changes.metadata and _schema_changed(state, after):  # statistics keyed for the new schema
             actions += [{"add": _add(f, after, state.files[p].get("deletionVector"), False)}
                         for p, f in after.files.items() if p not in added and p not in redeleted]
         return actions, vectors
