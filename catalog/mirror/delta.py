@@ -16,17 +16,18 @@ absent, so concurrent updaters agree on every version.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 from collections import OrderedDict
 from threading import Lock
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import numpy as np
 
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import CdkdsError, InvalidTimeTravelError, MirrorError
-from cdkds.catalog.log.actions import AddFile
+from cdkds.catalog.log.actions import AddFile, DeleteRows, RemoveFile, SetMetadata, SetProtocol, Tombstone
 from cdkds.catalog.log.commit import Commit
 from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.log.transaction import TransactionLog
@@ -94,9 +95,10 @@ class DeltaMirror:
                         return written
                 before, state = position
                 for commit, after in log.replay.walk(before, upto=snapshot.version):
-                    self._check_faithful(after)
+                    changes = commit_changes(before, commit, after)
+                    self._check_faithful(after, None if changes.metadata else changes.added)
                     try:
-                        state = self._append(log, state, before, commit, after)
+                        state = self._append(log, state, before, commit, after, changes)
                         written += 1
                     except FileExistsError:  # another updater wrote this version: take it as it is
                         state = read_state(self.store, after.version)
@@ -110,14 +112,15 @@ class DeltaMirror:
                     raise
                 position = None
 
-    def _check_faithful(self, snapshot: Snapshot) -> None:
+    def _check_faithful(self, snapshot: Snapshot, files: Iterable[AddFile] | None = None) -> None:
         """Raise :class:`_Unfaithful` when Delta readers would read ``snapshot`` otherwise than
         cdkds: a field with a non-null default that a live file lacks (added after it was
-        written) reads its default in cdkds, but null (or fails, if required) in Delta."""
+        written) reads its default in cdkds, but null (or fails, if required) in Delta.
+        ``files``: those to look at (the others were looked at already); default all."""
         defaulted = defaulted_fields(snapshot.descriptor.schema)
         if not defaulted:
             return
-        for f in snapshot.files.values():
+        for f in snapshot.files.values() if files is None else files:
             if snapshot.written_as_current(f):
                 continue
             missing = [defaulted[i] for i in sorted(set(defaulted) - self._file_ids(f))]
@@ -191,10 +194,10 @@ class DeltaMirror:
         return state
 
     def _append(self, log: TransactionLog, state: DeltaState, before: Snapshot, commit: Commit,
-                after: Snapshot) -> DeltaState:
+                after: Snapshot, changes: Changes) -> DeltaState:
         """Write version ``after.version``; returns the state it makes. ``FileExistsError``:
         another updater wrote it first."""
-        actions, vectors = self._actions(state, before, after, Changes.between(before, after), commit.timestamp)
+        actions, vectors = self._actions(state, before, after, changes, commit.timestamp)
         new = state.apply(after.version, actions)
         self._write(new, vectors, [_commit_info(after, commit.operation)] + actions)
         if after.version % _interval(after.descriptor) == 0:
@@ -342,6 +345,20 @@ class DeltaMirror:
 
 
 # ---------------------------------------------------------------- actions
+
+
+def commit_changes(before: Snapshot, commit: Commit, after: Snapshot) -> Changes:
+    """:meth:`Changes.between` ``before`` and ``after`` (the state ``commit`` makes of it),
+    looking only at the files the commit names: files join, leave and get deletion vectors by
+    name; only a tombstone or a descriptor change (rare) can change other files' rows."""
+    if any(isinstance(a, (Tombstone, SetMetadata, SetProtocol)) for a in commit.actions):
+        return Changes.between(before, after)
+    named = {a.path for a in commit.actions if isinstance(a, (AddFile, RemoveFile, DeleteRows))}
+
+    def only_named(snapshot: Snapshot) -> Snapshot:
+        return dataclasses.replace(snapshot, files={p: snapshot.files[p] for p in named if p in snapshot.files})
+
+    return Changes.between(only_named(before), only_named(after))
 
 
 def _oldest_revision(log: TransactionLog) -> int | None:
