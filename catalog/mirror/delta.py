@@ -2,7 +2,8 @@
 data files, one Delta version per cdkds revision (Delta version N reads revision N's rows).
 
 - the schema with column mapping in ``id`` mode (:mod:`.delta_schema`); identity partitions
-  as Delta partition columns, other partition functions' files unpartitioned with statistics;
+  (but of strings and bytes) as Delta partition columns, other files unpartitioned with
+  statistics;
 - deleted rows — deletion vectors, and tombstones materialised by the reader — as Delta
   deletion vectors (:mod:`.delta_vectors`);
 - a Parquet checkpoint every ``delta.checkpointInterval`` versions (10 by default), and one
@@ -11,7 +12,9 @@ data files, one Delta version per cdkds revision (Delta version N reads revision
   log cleanup does (their files may have been vacuumed).
 
 A version's deletion-vector file is written before its JSON; the JSON is created only if
-absent, so concurrent updaters agree on every version.
+absent, so concurrent updaters agree on every version. A revision Delta readers would read
+otherwise than cdkds (a live file lacking a field with a non-null default) is not written:
+:class:`MirrorError`, and the mirror starts again at the first later revision they read right.
 """
 
 from __future__ import annotations
@@ -19,8 +22,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import uuid
-from collections import OrderedDict
-from threading import Lock
 from typing import Iterable, Iterator
 
 import numpy as np
@@ -79,10 +80,11 @@ class DeltaMirror:
 
     def update(self, log: TransactionLog, snapshot: Snapshot) -> int:
         """Bring the mirror up to ``snapshot.version``, a version per revision; returns how
-        many versions were written. Where this process left the mirror (cached) is trusted
-        without listing it; a version found written is taken as another updater wrote it, and
-        a log that moved on under the cache (an expiry) sends it back to the listing."""
-        position, written = _STATES.get(self.store.url), 0
+        many versions were written. Where this process left the mirror at the previous
+        revision (cached) is trusted without listing it; a version found written is taken as
+        another updater wrote it, and a log that moved on under the cache (an expiry) sends
+        it back to the listing."""
+        position, written = _STATES.get((self.store.url, snapshot.version - 1)), 0
         if position is not None and not self._holds(position[1].version):
             position = None  # the mirror was removed or rewritten since
         while True:
@@ -103,7 +105,7 @@ class DeltaMirror:
                     except FileExistsError:  # another updater wrote this version: take it as it is
                         state = read_state(self.store, after.version)
                     before = after
-                    _STATES.put(self.store.url, before, state)
+                    _STATES.put((self.store.url, before.version), (before, state))
                 return written
             except _Unfaithful as e:
                 return written + self._skip_to(log, snapshot, e)
@@ -147,7 +149,7 @@ class DeltaMirror:
                 f"{unfaithful.reason}, and Delta has no defaults for missing columns; it stays at version "
                 f"{self.version()} until compaction rewrites such files") from None
         state = self._start(log, snapshot)
-        _STATES.put(self.store.url, snapshot, state)
+        _STATES.put((self.store.url, snapshot.version), (snapshot, state))
         return 1
 
     def _holds(self, version: int) -> bool:
@@ -164,7 +166,7 @@ class DeltaMirror:
             start = log.replay.oldest()
             self._check_faithful(start)
             state = self._start(log, start)
-            _STATES.put(self.store.url, start, state)
+            _STATES.put((self.store.url, start.version), (start, state))
             return (start, state), 1
         return (log.snapshot(version=current), read_state(self.store, current)), 0
 
@@ -437,28 +439,8 @@ def _vector_keys(states: Iterator[DeltaState]) -> set[str]:
             for state in states for a in state.files.values() if "deletionVector" in a}
 
 
-class _StateCache:
-    """The last (snapshot, Delta state) each mirror reached in this process, so that the
-    next commit's update replays that commit only."""
-
-    def __init__(self, size: int = 32):
-        self._entries: OrderedDict[str, tuple[Snapshot, DeltaState]] = OrderedDict()
-        self._size = size
-        self._lock = Lock()
-
-    def get(self, key: str) -> tuple[Snapshot, DeltaState] | None:
-        with self._lock:
-            return self._entries.get(key)
-
-    def put(self, key: str, snapshot: Snapshot, state: DeltaState) -> None:
-        with self._lock:
-            self._entries[key] = (snapshot, state)
-            self._entries.move_to_end(key)
-            while len(self._entries) > self._size:
-                self._entries.popitem(last=False)
-
-
-_STATES = _StateCache()
+# where each mirror stood after its last update in this process: (url, version) -> (revision, state)
+_STATES: BoundedCache[tuple[Snapshot, DeltaState]] = BoundedCache(16, lambda _: 1)
 _FILE_IDS: BoundedCache[frozenset[int]] = BoundedCache(65536, len)  # data files are immutable
 
 

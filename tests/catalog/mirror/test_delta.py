@@ -266,7 +266,7 @@ def test_checkpoints_expiry_and_restarts(lake):
     listing = DeltaListing.of(ds.store)
     assert 5 in listing.checkpoints and 10 in listing.checkpoints
     assert json.loads(ds.store.read("_delta_log/_last_checkpoint"))["version"] == max(listing.checkpoints)
-    delta_module._STATES = delta_module._StateCache()  # a new process: the state comes from the logs
+    delta_module._STATES.clear()  # a new process: the state comes from the logs
     write(ds, rows([500]))
     assert DeltaMirror(ds.store, ds.name).update(ds.log, ds.refresh().snapshot) == 1
     assert DeltaMirror(ds.store, ds.name).update(ds.log, ds.refresh().snapshot) == 0  # idempotent
@@ -309,7 +309,7 @@ def test_a_version_another_updater_wrote_is_taken_as_it_is(lake):
     late = DeltaMirror(ds.store, ds.name)
     late.version = lambda: 1  # it listed the mirror before the other updater went on
     assert DeltaMirror(ds.store, ds.name).update(ds.log, ds.snapshot) == ds.version - 1
-    delta_module._STATES = delta_module._StateCache()
+    delta_module._STATES.clear()
     assert late.update(ds.log, ds.snapshot) == 0  # every version was there already: taken as it is
     assert_mirrors(lake, ds)
 
@@ -376,7 +376,7 @@ def test_random_sequences_read_the_same_through_delta(tmp_path_factory, keyed, s
         elif op == "drop" and "v" in present:
             ds.alter().drop("v").commit()
         if restart:  # another process: the mirror's state is read back from the Delta log
-            delta_module._STATES = delta_module._StateCache()
+            delta_module._STATES.clear()
         mirror(ds.refresh())
     assert_mirrors(repo, ds)
 
