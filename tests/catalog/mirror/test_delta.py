@@ -152,6 +152,22 @@ def test_keyed_upserts_and_deletes_are_deletion_vectors(lake):
     assert protocol["minReaderVersion"] == 3 and {"deletionVectors", "columnMapping"} <= set(protocol["readerFeatures"])
 
 
+def test_large_deletion_vectors(lake):
+    """Vectors over many roaring containers (positions past 65,535), and of every container kind."""
+    ds = lake.create("big", DatasetDescriptor(SCHEMA, record_key="id"))
+    n = 140_000
+    ds.upsert(pa.table({"id": pa.array(range(n), pa.int64()), "g": pa.array(["x"] * n),
+                        "v": pa.array([1] * n, pa.int32())}))
+    mirror(ds)
+    doomed = [i for i in range(n) if i % 3 == 0 or 70_000 <= i < 75_000] + list(range(131_072, 131_100, 2))
+    ds.delete_keys(pa.table({"id": pa.array(doomed, pa.int64())}))
+    mirror(ds)
+    got = delta_table(ds.refresh().store.url)
+    assert got.num_rows == n - len(set(doomed))
+    assert sorted(got.column("id").to_pylist()) == sorted(ds.to_table().column("id").to_pylist())
+    assert DeltaMirror(ds.store, ds.name).verify(ds.log) == []
+
+
 def test_schema_changes_read_by_field_id(lake):
     ds = lake.create("s", DatasetDescriptor(SCHEMA))
     write(ds, rows(range(8)))
@@ -336,6 +352,8 @@ def test_polars_and_pyarrow_paths_refuse_column_mapping(lake):
         DeltaTable(ds.store.url).to_pyarrow_table()
     with pytest.raises(Exception, match="columnMapping"):
         pl.read_delta(ds.store.url)
+    with pytest.raises(Exception, match="columnMapping"):
+        pl.scan_delta(ds.store.url).collect()
 
 
 OPERATIONS = st.sampled_from(["append", "overwrite", "overwrite_partitions", "delete", "compact", "add", "widen",
