@@ -37,7 +37,7 @@ from cdkds.catalog.mirror.delta_log import (
     write_checkpoint,
 )
 from cdkds.catalog.mirror.delta_schema import (
-    defaulted_fields, delta_schema, file_statistics, max_column_id, parquet_field_ids, partition_columns,
+    defaulted_fields, delta_schema, field_paths, file_statistics, max_column_id, parquet_fields, partition_columns,
     partition_values, schema_refusal, uses_ntz,
 )
 from cdkds.catalog.mirror.delta_vectors import VectorFile, read_vector, vector_key, version_vectors_key
@@ -98,7 +98,10 @@ class DeltaMirror:
                 before, state = position
                 for commit, after in log.replay.walk(before, upto=snapshot.version):
                     changes = commit_changes(before, commit, after)
-                    self._check_faithful(after, None if changes.metadata else changes.added)
+                    if changes.metadata:
+                        self._check_faithful(after, since=before.descriptor)
+                    else:
+                        self._check_faithful(after, changes.added)
                     try:
                         state = self._append(log, state, before, commit, after, changes)
                         written += 1
@@ -114,29 +117,45 @@ class DeltaMirror:
                     raise
                 position = None
 
-    def _check_faithful(self, snapshot: Snapshot, files: Iterable[AddFile] | None = None) -> None:
+    def _check_faithful(self, snapshot: Snapshot, files: Iterable[AddFile] | None = None,
+                        since: DatasetDescriptor | None = None) -> None:
         """Raise :class:`_Unfaithful` when Delta readers would read ``snapshot`` otherwise than
-        cdkds: a field with a non-null default that a live file lacks (added after it was
-        written) reads its default in cdkds, but null (or fails, if required) in Delta.
-        ``files``: those to look at (the others were looked at already); default all."""
-        defaulted = defaulted_fields(snapshot.descriptor.schema)
-        if not defaulted:
+        cdkds. A live file written before a field with a non-null default was added reads the
+        default in cdkds, but null (or fails, if required) in Delta; a live file holding, under
+        a current field's name, the column of another field (dropped or renamed since) is read
+        as that field by readers matching names. Only files written with an older layout are
+        looked at (their footers): ``files`` (default all), for the fields new since the
+        descriptor ``since`` (default all)."""
+        schema = snapshot.descriptor.schema
+        paths, defaulted = field_paths(schema), defaulted_fields(schema)
+        if since is not None:
+            before = field_paths(since.schema)
+            paths = {p: i for p, i in paths.items() if before.get(p) != i}
+            defaulted = {i: p for i, p in defaulted.items() if i not in before.values()}
+        if not paths and not defaulted:
             return
         for f in snapshot.files.values() if files is None else files:
             if snapshot.written_as_current(f):
                 continue
-            missing = [defaulted[i] for i in sorted(set(defaulted) - self._file_ids(f))]
+            held = self._file_fields(f)
+            reused = [p for p, i in held.items() if p in paths and paths[p] != i]
+            if reused:
+                raise _Unfaithful(snapshot.version, f"data file {f.path!r} holds column {reused[0]!r} of another "
+                                                    f"field than the one named so now, which readers matching "
+                                                    f"columns by name would take for it")
+            missing = [p for i, p in defaulted.items() if i not in held.values()]
             if missing:
                 raise _Unfaithful(snapshot.version, f"field {missing[0]!r} has a default that data file {f.path!r}, "
-                                                    f"written before the field was added, does not hold")
+                                                    f"written before the field was added, does not hold, and Delta "
+                                                    f"has no defaults for missing columns")
 
-    def _file_ids(self, file: AddFile) -> frozenset[int]:
+    def _file_fields(self, file: AddFile) -> dict[str, int]:
         key = (self.store.url, file.path, file.size)
-        ids = _FILE_IDS.get(key)
-        if ids is None:
-            ids = parquet_field_ids(footer_schema(self.store, FileScanTask(file, ())))
-            _FILE_IDS.put(key, ids)
-        return ids
+        fields = _FILE_FIELDS.get(key)
+        if fields is None:
+            fields = parquet_fields(footer_schema(self.store, FileScanTask(file, ())))
+            _FILE_FIELDS.put(key, fields)
+        return fields
 
     def _skip_to(self, log: TransactionLog, snapshot: Snapshot, unfaithful: "_Unfaithful") -> int:
         """Start the mirror again at ``snapshot`` (a checkpoint; the versions before it go)
@@ -146,8 +165,8 @@ class DeltaMirror:
         except _Unfaithful:
             raise MirrorError(
                 f"dataset {self.dataset!r}: the Delta mirror cannot describe revision {unfaithful.revision}: "
-                f"{unfaithful.reason}, and Delta has no defaults for missing columns; it stays at version "
-                f"{self.version()} until compaction rewrites such files") from None
+                f"{unfaithful.reason}; it stays at version {self.version()} until compaction rewrites such "
+                f"files") from None
         state = self._start(log, snapshot)
         _STATES.put((self.store.url, snapshot.version), (snapshot, state))
         return 1
@@ -441,7 +460,7 @@ def _vector_keys(states: Iterator[DeltaState]) -> set[str]:
 
 # where each mirror stood after its last update in this process: (url, version) -> (revision, state)
 _STATES: BoundedCache[tuple[Snapshot, DeltaState]] = BoundedCache(16, lambda _: 1)
-_FILE_IDS: BoundedCache[frozenset[int]] = BoundedCache(65536, len)  # data files are immutable
+_FILE_FIELDS: BoundedCache[dict[str, int]] = BoundedCache(65536, len)  # data files are immutable
 
 
 class _Unfaithful(MirrorError):

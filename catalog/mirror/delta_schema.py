@@ -114,26 +114,31 @@ def defaulted_fields(schema: dict) -> dict[int, str]:
     return {f[FIELD_ID]: path for path, f in walk_fields(schema) if f.get("default") is not None and FIELD_ID in f}
 
 
-def parquet_field_ids(schema: pa.Schema) -> frozenset[int]:
-    """The field ids, at any depth, of a data file's Arrow schema."""
-    ids: set[int] = set()
+def field_paths(schema: dict) -> dict[str, int]:
+    """Dotted path (through arrays and maps, as :func:`walk_fields` names them) -> field id,
+    of every record field at any depth."""
+    return {path: f[FIELD_ID] for path, f in walk_fields(schema) if FIELD_ID in f}
 
-    def visit(field: pa.Field) -> None:
+
+def parquet_fields(schema: pa.Schema) -> dict[str, int]:
+    """Dotted path -> field id of the columns, at any depth, of a data file's Arrow schema
+    (named as :func:`field_paths` names them)."""
+    out: dict[str, int] = {}
+
+    def visit(field: pa.Field, path: str) -> None:
         raw = (field.metadata or {}).get(PARQUET_FIELD_ID)
         if raw is not None:
-            ids.add(int(raw))
-        t = field.type
-        if pa.types.is_struct(t):
-            for i in range(t.num_fields):
-                visit(t.field(i))
-        elif pa.types.is_list(t) or pa.types.is_large_list(t):
-            visit(t.value_field)
-        elif pa.types.is_map(t):
-            visit(t.item_field)
+            out[path] = int(raw)
+        inner = field.type
+        while pa.types.is_list(inner) or pa.types.is_large_list(inner) or pa.types.is_map(inner):
+            inner = inner.item_field.type if pa.types.is_map(inner) else inner.value_field.type
+        if pa.types.is_struct(inner):
+            for i in range(inner.num_fields):
+                visit(inner.field(i), f"{path}.{inner.field(i).name}")
 
     for f in schema:
-        visit(f)
-    return frozenset(ids)
+        visit(f, f.name)
+    return out
 
 
 # ---------------------------------------------------------------- partitions

@@ -224,6 +224,30 @@ def test_a_field_added_with_a_default_is_refused_until_the_files_before_it_are_r
     assert {r["region"] for r in delta_table(ds.store.url).to_pylist()} == {"nz", "au"}
 
 
+@pytest.mark.parametrize("reuse", ["drop and add", "swap"])
+def test_a_name_reused_by_another_field_is_refused_until_the_files_before_it_are_rewritten(lake, reuse):
+    """Files written before hold the old field's column under the name: delta-rs (by name)
+    would read it as the new field, silently."""
+    ds = lake.create("n", DatasetDescriptor(SCHEMA))
+    write(ds, rows(range(6)))
+    mirror(ds)
+    if reuse == "drop and add":
+        ds.alter().drop("v").commit()
+        ds.refresh().alter().add("v", "string", nullable=True).commit()
+    else:
+        ds.alter().rename("v", "tmp").commit()
+        ds.refresh().alter().rename("g", "v").rename("tmp", "g").commit()
+    ds = ds.refresh()
+    write(ds, pa.table({"id": [99], "g": ["z"], "v": ["new"]}) if reuse == "drop and add" else
+          pa.table({"id": [99], "v": ["new"], "g": pa.array([7], pa.int32())}))
+    with pytest.raises(MirrorError, match=r"holds column '[vg]' of another field.*stays at version [12] "):
+        mirror(ds)
+    ds.compact()
+    ds = ds.refresh()
+    assert mirror(ds).version() == ds.version
+    assert_mirrors(lake, ds)
+
+
 def test_types(lake):
     schema = {"type": "record", "name": "T", "fields": [
         {"name": "id", "type": "int"},
