@@ -84,6 +84,12 @@ class DeltaMirror:
         revision (cached) is trusted without listing it; a version found written is taken as
         another updater wrote it, and a log that moved on under the cache (an expiry) sends
         it back to the listing."""
+        reason = self.refusal(snapshot.descriptor) or (
+            "its log began before field ids: files without them, read by name, cannot be described by id"
+            if snapshot.descriptor.files_may_lack_ids else None)
+        if reason is not None:
+            raise MirrorError(f"dataset {self.dataset!r}: revision {snapshot.version} cannot be mirrored to Delta "
+                              f"Lake: {reason}")
         position, written = _STATES.get((self.store.url, snapshot.version - 1)), 0
         if position is not None and not self._holds(position[1].version):
             position = None  # the mirror was removed or rewritten since

@@ -9,7 +9,9 @@ read it this test says so)."""
 import datetime as dt
 import decimal
 import json
+import shutil
 import uuid
+from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
@@ -333,6 +335,23 @@ def test_refusals():
     timed = {"type": "record", "name": "T", "fields": [{"name": "t", "type": {"type": "int", "logicalType": "time-millis"}}]}
     assert "'t'" in DeltaMirror.refusal(DatasetDescriptor(timed))
     assert DeltaMirror.refusal(DatasetDescriptor(SCHEMA, "identity(g)")) is None
+
+
+def test_update_refuses_what_cannot_be_mirrored(lake):
+    ds = lake.create("avro", DatasetDescriptor(SCHEMA, format="avro"))
+    write(ds, rows(range(3)))
+    with pytest.raises(MirrorError, match="dataset 'avro': revision 1 cannot be mirrored.*Parquet"):
+        mirror(ds)
+    assert not ds.store.list("_delta_log")
+
+
+def test_update_refuses_a_dataset_written_before_field_ids(tmp_path):
+    shutil.copytree(Path(__file__).parent.parent.parent / "fixtures" / "legacy" / "lake", tmp_path / "lake")
+    ds = DatasetRepository(f"file://{tmp_path}/lake").load("pq")
+    with pytest.raises(MirrorError, match="before field ids"):
+        mirror(ds)
+    ds.alter().rename("region", "area").commit()  # records the name mapping
+    assert "before field ids" in DeltaMirror.refusal(ds.refresh().descriptor)
 
 
 def test_checkpoints_expiry_and_restarts(lake):
