@@ -173,9 +173,9 @@ class DeltaMirror:
                 f"dataset {self.dataset!r}: the Delta mirror cannot describe revision {unfaithful.revision}: "
                 f"{unfaithful.reason}; it stays at version {self.version()} until compaction rewrites such "
                 f"files") from None
-        state = self._start(log, snapshot)
+        state, wrote = self._start(log, snapshot)
         _STATES.put((self.store.url, snapshot.version), (snapshot, state))
-        return 1
+        return int(wrote)
 
     def _holds(self, version: int) -> bool:
         """Whether the mirror still has version ``version`` (one look-up, not a listing)."""
@@ -190,9 +190,9 @@ class DeltaMirror:
         if current is None or self._expired_past(log, current):
             start = log.replay.oldest()
             self._check_faithful(start)
-            state = self._start(log, start)
+            state, wrote = self._start(log, start)
             _STATES.put((self.store.url, start.version), (start, state))
-            return (start, state), 1
+            return (start, state), int(wrote)
         return (log.snapshot(version=current), read_state(self.store, current)), 0
 
     def _expired_past(self, log: TransactionLog, version: int) -> bool:
@@ -201,24 +201,25 @@ class DeltaMirror:
         oldest = _oldest_revision(log)
         return oldest is not None and version < oldest
 
-    def _start(self, log: TransactionLog, start: Snapshot) -> DeltaState:
+    def _start(self, log: TransactionLog, start: Snapshot) -> tuple[DeltaState, bool]:
         """The mirror's first version, at revision ``start``: version 0's JSON, or after
-        expiry a checkpoint holding the state (Delta's log may begin at a checkpoint)."""
+        expiry a checkpoint holding the state (Delta's log may begin at a checkpoint); and
+        whether this call wrote it (else another updater did)."""
         table_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"cdkds:{log.listing.raw(0)['uuid']}"))
         empty = DeltaState(-1, {}, {"id": table_id}, {})
         actions, vectors = self._actions(empty, None, start, Changes.between(None, start), start.timestamp)
         state = empty.apply(start.version, actions)
-        if start.version == 0:
-            try:
+        try:
+            if start.version == 0:
                 self._write(state, vectors, [_commit_info(start, "create")] + actions)
-            except FileExistsError:  # another updater started the mirror
-                return read_state(self.store, 0)
-        else:
-            if vectors is not None:
-                self.store.put(vectors.key, vectors.data)
-            write_checkpoint(self.store, state)
-            self._clean(state.version)
-        return state
+            else:
+                if vectors is not None:
+                    self.store.put(vectors.key, vectors.data)
+                write_checkpoint(self.store, state, create=True)
+                self._clean(state.version)
+        except FileExistsError:  # another updater started the mirror there: the same state
+            return state, False
+        return state, True
 
     def _append(self, log: TransactionLog, state: DeltaState, before: Snapshot, commit: Commit,
                 after: Snapshot, changes: Changes) -> DeltaState:

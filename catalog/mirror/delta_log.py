@@ -186,10 +186,11 @@ def read_state(store: ObjectStore, version: int, listing: DeltaListing | None = 
     return state
 
 
-def write_checkpoint(store: ObjectStore, state: DeltaState) -> None:
-    """The checkpoint of ``state``, then ``_last_checkpoint`` pointing at it (never backwards)."""
+def write_checkpoint(store: ObjectStore, state: DeltaState, create: bool = False) -> None:
+    """The checkpoint of ``state``, then ``_last_checkpoint`` pointing at it (never backwards).
+    ``create``: only if there is none (``FileExistsError`` otherwise), as a first version."""
     data = state.checkpoint_bytes()
-    store.put(checkpoint_key(state.version), data)
+    (store.put_if_absent if create else store.put)(checkpoint_key(state.version), data)
     try:
         known = json.loads(store.read(LAST_CHECKPOINT))["version"]
     except (FileNotFoundError, ValueError, KeyError):

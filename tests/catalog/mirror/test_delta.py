@@ -10,6 +10,7 @@ import datetime as dt
 import decimal
 import json
 import shutil
+import threading
 import uuid
 from pathlib import Path
 
@@ -411,6 +412,25 @@ def test_a_version_another_updater_wrote_is_taken_as_it_is(lake):
     assert DeltaMirror(ds.store, ds.name).update(ds.log, ds.snapshot) == ds.version - 1
     delta_module._STATES.clear()
     assert late.update(ds.log, ds.snapshot) == 0  # every version was there already: taken as it is
+    assert_mirrors(lake, ds)
+
+
+def test_updaters_racing_write_each_version_once(lake):
+    ds = lake.create("race", DatasetDescriptor(SCHEMA, record_key="id", properties={"delta.checkpointInterval": "4"}))
+    for i in range(9):
+        ds.upsert(rows(range(i, i + 5)))
+    ds = ds.refresh()
+    counts = []
+
+    def update():
+        counts.append(DeltaMirror(ds.store, ds.name).update(ds.log, ds.snapshot))
+
+    threads = [threading.Thread(target=update) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(counts) == ds.version + 1 and len(counts) == 3
     assert_mirrors(lake, ds)
 
 
