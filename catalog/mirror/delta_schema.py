@@ -77,6 +77,12 @@ def max_column_id(schema: dict) -> int:
 
 
 def _struct(record: dict, path: str) -> dict:
+    seen: dict[str, str] = {}
+    for f in record["fields"]:
+        other = seen.setdefault(f["name"].lower(), f["name"])
+        if other != f["name"]:
+            raise UnmappableSchema(f"fields {path + other!r} and {path + f['name']!r} differ only in case, and "
+                                   f"Delta's column names are unique regardless of case")
     return {"type": "struct", "fields": [_field(f, f"{path}{f['name']}") for f in record["fields"]]}
 
 

@@ -335,6 +335,11 @@ def test_refusals():
                                                           properties={"ttl": "1d"}))
     timed = {"type": "record", "name": "T", "fields": [{"name": "t", "type": {"type": "int", "logicalType": "time-millis"}}]}
     assert "'t'" in DeltaMirror.refusal(DatasetDescriptor(timed))
+    cased = {"type": "record", "name": "C", "fields": [{"name": "a", "type": "int"}, {"name": "A", "type": "int"}]}
+    assert "'a' and 'A' differ only in case" in DeltaMirror.refusal(DatasetDescriptor(cased))
+    wide = {"type": "record", "name": "W", "fields": [
+        {"name": "d", "type": {"type": "bytes", "logicalType": "decimal", "precision": 40, "scale": 0}}]}
+    assert "precision 40" in DeltaMirror.refusal(DatasetDescriptor(wide))
     assert DeltaMirror.refusal(DatasetDescriptor(SCHEMA, "identity(g)")) is None
 
 
