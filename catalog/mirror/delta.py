@@ -83,7 +83,8 @@ class DeltaMirror:
         many versions were written. Where this process left the mirror at the previous
         revision (cached) is trusted without listing it; a version found written is taken as
         another updater wrote it, and a log that moved on under the cache (an expiry) sends
-        it back to the listing."""
+        it back to the listing. :class:`MirrorError` (nothing written) when ``snapshot``
+        cannot be mirrored, or when a revision cannot and neither can ``snapshot``."""
         reason = self.refusal(snapshot.descriptor) or (
             "its log began before field ids: files without them, read by name, cannot be described by id"
             if snapshot.descriptor.files_may_lack_ids else None)
@@ -126,12 +127,15 @@ class DeltaMirror:
     def _check_faithful(self, snapshot: Snapshot, files: Iterable[AddFile] | None = None,
                         since: DatasetDescriptor | None = None) -> None:
         """Raise :class:`_Unfaithful` when Delta readers would read ``snapshot`` otherwise than
-        cdkds. A live file written before a field with a non-null default was added reads the
+        cdkds: its descriptor cannot be mirrored (checked when ``files`` is not given), or a
+        live file written before a field with a non-null default was added reads the
         default in cdkds, but null (or fails, if required) in Delta; a live file holding, under
         a current field's name, the column of another field (dropped or renamed since) is read
         as that field by readers matching names. Only files written with an older layout are
         looked at (their footers): ``files`` (default all), for the fields new since the
         descriptor ``since`` (default all)."""
+        if files is None and (reason := self.refusal(snapshot.descriptor)) is not None:
+            raise _Unfaithful(snapshot.version, reason)  # an older descriptor than the one the property was set on
         schema = snapshot.descriptor.schema
         paths, defaulted = field_paths(schema), defaulted_fields(schema)
         if since is not None:

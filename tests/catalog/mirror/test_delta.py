@@ -351,6 +351,20 @@ def test_update_refuses_what_cannot_be_mirrored(lake):
     assert not ds.store.list("_delta_log")
 
 
+def test_a_mirror_set_up_late_skips_the_revisions_it_cannot_describe(lake):
+    timed = {"type": "record", "name": "T", "fields": [
+        {"name": "id", "type": "long"}, {"name": "t", "type": ["null", {"type": "int", "logicalType": "time-millis"}]}]}
+    ds = lake.create("late", DatasetDescriptor(timed))
+    write(ds, pa.table({"id": [1, 2], "t": pa.array([1000, None], pa.time32("ms"))}))
+    ds.alter().drop("t").commit()
+    ds = ds.refresh()
+    write(ds, pa.table({"id": [3]}))
+    ds = ds.refresh()
+    assert DeltaMirror(ds.store, ds.name).update(ds.log, ds.snapshot) == 1  # a checkpoint at the latest
+    assert DeltaListing.of(ds.store).oldest == ds.version
+    assert_mirrors(lake, ds)
+
+
 def test_update_refuses_a_dataset_written_before_field_ids(tmp_path):
     shutil.copytree(Path(__file__).parent.parent.parent / "fixtures" / "legacy" / "lake", tmp_path / "lake")
     ds = DatasetRepository(f"file://{tmp_path}/lake").load("pq")
