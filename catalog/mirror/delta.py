@@ -146,7 +146,7 @@ class DeltaMirror:
             return
         for f in snapshot.files.values() if files is None else files:
             if snapshot.written_as_current(f):
-                continue
+                continue  # (a file whose rows are all deleted counts: readers open it, and fail on a required column)
             held = self._file_fields(f)
             reused = [p for p, i in held.items() if p in paths and paths[p] != i]
             if reused:
