@@ -17,7 +17,7 @@ import datetime as dt
 import decimal
 import json
 import math
-from typing import Any, Mapping
+from typing import Any
 
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.log.actions import AddFile
@@ -220,8 +220,3 @@ def _bound(value: Any) -> Any:
     if isinstance(value, dt.date):
         return value.isoformat()
     return value
-
-
-def physical_names(schema: Mapping[str, Any]) -> dict[int, str]:
-    """Field id -> physical name of the top-level fields of a Delta schema (for checks)."""
-    return {f["metadata"][COLUMN_ID]: f["metadata"][PHYSICAL_NAME] for f in schema["fields"]}
