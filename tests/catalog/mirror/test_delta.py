@@ -471,6 +471,16 @@ def test_verify_names_what_disagrees(lake):
     problems = m.verify(ds.log)
     assert problems and "size" in problems[0] and key in problems[0]
 
+    keyed = lake.create("vk", DatasetDescriptor(SCHEMA, record_key="id"))
+    keyed.upsert(rows(range(5)))
+    keyed.delete_keys(pa.table({"id": [1]}))
+    m = mirror(keyed)
+    (vector,) = keyed.store.list("_delta_dv")
+    keyed.store.delete(f"_delta_dv/{vector}")
+    assert "the deletion vector of" in " ".join(m.verify(keyed.log))
+    keyed.store.delete_tree("_delta_log")
+    assert m.verify(keyed.log) == []  # no mirror: nothing to disagree
+
 
 def test_polars_and_pyarrow_paths_refuse_column_mapping(lake):
     ds = lake.create("p", DatasetDescriptor(SCHEMA))
