@@ -162,6 +162,11 @@ class CorruptLogError(CdkdsError):
     """A transaction log object that is missing, truncated or breaks the commit chain."""
 
 
+class MirrorError(CdkdsError):
+    """A mirror (Delta Lake or Iceberg metadata) cannot describe a revision as cdkds reads it;
+    the message names the dataset, the revision and why."""
+
+
 class ServiceWarning(UserWarning):
     """A table service gave up or failed; the write that ran it stands (see :mod:`cdkds.catalog.services`)."""
 
