@@ -33,7 +33,8 @@ from cdkds.catalog.log.commit import Commit
 from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.log.transaction import TransactionLog
 from cdkds.catalog.mirror.delta_log import (
-    DeltaListing, DeltaState, checkpoint_key, decode_version, delta_path, encode_version, read_state, version_key,
+    DELTA_LOG, DeltaListing, DeltaState, checkpoint_key, decode_version, delta_path, encode_version, read_state,
+    version_key,
     write_checkpoint,
 )
 from cdkds.catalog.mirror.delta_schema import (
@@ -73,8 +74,22 @@ class DeltaMirror:
         self.dataset = dataset
 
     def version(self) -> int | None:
-        """The newest cdkds revision the mirror describes (None: no mirror yet)."""
-        return DeltaListing.of(self.store).newest
+        """The newest cdkds revision the mirror describes (None: no mirror yet, or a
+        ``_delta_log/`` that is a Delta table's own, such as a converted table's)."""
+        listing = DeltaListing.of(self.store)
+        return listing.newest if self._ours(listing) else None
+
+    def _ours(self, listing: DeltaListing) -> bool:
+        """Whether ``_delta_log/`` holds a mirror cdkds wrote: its newest version's
+        ``commitInfo`` says so (a log that begins at a checkpoint with no version after it
+        is taken as a mirror's start)."""
+        if not listing.versions:
+            return bool(listing.checkpoints)
+        try:
+            first = decode_version(self.store.read(version_key(listing.versions[-1])))[:1]
+        except (FileNotFoundError, ValueError):
+            return True  # removed or rewritten under us: the caller's reads say what is wrong
+        return bool(first) and "cdkds" in first[0].get("commitInfo", {})
 
     # ---------------------------------------------------------------- update
 
@@ -188,7 +203,12 @@ class DeltaMirror:
     def _position(self, log: TransactionLog, target: int) -> tuple[tuple[Snapshot, DeltaState] | None, int]:
         """Where the mirror stands, from its listing (None: at or past ``target``), and 1 if
         it had to be started."""
-        current = self.version()
+        listing = DeltaListing.of(self.store)
+        if listing.newest is not None and not self._ours(listing):
+            raise MirrorError(f"dataset {self.dataset!r}: {self.store.display(DELTA_LOG)} holds a Delta table's own "
+                              f"log, not a cdkds mirror (the dataset was converted from it?); move it aside to mirror "
+                              f"the dataset to Delta Lake")
+        current = listing.newest
         if current is not None and current >= target:
             return None, 0
         if current is None or self._expired_past(log, current):

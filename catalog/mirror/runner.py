@@ -69,9 +69,8 @@ def update_mirrors(log: "TransactionLog", snapshot: "Snapshot", names: Iterable[
         if reason is not None:
             raise CdkdsError(f"dataset {log.dataset!r}: cannot mirror as {name}: {reason}")
         start = time.monotonic()
-        mirror = cls(log.store, log.dataset)
-        written = mirror.update(log, snapshot)
-        reports.append(MirrorReport(name, mirror.version(), written, time.monotonic() - start))
+        written = cls(log.store, log.dataset).update(log, snapshot)
+        reports.append(MirrorReport(name, snapshot.version, written, time.monotonic() - start))
     return reports
 
 

@@ -145,3 +145,13 @@ def test_cdkds_mirror_command(tmp_path):
     assert "no mirror" in run("mirror", url, code=2).stderr
     assert run_script("mirror", f"{tmp_path.as_uri()}/nothing", "--delta", code=1).stderr.count("\n") == 1
     assert ds.refresh().version == 1  # nothing committed by the failures
+
+
+def test_a_converted_delta_tables_own_log_is_not_taken_for_a_mirror(tmp_path):
+    from deltalake import write_deltalake
+    write_deltalake(str(tmp_path / "t"), pa.table({"id": [1, 2], "p": ["a", "b"], "ts": [1, 1]}))
+    ds = DatasetRepository(tmp_path.as_uri()).convert("t")
+    assert DeltaMirror(ds.store, "t").version() is None and ds.check(read_data=True).ok
+    with pytest.raises(CdkdsError, match="cannot mirror as delta: .*before field ids"):  # adopted files: by name
+        ds.mirror("delta")
+    assert ds.check().ok and ds.version == 0
