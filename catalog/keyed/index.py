@@ -169,10 +169,13 @@ class RecordIndex:
         across buckets, and later files rank higher)."""
         if entry.max_hash < int(wanted[0]) or entry.min_hash > int(wanted[-1]):
             return None
-        footer = self._footer(entry)
-        if footer.bloom is not None and len(wanted) <= BLOOM_KEYS_PER_GROUP * len(footer.low):
+        groups_about = max(1, -(-entry.rows // ROW_GROUP_ENTRIES))
+        footer = self._footer(entry, bloom=len(wanted) <= BLOOM_KEYS_PER_GROUP * groups_about)
+        if footer.has_bloom and len(wanted) <= BLOOM_KEYS_PER_GROUP * len(footer.low):
             # few keys: the filter may spare the whole file; with many, every row group
             # holds some anyway and probing costs more than it saves
+            if footer.bloom is None:
+                footer = self._footer(entry, bloom=True)
             wanted = wanted[footer.bloom.might_hold(wanted)]
             if not len(wanted):
                 return None
@@ -182,7 +185,7 @@ class RecordIndex:
         reader = self._open(entry, footer.metadata)
         sizes = footer.offsets[groups + 1] - footer.offsets[groups]
         starts = np.cumsum(sizes) - sizes  # of each group in a read of ``groups``
-        if footer.bloom is None and len(wanted) <= len(groups):
+        if not footer.has_bloom and len(wanted) <= len(groups):
             # few keys, no filter: most groups read may hold none of them; their hashes tell
             hits = _matches(reader.read_row_groups(groups.tolist(), ["_hash"]).column(0).to_numpy(), wanted)
             group_of_hit = np.searchsorted(starts, hits, "right") - 1
@@ -204,9 +207,11 @@ class RecordIndex:
     def _ranked_schema(self) -> pa.Schema:
         return self.schema.append(pa.field(_RANK, pa.int64()))
 
-    def _footer(self, entry: AddIndex) -> IndexFooter:
+    def _footer(self, entry: AddIndex, bloom: bool = True) -> IndexFooter:
+        """``entry``'s footer, cached; with ``bloom``, its Bloom filter decoded (the footer is
+        read again if a cached one was read without)."""
         cached = FOOTERS.get((entry.path, entry.size))
-        if cached is not None:
+        if cached is not None and (cached.bloom is not None or not cached.has_bloom or not bloom):
             return cached
         where = self.store.display(entry.path)
         try:
@@ -225,10 +230,10 @@ class RecordIndex:
             # checked before pyarrow parses it: a damaged column type aborts the process there
             raise self._corrupt(entry, "has a damaged footer (its CRC-32 differs from the log's)")
         try:
-            footer = IndexFooter.of(pq.read_metadata(pa.BufferReader(tail)))
+            footer = IndexFooter.of(pq.read_metadata(pa.BufferReader(tail)), bloom)
         except (pa.ArrowException, OSError, ValueError) as e:
             raise self._corrupt(entry, f"is unreadable ({type(e).__name__}: {e}) at {where}") from None
-        FOOTERS.put((entry.path, entry.size), footer)
+        FOOTERS.put((entry.path, entry.size), footer, replace=True)
         return footer
 
     def _tail(self, entry: AddIndex) -> bytes:
