@@ -165,28 +165,33 @@ def group_batches(store: ObjectStore, native: NativePlan, group: NativeGroup, fi
     """The rows of ``group``'s files of the plan, in the plan's output columns: the files
     without deletion vectors in one scan filtered by the scanner (pruning row groups with
     the filter it may prune with, the rest evaluated as a column :data:`KEEP`), then those
-    with deletion vectors (:mod:`~cdkds.catalog.read.positions`); with no filter at all, one
-    scan of both. ``whole``: a few tables (each scan read on every core at once), else
-    batch by batch."""
+    with deletion vectors (:mod:`~cdkds.catalog.read.positions`), or all of them in that
+    second scan when no row is to be filtered but deleted ones (one scan reads files side by
+    side). ``whole``: as tables (the first scan read on every core at once), else batch by
+    batch."""
     columns = column_expressions(group.projection)
     prunable, unprunable = group_filters(native.scan.predicate, group, columns)
     projected = {c: columns[c] for c in native.scan.columns}
     schema = pa.schema([group.layout.field(c) for c in group.projection.read_columns])
     deleted = deleted_tasks(group)
     plain = tuple(t for t in group.tasks if not t.file.deletes)
-    parts = positioned_fragments(store, deleted, schema, filesystem, prunable) if deleted else []
-    if whole and prunable is None and unprunable is None:
-        # one scan of every file on every core: the files with deletion vectors first, their rows filtered after
-        yield from positioned_scan(parts, schema, filesystem, projected, None, batch_rows, whole=True,
-                                   then=tuple(files_dataset(store, plain, schema, filesystem).get_fragments()))
-        return
+    if deleted and prunable is None and unprunable is None:
+        deleted, plain = group.tasks, ()  # nothing to filter but deleted rows: one scan of every file
     if plain:
         scan = files_dataset(store, plain, schema, filesystem).scanner(
             columns={**projected, **({KEEP: unprunable} if unprunable is not None else {})},
             filter=prunable, batch_size=batch_rows)
         yield from [scan.to_table()] if whole else _closing(scan.to_batches())
-    yield from positioned_scan(parts, schema, filesystem, projected, _all([f for f in (prunable, unprunable)
-                                                                          if f is not None]), batch_rows, whole)
+    if deleted:
+        parts = positioned_fragments(store, deleted, schema, filesystem, prunable)
+        batches = positioned_scan(parts, schema, filesystem, projected,
+                                  _all([f for f in (prunable, unprunable) if f is not None]), batch_rows)
+        if whole:
+            read = list(batches)
+            if read:
+                yield pa.Table.from_batches(read)
+        else:
+            yield from batches
 
 
 def _closing(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

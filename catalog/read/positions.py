@@ -96,32 +96,19 @@ def positioned_fragments(store: ObjectStore, tasks: tuple[FileScanTask, ...], sc
 
 
 def positioned_scan(parts: list[PositionedFragment], schema: pa.Schema, filesystem: pafs.FileSystem,
-                    columns: dict[str, pc.Expression], where: pc.Expression | None, batch_rows: int,
-                    whole: bool = False, then: tuple[ds.Fragment, ...] = ()) -> Iterator[pa.RecordBatch | pa.Table]:
+                    columns: dict[str, pc.Expression], where: pc.Expression | None,
+                    batch_rows: int) -> Iterator[pa.RecordBatch]:
     """The rows of ``parts`` (a dataset of ``schema``) in ``columns`` that their keep-masks
-    keep and ``where`` holds true for (``None``: all), batch by batch, or with ``whole`` as
-    one table (read on every core; pyarrow assembles a table in fragment order), followed
-    by every row of the fragments ``then`` (only with ``whole`` and no ``where``: files
-    without deletion vectors read by the same scan)."""
-    if not parts and not then:
+    keep and ``where`` holds true for (``None``: all), batch by batch: each batch filtered
+    here while Arrow's threads read the next ones."""
+    if not parts:
         return
     projected = dict(columns)
     if where is not None:
         projected[KEEP] = where
-    dataset = ds.FileSystemDataset([*(p.fragment for p in parts), *then], schema, _PARQUET, filesystem)
+    dataset = ds.FileSystemDataset([p.fragment for p in parts], schema, _PARQUET, filesystem)
     # no filter: every row of a fragment's row groups comes, in order, so a batch's positions are known
-    scanner = dataset.scanner(columns=projected, batch_size=batch_rows)
-    if whole:
-        table = scanner.to_table()
-        rows = sum(p.rows for p in parts)
-        if table.num_rows < rows or (not then and table.num_rows != rows):
-            raise DataFileError(f"reading {', '.join(p.fragment.path for p in parts)} failed: "
-                                f"{table.num_rows} rows where their footers say {rows}")
-        yield kept_rows(table.slice(0, rows), np.concatenate([p.keep for p in parts]) if parts else np.ones(0, bool))
-        if table.num_rows > rows:
-            yield table.slice(rows)
-        return
-    batches = scanner.to_batches()
+    batches = dataset.scanner(columns=projected, batch_size=batch_rows).to_batches()
     part, seen = 0, 0
     try:
         for batch in batches:
@@ -130,39 +117,30 @@ def positioned_scan(parts: list[PositionedFragment], schema: pa.Schema, filesyst
             while part < len(parts) and seen == parts[part].rows:
                 part, seen = part + 1, 0
             if part == len(parts) or seen + batch.num_rows > parts[part].rows:
-                raise DataFileError(f"reading {parts[min(part, len(parts) - 1)].fragment.path} failed: "
-                                    "its row groups gave more rows than its footer says")
+                raise _miscounted(parts[min(part, len(parts) - 1)])
             read = batch.num_rows
             batch = kept_rows(batch, parts[part].keep[seen:seen + read])
             seen += read
             if batch.num_rows:
                 yield batch
+        if part < len(parts) - 1 or seen != parts[-1].rows:
+            raise _miscounted(parts[part])
     finally:
         batches.close()  # drops the scan: its read-ahead stops
 
 
-LIVE = "cdkds live"  # the keep-mask of a table's rows as a column, to filter it on Arrow's threads
+def _miscounted(part: PositionedFragment) -> DataFileError:
+    return DataFileError(f"reading {part.fragment.path} failed: its row groups hold other than the "
+                         f"{part.rows} rows its footer and the log say")
 
 
-def kept_rows(rows: pa.RecordBatch | pa.Table, keep: np.ndarray) -> pa.RecordBatch | pa.Table:
-    """``rows`` where ``keep`` (a keep-mask) and their column :data:`KEEP` (when they have
-    it; null is not kept) are true, without that column. A table is filtered batch by
-    batch on Arrow's threads (a filter copies every kept value: on one core it costs a
-    third of the scan)."""
-    if keep.all() and KEEP not in rows.schema.names:
-        return rows
-    if isinstance(rows, pa.Table) and rows.num_columns:
-        lengths = [len(c) for c in rows.column(0).chunks]
-        bounds = np.cumsum([0, *lengths])
-        live = pa.chunked_array([keep[a:b] for a, b in zip(bounds[:-1], bounds[1:])], pa.bool_())
-        where = pc.field(LIVE) if KEEP not in rows.schema.names else pc.field(LIVE) & pc.field(KEEP)
-        names = [n for n in rows.schema.names if n != KEEP]
-        return ds.dataset(rows.append_column(LIVE, live)).to_table(columns=names, filter=where)
-    mask = pa.array(keep)
-    if KEEP in rows.schema.names:
-        mask = pc.and_(rows.column(KEEP), mask)
-        rows = rows.drop_columns([KEEP])
-    return rows.filter(mask)
+def kept_rows(batch: pa.RecordBatch, keep: np.ndarray) -> pa.RecordBatch:
+    """The rows of ``batch`` where ``keep`` (a keep-mask) and its column :data:`KEEP` (when it
+    has it; null is not kept) are true, without that column."""
+    if KEEP not in batch.schema.names:
+        return batch if keep.all() else batch.filter(pa.array(keep))
+    mask = pc.and_(batch.column(KEEP), pa.array(keep))
+    return batch.drop_columns([KEEP]).filter(mask)
 
 
 def deleted_tasks(group: NativeGroup) -> tuple[FileScanTask, ...]:
