@@ -13,7 +13,10 @@ holding
   "deleted" cdkds's own reader (:func:`~cdkds.catalog.read.scan.read_task`) applies too.
 
 Each batch keeps the rows its keep-mask keeps and the group's filter (the predicate, TTL
-and tombstones, evaluated by the scanner as a column, :data:`KEEP`) holds true for.
+and tombstones, evaluated by the scanner as a column, :data:`KEEP`) holds true for. A
+scan with nothing to filter but deleted rows reads the group's other files in the same
+scan, their keep-masks all true. Every fragment must give the rows its footer (or the
+log) says: a file that gives more or fewer is a :class:`DataFileError` naming it.
 """
 
 from __future__ import annotations
