@@ -14,6 +14,7 @@ from cdkds.catalog.keyed.bloom import BLOOM_KEY, HashBloom
 from cdkds.catalog.keyed.deletion import load_deletes
 from cdkds.catalog.storage import ObjectStore
 from cdkds.formats.cache import BoundedCache
+from cdkds.formats.parquet_footer import without_keys
 
 
 @dataclass(frozen=True)
@@ -33,8 +34,13 @@ class IndexFooter:
     has_bloom: bool = False
 
     @classmethod
-    def of(cls, metadata: pq.FileMetaData, bloom: bool = True) -> "IndexFooter":
-        """The footer of ``metadata``, with its Bloom filter decoded if ``bloom``."""
+    def of(cls, footer: bytes, bloom: bool = True) -> "IndexFooter":
+        """The footer of an index file (its last bytes: the footer, its length, ``PAR1``),
+        parsed without its Bloom filter's entries; the filter decoded if ``bloom``.
+        :class:`ValueError` (or pyarrow's error) when it is not a footer, or its filter is
+        damaged."""
+        kept, taken = without_keys(footer, lambda key: key.startswith(BLOOM_KEY))
+        metadata = pq.read_metadata(pa.BufferReader(kept))
         column = metadata.schema.to_arrow_schema().get_field_index("_hash")
         groups = metadata.num_row_groups
         low, high = np.zeros(groups, np.uint64), np.full(groups, np.iinfo(np.uint64).max, np.uint64)
@@ -44,10 +50,9 @@ class IndexFooter:
                 low[g], high[g] = stats.min, stats.max
         sizes = [metadata.row_group(g).num_rows for g in range(groups)]
         offsets = np.concatenate(([0], np.cumsum(sizes, dtype=np.int64))).astype(np.int64)
-        stored = metadata.metadata or {}
-        if BLOOM_KEY not in stored:
-            return cls(metadata, low, high, offsets, None, False)
-        return cls(without_bloom(metadata), low, high, offsets, HashBloom.from_metadata(stored) if bloom else None, True)
+        has_bloom = BLOOM_KEY in taken
+        return cls(metadata, low, high, offsets, HashBloom.from_metadata(taken) if bloom and has_bloom else None,
+                   has_bloom)
 
     @property
     def nbytes(self) -> int:
@@ -62,26 +67,7 @@ class IndexFooter:
         return np.flatnonzero(first < last)
 
 
-ARROW_SCHEMA = b"ARROW:schema"
 PARSED = 4  # bytes a parsed Parquet footer holds per byte of its serialized form, at most
-
-
-def without_bloom(metadata: pq.FileMetaData) -> pq.FileMetaData:
-    """``metadata`` without the Bloom filter's footer entries (its base64 text, 1.6 bytes a
-    key, which parsed metadata holds twice), row groups and statistics as they are: a file
-    read with it reads as with its own footer. ``metadata`` itself when its Parquet schema
-    is not the one its Arrow schema is written as (row groups join only equal schemas)."""
-    # the writer stores the Arrow schema (ARROW:schema) itself: kept, it would be stored inside its own copy
-    kept = {k: v for k, v in (metadata.metadata or {}).items() if not k.startswith(BLOOM_KEY) and k != ARROW_SCHEMA}
-    empty = pa.BufferOutputStream()
-    pq.ParquetWriter(empty, metadata.schema.to_arrow_schema().with_metadata(kept)).close()
-    out = pq.read_metadata(pa.BufferReader(empty.getvalue()))
-    if not out.schema.equals(metadata.schema):
-        return metadata
-    out.append_row_groups(metadata)
-    written = pa.BufferOutputStream()
-    out.write_metadata_file(written)
-    return pq.read_metadata(pa.BufferReader(written.getvalue()))
 
 
 # index files' footers, by path and size (Parquet metadata and Bloom filters)

@@ -230,7 +230,7 @@ class RecordIndex:
             # checked before pyarrow parses it: a damaged column type aborts the process there
             raise self._corrupt(entry, "has a damaged footer (its CRC-32 differs from the log's)")
         try:
-            footer = IndexFooter.of(pq.read_metadata(pa.BufferReader(tail)), bloom)
+            footer = IndexFooter.of(tail, bloom)
         except (pa.ArrowException, OSError, ValueError) as e:
             raise self._corrupt(entry, f"is unreadable ({type(e).__name__}: {e}) at {where}") from None
         FOOTERS.put((entry.path, entry.size), footer, replace=True)
