@@ -23,7 +23,7 @@ import uuid
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable
+from typing import Iterator, TYPE_CHECKING, Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -195,9 +195,15 @@ class RecordIndex:
             table = reader.read_row_groups(groups[chosen].tolist()) if len(hits) else None
             rows = hits - starts[group_of_hit] + slot[group_of_hit]  # in the read of the chosen groups
         else:
-            table = reader.read_row_groups(groups.tolist())
-            hits = rows = _matches(table.column("_hash").to_numpy(), wanted)
-            group_of_hit = np.searchsorted(starts, hits, "right") - 1
+            # a row group at a time: what a read holds is a row group's entries, not a whole file's
+            # (a bucket's base grows with the dataset), and only the hits are kept
+            pieces = []
+            for group, entries in reader.each_row_group(groups.tolist()):
+                hits = _matches(entries.column("_hash").to_numpy(), wanted)
+                if len(hits):
+                    ranks = (seq << 32) + footer.offsets[group] + hits
+                    pieces.append(entries.take(pa.array(hits)).append_column(_RANK, pa.array(ranks, pa.int64())))
+            return _entries(pa.concat_tables(pieces), self._ranked_schema()) if pieces else None
         if not len(hits):
             return None
         positions = footer.offsets[groups[group_of_hit]] + hits - starts[group_of_hit]
@@ -546,18 +552,28 @@ class _CheckedFile:
         self.index, self.entry, self.metadata = index, entry, metadata
 
     def read_row_groups(self, groups: list[int], columns: list[str] | None = None) -> pa.Table:
+        """The entries of ``groups``, read together."""
+        tables = list(self._read([groups], columns))
+        return tables[0]
+
+    def each_row_group(self, groups: list[int]) -> Iterator[tuple[int, pa.Table]]:
+        """The entries of each of ``groups``, one row group at a time (the file opened once)."""
+        return zip(groups, self._read([[g] for g in groups], None))
+
+    def _read(self, reads: list[list[int]], columns: list[str] | None) -> Iterator[pa.Table]:
         store = self.index.store
         try:
             with store_failures(f"reading index file {store.display(self.entry.path)}", unclassified=False), \
                     open_data_file(store.fs, store.path(self.entry.path), self.entry.size) as f:
                 parquet = pq.ParquetFile(f, metadata=self.metadata, page_checksum_verification=True,
                                          read_dictionary=["_file"])
-                table = parquet.read_row_groups(groups, columns=columns, use_threads=False)
-                if "_file" in table.schema.names:
-                    # page checksums leave out page headers: a damaged dictionary page header
-                    # decodes indices outside the dictionary, which nothing else checks
-                    table.column("_file").validate(full=True)
-                return table
+                for groups in reads:
+                    table = parquet.read_row_groups(groups, columns=columns, use_threads=False)
+                    if "_file" in table.schema.names:
+                        # page checksums leave out page headers: a damaged dictionary page header
+                        # decodes indices outside the dictionary, which nothing else checks
+                        table.column("_file").validate(full=True)
+                    yield table
         except FileNotFoundError:
             raise self.index._corrupt(self.entry, "is missing") from None
         except (pa.ArrowException, OSError, ValueError) as e:
