@@ -22,8 +22,9 @@ import threading
 import uuid
 import zlib
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator, TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -195,14 +196,17 @@ class RecordIndex:
             table = reader.read_row_groups(groups[chosen].tolist()) if len(hits) else None
             rows = hits - starts[group_of_hit] + slot[group_of_hit]  # in the read of the chosen groups
         else:
-            # a row group at a time: what a read holds is a row group's entries, not a whole file's
-            # (a bucket's base grows with the dataset), and only the hits are kept
-            pieces = []
-            for group, entries in reader.each_row_group(groups.tolist()):
-                hits = _matches(entries.column("_hash").to_numpy(), wanted)
+            # a row group's entries at a time: what a read holds is not a whole (growing) file's
+            pieces, seen = [], 0
+            for batch in reader.batches(groups.tolist()):
+                hits = _matches(batch.column("_hash").to_numpy(), wanted)
                 if len(hits):
-                    ranks = (seq << 32) + footer.offsets[group] + hits
-                    pieces.append(entries.take(pa.array(hits)).append_column(_RANK, pa.array(ranks, pa.int64())))
+                    at = seen + hits  # in the read of ``groups``
+                    group_of_hit = np.searchsorted(starts, at, "right") - 1
+                    ranks = (seq << 32) + footer.offsets[groups[group_of_hit]] + at - starts[group_of_hit]
+                    pieces.append(pa.Table.from_batches([batch.take(pa.array(hits))])
+                                  .append_column(_RANK, pa.array(ranks, pa.int64())))
+                seen += batch.num_rows
             return _entries(pa.concat_tables(pieces), self._ranked_schema()) if pieces else None
         if not len(hits):
             return None
@@ -553,28 +557,33 @@ class _CheckedFile:
 
     def read_row_groups(self, groups: list[int], columns: list[str] | None = None) -> pa.Table:
         """The entries of ``groups``, read together."""
-        tables = list(self._read([groups], columns))
-        return tables[0]
+        with self._opened() as parquet:
+            return _checked(parquet.read_row_groups(groups, columns=columns, use_threads=False))
 
-    def each_row_group(self, groups: list[int]) -> Iterator[tuple[int, pa.Table]]:
-        """The entries of each of ``groups``, one row group at a time (the file opened once)."""
-        return zip(groups, self._read([[g] for g in groups], None))
+    def batches(self, groups: list[int]) -> Iterator[pa.RecordBatch]:
+        """The entries of ``groups`` in order, a row group's worth (:data:`ROW_GROUP_ENTRIES`) at a time."""
+        with self._opened() as parquet:
+            for batch in parquet.iter_batches(ROW_GROUP_ENTRIES, row_groups=groups, use_threads=False):
+                yield _checked(batch)
 
-    def _read(self, reads: list[list[int]], columns: list[str] | None) -> Iterator[pa.Table]:
+    @contextmanager
+    def _opened(self) -> Iterator[pq.ParquetFile]:
         store = self.index.store
         try:
             with store_failures(f"reading index file {store.display(self.entry.path)}", unclassified=False), \
                     open_data_file(store.fs, store.path(self.entry.path), self.entry.size) as f:
-                parquet = pq.ParquetFile(f, metadata=self.metadata, page_checksum_verification=True,
-                                         read_dictionary=["_file"])
-                for groups in reads:
-                    table = parquet.read_row_groups(groups, columns=columns, use_threads=False)
-                    if "_file" in table.schema.names:
-                        # page checksums leave out page headers: a damaged dictionary page header
-                        # decodes indices outside the dictionary, which nothing else checks
-                        table.column("_file").validate(full=True)
-                    yield table
+                yield pq.ParquetFile(f, metadata=self.metadata, page_checksum_verification=True,
+                                     read_dictionary=["_file"])
         except FileNotFoundError:
             raise self.index._corrupt(self.entry, "is missing") from None
         except (pa.ArrowException, OSError, ValueError) as e:
             raise self.index._unreadable(self.entry, e, f"is damaged ({type(e).__name__}: {e})") from None
+
+
+def _checked(entries: Any) -> Any:
+    """``entries`` (a table or batch) once its ``_file`` dictionary is checked: page checksums
+    leave out page headers, and a damaged dictionary page header decodes indices outside the
+    dictionary, which nothing else checks."""
+    if "_file" in entries.schema.names:
+        entries.column("_file").validate(full=True)
+    return entries
