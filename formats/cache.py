@@ -35,10 +35,13 @@ class BoundedCache(Generic[V]):
                 self._items.move_to_end(key)
             return item
 
-    def put(self, key: Hashable, value: V) -> None:
+    def put(self, key: Hashable, value: V, replace: bool = False) -> None:
+        """Holds ``value`` for ``key``; a value held already stays unless ``replace``."""
         with self._lock:
             if key in self._items:
-                return
+                if not replace:
+                    return
+                self._bytes -= self._size(self._items.pop(key))
             self._items[key] = value
             self._bytes += self._size(value)
             while self._bytes > self._capacity and len(self._items) > 1:

@@ -22,8 +22,9 @@ import threading
 import uuid
 import zlib
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -169,10 +170,13 @@ class RecordIndex:
         across buckets, and later files rank higher)."""
         if entry.max_hash < int(wanted[0]) or entry.min_hash > int(wanted[-1]):
             return None
-        footer = self._footer(entry)
-        if footer.bloom is not None and len(wanted) <= BLOOM_KEYS_PER_GROUP * len(footer.low):
+        groups_about = max(1, -(-entry.rows // ROW_GROUP_ENTRIES))
+        footer = self._footer(entry, bloom=len(wanted) <= BLOOM_KEYS_PER_GROUP * groups_about)
+        if footer.has_bloom and len(wanted) <= BLOOM_KEYS_PER_GROUP * len(footer.low):
             # few keys: the filter may spare the whole file; with many, every row group
             # holds some anyway and probing costs more than it saves
+            if footer.bloom is None:
+                footer = self._footer(entry, bloom=True)
             wanted = wanted[footer.bloom.might_hold(wanted)]
             if not len(wanted):
                 return None
@@ -182,7 +186,7 @@ class RecordIndex:
         reader = self._open(entry, footer.metadata)
         sizes = footer.offsets[groups + 1] - footer.offsets[groups]
         starts = np.cumsum(sizes) - sizes  # of each group in a read of ``groups``
-        if footer.bloom is None and len(wanted) <= len(groups):
+        if not footer.has_bloom and len(wanted) <= len(groups):
             # few keys, no filter: most groups read may hold none of them; their hashes tell
             hits = _matches(reader.read_row_groups(groups.tolist(), ["_hash"]).column(0).to_numpy(), wanted)
             group_of_hit = np.searchsorted(starts, hits, "right") - 1
@@ -192,9 +196,18 @@ class RecordIndex:
             table = reader.read_row_groups(groups[chosen].tolist()) if len(hits) else None
             rows = hits - starts[group_of_hit] + slot[group_of_hit]  # in the read of the chosen groups
         else:
-            table = reader.read_row_groups(groups.tolist())
-            hits = rows = _matches(table.column("_hash").to_numpy(), wanted)
-            group_of_hit = np.searchsorted(starts, hits, "right") - 1
+            # a row group's entries at a time: what a read holds is not a whole (growing) file's
+            pieces, seen = [], 0
+            for batch in reader.batches(groups.tolist()):
+                hits = _matches(batch.column("_hash").to_numpy(), wanted)
+                if len(hits):
+                    at = seen + hits  # in the read of ``groups``
+                    group_of_hit = np.searchsorted(starts, at, "right") - 1
+                    ranks = (seq << 32) + footer.offsets[groups[group_of_hit]] + at - starts[group_of_hit]
+                    pieces.append(pa.Table.from_batches([batch.take(pa.array(hits))])
+                                  .append_column(_RANK, pa.array(ranks, pa.int64())))
+                seen += batch.num_rows
+            return _entries(pa.concat_tables(pieces), self._ranked_schema()) if pieces else None
         if not len(hits):
             return None
         positions = footer.offsets[groups[group_of_hit]] + hits - starts[group_of_hit]
@@ -204,9 +217,11 @@ class RecordIndex:
     def _ranked_schema(self) -> pa.Schema:
         return self.schema.append(pa.field(_RANK, pa.int64()))
 
-    def _footer(self, entry: AddIndex) -> IndexFooter:
+    def _footer(self, entry: AddIndex, bloom: bool = True) -> IndexFooter:
+        """``entry``'s footer, cached; with ``bloom``, its Bloom filter decoded (the footer is
+        read again if a cached one was read without)."""
         cached = FOOTERS.get((entry.path, entry.size))
-        if cached is not None:
+        if cached is not None and (cached.bloom is not None or not cached.has_bloom or not bloom):
             return cached
         where = self.store.display(entry.path)
         try:
@@ -225,10 +240,10 @@ class RecordIndex:
             # checked before pyarrow parses it: a damaged column type aborts the process there
             raise self._corrupt(entry, "has a damaged footer (its CRC-32 differs from the log's)")
         try:
-            footer = IndexFooter.of(pq.read_metadata(pa.BufferReader(tail)))
+            footer = IndexFooter.of(tail, bloom)
         except (pa.ArrowException, OSError, ValueError) as e:
             raise self._corrupt(entry, f"is unreadable ({type(e).__name__}: {e}) at {where}") from None
-        FOOTERS.put((entry.path, entry.size), footer)
+        FOOTERS.put((entry.path, entry.size), footer, replace=True)
         return footer
 
     def _tail(self, entry: AddIndex) -> bytes:
@@ -541,19 +556,34 @@ class _CheckedFile:
         self.index, self.entry, self.metadata = index, entry, metadata
 
     def read_row_groups(self, groups: list[int], columns: list[str] | None = None) -> pa.Table:
+        """The entries of ``groups``, read together."""
+        with self._opened() as parquet:
+            return _checked(parquet.read_row_groups(groups, columns=columns, use_threads=False))
+
+    def batches(self, groups: list[int]) -> Iterator[pa.RecordBatch]:
+        """The entries of ``groups`` in order, a row group's worth (:data:`ROW_GROUP_ENTRIES`) at a time."""
+        with self._opened() as parquet:
+            for batch in parquet.iter_batches(ROW_GROUP_ENTRIES, row_groups=groups, use_threads=False):
+                yield _checked(batch)
+
+    @contextmanager
+    def _opened(self) -> Iterator[pq.ParquetFile]:
         store = self.index.store
         try:
             with store_failures(f"reading index file {store.display(self.entry.path)}", unclassified=False), \
                     open_data_file(store.fs, store.path(self.entry.path), self.entry.size) as f:
-                parquet = pq.ParquetFile(f, metadata=self.metadata, page_checksum_verification=True,
-                                         read_dictionary=["_file"])
-                table = parquet.read_row_groups(groups, columns=columns, use_threads=False)
-                if "_file" in table.schema.names:
-                    # page checksums leave out page headers: a damaged dictionary page header
-                    # decodes indices outside the dictionary, which nothing else checks
-                    table.column("_file").validate(full=True)
-                return table
+                yield pq.ParquetFile(f, metadata=self.metadata, page_checksum_verification=True,
+                                     read_dictionary=["_file"])
         except FileNotFoundError:
             raise self.index._corrupt(self.entry, "is missing") from None
         except (pa.ArrowException, OSError, ValueError) as e:
             raise self.index._unreadable(self.entry, e, f"is damaged ({type(e).__name__}: {e})") from None
+
+
+def _checked(entries: Any) -> Any:
+    """``entries`` (a table or batch) once its ``_file`` dictionary is checked: page checksums
+    leave out page headers, and a damaged dictionary page header decodes indices outside the
+    dictionary, which nothing else checks."""
+    if "_file" in entries.schema.names:
+        entries.column("_file").validate(full=True)
+    return entries

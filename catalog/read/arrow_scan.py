@@ -14,8 +14,8 @@ read to learn it), and
   tombstone true (``~coalesce(t, false)``), each translated through the projection, so it
   has the meaning it has on the rows cdkds reads.
 
-Deletion vectors need a row's position in its file, which pyarrow's scanner does not give:
-files with them are read by cdkds. A stream (:func:`scan_batches`) on a store other than
+Files with deletion vectors are read by a scan of their own that knows each row's position
+(:mod:`~cdkds.catalog.read.positions`). A stream (:func:`scan_batches`) on a store other than
 local files is read by cdkds whole: a pyarrow scan left open there when Python exits aborts
 the process (Arrow's threads reading fsspec's Python files need Python's lock).
 """
@@ -35,6 +35,7 @@ from cdkds.catalog.errors import DataFileError
 from cdkds.catalog.expressions import ALWAYS_TRUE, Expression, references, to_arrow
 from cdkds.catalog.expressions.tree import balanced
 from cdkds.catalog.read.native import NativeGroup, NativePlan, NativeReader, plan_native
+from cdkds.catalog.read.positions import KEEP, deleted_tasks, positioned_fragments, positioned_scan
 from cdkds.catalog.read.scan import FileScanTask, ScanPlan, read_tasks, reading_error
 from cdkds.catalog.storage import ObjectStore, store_failure
 from cdkds.formats.files import DEFAULT_BATCH_ROWS, open_data_file
@@ -61,7 +62,7 @@ def scanner_conversions(projection: FileProjection) -> str | None:
     return None
 
 
-PYARROW = NativeReader("pyarrow", deletion_vectors=False, predicates=True, conversions=scanner_conversions)
+PYARROW = NativeReader("pyarrow", deletion_vectors=True, predicates=True, conversions=scanner_conversions)
 
 
 def column_expressions(projection: FileProjection) -> dict[str, pc.Expression]:
@@ -173,29 +174,49 @@ def partition_expression(projection: FileProjection) -> pc.Expression | None:
     return _all(terms)
 
 
-def group_dataset(store: ObjectStore, group: NativeGroup, filesystem: pafs.FileSystem) -> ds.FileSystemDataset:
-    """The files of ``group`` as a pyarrow dataset of the columns its projection reads."""
-    return files_dataset(store, group.tasks, pa.schema([group.layout.field(c) for c in group.projection.read_columns]),
-                         filesystem)
-
-
-KEEP = "cdkds keep"  # the column of a scan holding the filter no row group may be pruned with (no field has a space)
-
-
-def group_scanner(store: ObjectStore, native: NativePlan, group: NativeGroup, filesystem: pafs.FileSystem,
-                  batch_rows: int = DEFAULT_BATCH_ROWS) -> ds.Scanner:
-    """The scan of ``group``'s files: its rows of the plan, in the plan's output columns,
-    then a column :data:`KEEP` where some rows are yet to be filtered (:func:`kept`)."""
+def group_batches(store: ObjectStore, native: NativePlan, group: NativeGroup, filesystem: pafs.FileSystem,
+                  batch_rows: int = DEFAULT_BATCH_ROWS, whole: bool = False) -> Iterator[pa.RecordBatch | pa.Table]:
+    """The rows of ``group``'s files of the plan, in the plan's output columns: the files
+    without deletion vectors in one scan filtered by the scanner (pruning row groups with
+    the filter it may prune with, the rest evaluated as a column :data:`KEEP`), then those
+    with deletion vectors (:mod:`~cdkds.catalog.read.positions`), or all of them in that
+    second scan when no row is to be filtered but deleted ones (one scan reads files side by
+    side). ``whole``: as tables (the first scan read on every core at once), else batch by
+    batch."""
     columns = column_expressions(group.projection)
     prunable, unprunable = group_filters(native.scan.predicate, group, columns)
     projected = {c: columns[c] for c in native.scan.columns}
-    if unprunable is not None:
-        projected[KEEP] = unprunable
-    return group_dataset(store, group, filesystem).scanner(columns=projected, filter=prunable, batch_size=batch_rows)
+    schema = pa.schema([group.layout.field(c) for c in group.projection.read_columns])
+    deleted = deleted_tasks(group)
+    plain = tuple(t for t in group.tasks if not t.file.deletes)
+    if deleted and prunable is None and unprunable is None:
+        deleted, plain = group.tasks, ()  # nothing to filter but deleted rows: one scan of every file
+    if plain:
+        scan = files_dataset(store, plain, schema, filesystem).scanner(
+            columns={**projected, **({KEEP: unprunable} if unprunable is not None else {})},
+            filter=prunable, batch_size=batch_rows)
+        yield from [scan.to_table()] if whole else _closing(scan.to_batches())
+    if deleted:
+        parts = positioned_fragments(store, deleted, schema, filesystem, prunable)
+        batches = positioned_scan(parts, schema, filesystem, projected,
+                                  _all([f for f in (prunable, unprunable) if f is not None]), batch_rows)
+        if whole:
+            read = list(batches)
+            if read:
+                yield pa.Table.from_batches(read)
+        else:
+            yield from batches
+
+
+def _closing(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    try:
+        yield from batches
+    finally:
+        batches.close()  # type: ignore[attr-defined]  # drops the scan: its read-ahead stops
 
 
 def kept(batch: Any) -> Any:
-    """The rows of a batch (or table) of :func:`group_scanner` it keeps, without :data:`KEEP`."""
+    """The rows of a batch (or table) of a scan it keeps, without :data:`KEEP`."""
     if KEEP not in batch.schema.names:
         return batch
     keep = batch.column(KEEP)
@@ -248,10 +269,7 @@ def scan_batches(store: ObjectStore, plan: ScanPlan, batch_rows: int = DEFAULT_B
     schema = plan.output_schema
     filesystem = filesystem_for(store, native)
     for group in native.groups:
-        try:
-            batches = group_scanner(store, native, group, filesystem, batch_rows).to_batches()
-        except Exception as e:  # noqa: BLE001 - named, or passed on, by scan_error
-            raise scan_error(e, store, group) from None
+        batches = group_batches(store, native, group, filesystem, batch_rows)
         try:
             while True:
                 try:
@@ -264,8 +282,7 @@ def scan_batches(store: ObjectStore, plan: ScanPlan, batch_rows: int = DEFAULT_B
                 if batch.num_rows:
                     yield _conformed(batch, schema)
         finally:
-            # drops the scan: its read-ahead stops (a RecordBatchReader's close() would read it to the end)
-            batches.close()
+            batches.close()  # drops the scans: their read-ahead stops
     if native.fallback:
         yield from read_tasks(store, plan, native.fallback, batch_rows)
 
@@ -281,10 +298,10 @@ def scan_table(store: ObjectStore, plan: ScanPlan) -> pa.Table:
     parts = []
     for group in native.groups:
         try:
-            table = group_scanner(store, native, group, filesystem).to_table()
+            read = list(group_batches(store, native, group, filesystem, whole=True))
         except Exception as e:  # noqa: BLE001 - named, or passed on, by scan_error
             raise scan_error(e, store, group) from None
-        parts.append(_conformed(kept(table), schema))
+        parts.extend(_conformed(kept(table), schema) for table in read)
     if native.fallback:
         parts.append(pa.Table.from_batches(list(read_tasks(store, plan, native.fallback)), schema=schema))
     if not parts:

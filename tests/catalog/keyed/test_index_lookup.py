@@ -51,13 +51,13 @@ def test_index_files_carry_a_bloom_filter_and_a_lookup_reads_only_the_file_of_it
         with ds.store.fs.open(ds.store.path(entry.path), "rb") as f:
             assert BLOOM_KEY in pq.read_metadata(f).metadata
     reads = []
-    real = index_module._CheckedFile.read_row_groups
+    real = index_module._CheckedFile._opened
 
-    def counting(self, groups, columns=None):
+    def counting(self):
         reads.append(self.entry.path)
-        return real(self, groups, columns)
+        return real(self)
 
-    monkeypatch.setattr(index_module._CheckedFile, "read_row_groups", counting)
+    monkeypatch.setattr(index_module._CheckedFile, "_opened", counting)
     assert ds.get(("nz", 205))["email"] == "e2"
     assert len(set(reads)) == 1  # the bucket's three other files were never read
     reads.clear()
@@ -189,3 +189,25 @@ def _lookup_rows(root: str) -> int:
     key = RecordKey.of(ds.descriptor, ds.name)
     keys = key.keys([("nz", i) for i in range(0, 400, 3)])  # more than INLINE_KEYS: on the pool
     return _index(ds).lookup(keys, key.hashes(keys)).num_rows
+
+
+def test_a_lookup_of_many_keys_decodes_one_row_group_at_a_time(repo, monkeypatch):
+    """What a lookup holds is a row group's entries, whatever the size of the file (a
+    bucket's base grows with the dataset): the memory of an upsert must not."""
+    monkeypatch.setattr(index_module, "ROW_GROUP_ENTRIES", 16)
+    ds = repo.create("grouped", users_descriptor(**{"index.buckets": "1"}))
+    ds.upsert([user("nz", i, 1, f"a{i}") for i in range(200)])
+    index_module.FOOTERS.clear()
+    reads = []
+    real = index_module._CheckedFile.batches
+
+    def counting(self, groups):
+        for batch in real(self, groups):
+            reads.append(batch.num_rows)
+            yield batch
+
+    monkeypatch.setattr(index_module._CheckedFile, "batches", counting)
+    monkeypatch.setattr(index_module._CheckedFile, "read_row_groups", None)  # no file read whole
+    found = ds.get_many([("nz", i) for i in range(0, 220, 2)])
+    assert found.column("email").to_pylist() == [f"a{i}" for i in range(0, 200, 2)]
+    assert sum(reads) == 200 and max(reads) == 16  # 13 row groups' worth, one at a time

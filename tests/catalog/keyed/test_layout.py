@@ -8,6 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cdkds.catalog import DatasetDescriptor, DatasetRepository
+from cdkds.catalog.keyed import index as index_module
 from cdkds.formats import parquet as parquet_module
 from cdkds.formats.parquet import KEYED_ROW_GROUP_ROWS, ROW_GROUP_ROWS
 
@@ -46,12 +47,18 @@ def test_a_get_reads_a_data_file_footer_once(tmp_path, monkeypatch):
     parquet_module.FOOTERS.clear()
     footers = []
     real = pq.ParquetFile.__init__
+    real_tail = index_module.RecordIndex._tail
 
     def counting(self, source, *args, metadata=None, **kwargs):
-        footers.append(metadata is None)
+        footers.append(metadata is None and not isinstance(source, pa.BufferReader))  # a file's, not bytes read
         real(self, source, *args, metadata=metadata, **kwargs)
 
+    def tail(self, entry):
+        footers.append(True)  # an index file's footer, parsed from the bytes read here
+        return real_tail(self, entry)
+
     monkeypatch.setattr(pq.ParquetFile, "__init__", counting)
+    monkeypatch.setattr(index_module.RecordIndex, "_tail", tail)
     for i in (5, 7, ROWS - 1):
         assert ds.get(i)["v"] == 2 * i
     assert sum(footers) == 2  # the index file's and the data file's footers, read by the first get only
