@@ -23,7 +23,9 @@ from typing import Callable
 
 import numpy as np
 
-from cdkds.catalog.errors import CdkdsError
+from fsspec.implementations.local import LocalFileSystem
+
+from cdkds.catalog.errors import MirrorError
 from cdkds.catalog.log.actions import AddFile
 from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.mirror.iceberg_manifests import (
@@ -42,8 +44,18 @@ MANIFEST_NAME = re.compile(r"/(data|deletes)-(\d+)-(\d{20})-(\d{20})-(\d{20})\.a
 _KINDS = {"data": DATA, "deletes": POSITION_DELETES}
 
 
-class IcebergMirrorError(CdkdsError):
-    """The Iceberg mirror's own objects contradict each other or the log."""
+class IcebergMirrorError(MirrorError):
+    """The Iceberg mirror's own objects contradict each other or the log, or a revision it
+    cannot describe."""
+
+
+def table_location(store: ObjectStore) -> str:
+    """The absolute URL of the dataset's folder, which Iceberg's paths start with (a local
+    folder opened by a relative path or a plain one is a ``file://`` URL, unescaped: Iceberg's
+    readers take a local path's characters as they are)."""
+    if isinstance(store.fs, LocalFileSystem):
+        return f"file://{store.root}"
+    return store.url
 
 
 def snapshot_id(revision: int) -> int:
@@ -97,7 +109,7 @@ class ManifestPlan:
         return sorted(out, key=lambda m: (-m.record["sequence_number"], m.path))
 
     def url(self, key: str) -> str:
-        return f"{self.store.url}/{key}"
+        return f"{table_location(self.store)}/{key}"
 
     # ---------------------------------------------------------------- the changes
 
@@ -159,13 +171,13 @@ class ManifestPlan:
     def _entries(self, manifest: Manifest) -> list[dict]:
         if manifest.path in self.written:
             return self.written[manifest.path]
-        return read_entries(self.store.read(manifest.path[len(self.store.url) + 1:]))
+        return read_entries(self.store.read(manifest.path[len(table_location(self.store)) + 1:]))
 
     def _replace(self, old: _Range | None, kind: str, level: int, first: int, last: int, entries: list[dict]) -> None:
         """``old`` (if any) leaves the list; a manifest of ``entries`` joins it unless none is live."""
         if old is not None:
             self.ranges[kind].remove(old)
-            self.objects.pop(old.manifest.path[len(self.store.url) + 1:], None)  # written and replaced now
+            self.objects.pop(old.manifest.path[len(table_location(self.store)) + 1:], None)  # written and replaced now
         if not any(e["status"] != DELETED for e in entries):
             return
         key = f"{METADATA}/{kind}-{level}-{first:020d}-{last:020d}-{self.revision:020d}.avro"

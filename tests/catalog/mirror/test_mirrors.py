@@ -155,3 +155,15 @@ def test_a_converted_delta_tables_own_log_is_not_taken_for_a_mirror(tmp_path):
     with pytest.raises(CdkdsError, match="cannot mirror as delta: .*before field ids"):  # adopted files: by name
         ds.mirror("delta")
     assert ds.check().ok and ds.version == 0
+
+
+def test_a_dataset_opened_by_a_relative_path_gets_absolute_iceberg_paths(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    ds = DatasetRepository("lake").create("t", DatasetDescriptor(SCHEMA, properties={"mirror.iceberg": "true"}))
+    write(ds, 0)
+    assert DatasetRepository((tmp_path / "lake").as_uri()).load("t").check().ok
+    assert DatasetRepository("lake").load("t").check().ok
+    monkeypatch.chdir("/")
+    from pyiceberg.table import StaticTable
+    table = StaticTable.from_metadata((tmp_path / "lake" / "t").as_uri())
+    assert sorted(table.scan().to_arrow().column("id").to_pylist()) == [0, 1, 2]
