@@ -36,7 +36,7 @@ def record(name: str, ms: float, base: float | None) -> None:
 
 
 def appends(repo: DatasetRepository, label: str, commits: int) -> None:
-    datasets = {k: repo.create(f"{label}_{k}", DatasetDescriptor(SCHEMA, partition_strategy="identity(tenant)",
+    datasets = {k: repo.create(f"events_{k}", DatasetDescriptor(SCHEMA, partition_strategy="identity(tenant)",
                                                                   properties=p)) for k, p in KINDS.items()}
     times = {k: [] for k in KINDS}
     for i in range(commits):
@@ -56,7 +56,7 @@ def appends(repo: DatasetRepository, label: str, commits: int) -> None:
 def upserts(repo: DatasetRepository, label: str, commits: int) -> None:
     schema = {"type": "record", "name": "User", "fields": [
         {"name": "userId", "type": "long"}, {"name": "name", "type": "string"}, {"name": "updatedAt", "type": "long"}]}
-    datasets = {k: repo.create(f"{label}_users_{k}", DatasetDescriptor(schema, record_key=["userId"],
+    datasets = {k: repo.create(f"users_{k}", DatasetDescriptor(schema, record_key=["userId"],
                                                                         ordering_field="updatedAt", properties=p))
                 for k, p in KINDS.items()}
     for ds in datasets.values():

@@ -29,7 +29,6 @@ import socket
 import time
 import threading
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterator, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -37,6 +36,7 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.implementations.memory import MemoryFileSystem
 
+from cdkds.formats.threads import LazyPool
 from cdkds.catalog.errors import (
     CdkdsError, StorageAccessError, StorageConnectionError, StorageError, StorageTimeoutError, StorageUnreachableError,
 )
@@ -315,17 +315,17 @@ class ObjectStore:
         with store_failures(f"writing {len(objects)} objects such as {self.display(first)}"):
             if isinstance(self.fs, LocalFileSystem):
                 paths = {self.path(k): data for k, data in objects.items()}
-                with ThreadPoolExecutor(max_workers=min(_SYNC_THREADS, len(paths))) as pool:
-                    futures = [(pool.submit(_local_temporary, path, data), path) for path, data in paths.items()]
-                    failures = [f.exception() for f, _ in futures if f.exception() is not None]
-                    if failures:  # none is put: the written ones are removed, not left for vacuum
-                        for f, _ in futures:
-                            if f.exception() is None:
-                                os.unlink(f.result())
-                        raise failures[0]
-                    for f, path in futures:
-                        os.replace(f.result(), path)
-                    list(pool.map(_fsync_directory, sorted({os.path.dirname(p) for p in paths})))
+                pool = _SYNCS.get()
+                futures = [(pool.submit(_local_temporary, path, data), path) for path, data in paths.items()]
+                failures = [f.exception() for f, _ in futures if f.exception() is not None]
+                if failures:  # none is put: the written ones are removed, not left for vacuum
+                    for f, _ in futures:
+                        if f.exception() is None:
+                            os.unlink(f.result())
+                    raise failures[0]
+                for f, path in futures:
+                    os.replace(f.result(), path)
+                list(pool.map(_fsync_directory, sorted({os.path.dirname(p) for p in paths})))
             else:
                 try:
                     self.fs.pipe({self.path(k): data for k, data in objects.items()})
@@ -379,7 +379,7 @@ def _protocols(fs: Any) -> tuple[str, ...]:
     return (protocol,) if isinstance(protocol, str) else tuple(protocol)
 
 
-_SYNC_THREADS = 16
+_SYNCS = LazyPool(16, "cdkds-sync")  # writes and syncs of put_all's objects, overlapping
 
 
 def _local_put_if_absent(path: str, data: bytes) -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import threading
 import uuid
 import zlib
 from concurrent.futures import ThreadPoolExecutor
@@ -42,6 +41,7 @@ from cdkds.catalog.keyed.ttl import EXPIRY_TYPE, TimeToLive, files_timestamps
 from cdkds.catalog.log.actions import Action, AddIndex, RemoveIndex
 from cdkds.catalog.read.scan import file_task, read_task
 from cdkds.catalog.storage import ObjectStore, store_failure, store_failures
+from cdkds.formats.threads import LazyPool
 from cdkds.formats.files import open_data_file
 from cdkds.formats.parquet import parquet_in_memory
 
@@ -71,26 +71,12 @@ def entry_schema(descriptor: DatasetDescriptor) -> pa.Schema:
     ])
 
 
+_READERS = LazyPool(READ_THREADS, "cdkds-index")  # pyarrow decodes index files without holding Python's lock
+
+
 def _reading_pool() -> ThreadPoolExecutor:
-    """Threads reading index files (pyarrow decodes without holding Python's lock)."""
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = ThreadPoolExecutor(max_workers=READ_THREADS, thread_name_prefix="cdkds-index")
-        return _POOL
-
-
-_POOL: ThreadPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()
-
-
-def _forget_pool() -> None:
-    """In a forked child: the parent's threads are not there, so a new pool is made on demand."""
-    global _POOL, _POOL_LOCK
-    _POOL, _POOL_LOCK = None, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_pool)
+    """Threads reading index files."""
+    return _READERS.get()
 
 
 def by_file(paths: pa.Array | pa.ChunkedArray) -> list[tuple[str | None, np.ndarray]]:
