@@ -35,11 +35,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyroaring import BitMap
 
-from cdkds.catalog.convert.source import Found, SourceFile
+from cdkds.catalog.convert.source import Found, SourceFile, identity_strategy
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import ConversionError, InvalidDescriptorError
-from cdkds.catalog.partitioning import PartitionStrategy
-from cdkds.catalog.partitioning.functions import IdentityFunction, default_name
 from cdkds.catalog.log.actions import dataset_path
 from cdkds.catalog.storage import ObjectStore
 from cdkds.formats import schema as schemas
@@ -271,8 +269,7 @@ def _descriptor(store: ObjectStore, delta_schema: dict, arrow: pa.Schema, partit
         avro[NAME_MAPPING] = _physical_mapping(avro["fields"], delta_schema["fields"])
     elif mode != "none":
         raise ConversionError(f"Delta table {store.url} has column mapping mode {mode!r}, which cdkds does not read")
-    strategy = PartitionStrategy(tuple(IdentityFunction(c, default_name("identity", c)) for c in partition_columns)) \
-        if partition_columns else None
+    strategy = identity_strategy(partition_columns)
     try:
         return DatasetDescriptor(avro, strategy)
     except InvalidDescriptorError as e:

@@ -22,11 +22,9 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from cdkds.catalog.convert.source import Found, SourceFile
+from cdkds.catalog.convert.source import Found, SourceFile, identity_strategy
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import ConversionError, InvalidDescriptorError
-from cdkds.catalog.partitioning import PartitionStrategy
-from cdkds.catalog.partitioning.functions import IdentityFunction, default_name
 from cdkds.catalog.storage import ObjectStore
 from cdkds.formats import schema as schemas
 from cdkds.formats.files import open_data_file
@@ -212,9 +210,7 @@ def _descriptor(store: ObjectStore, schema: pa.Schema, names: list[str], kinds: 
     avro = schemas.from_arrow(schema)
     avro["fields"] += [{"name": n, "type": ["null", PARTITION_TYPES[kinds[n]][0]], "default": None}
                        for n in names]
-    # a partition cannot be named as a field: each is its column's identity under the default name
-    strategy = PartitionStrategy(tuple(IdentityFunction(n, default_name("identity", n)) for n in names)) \
-        if names else None
+    strategy = identity_strategy(names)
     try:
         return DatasetDescriptor(avro, strategy)
     except InvalidDescriptorError as e:

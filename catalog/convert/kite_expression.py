@@ -32,7 +32,7 @@ def parse_properties(data: bytes, where: str) -> dict[str, str]:
     """The key/value pairs of a Java properties file, as Java 8's ``Properties.load(InputStream)``
     reads it (Kite's runtime): ``#``/``!`` comment lines, ``=``, ``:`` or whitespace between key and value,
     a backslash before a line end continues the line (the next line's leading whitespace
-    dropped), ``\\uXXXX``, ``\\t``, ``\\n``, ``\\r``, ``\\f`` escapes and a backslash before
+    dropped), ``\\uHHHH``, ``\\t``, ``\\n``, ``\\r``, ``\\f`` escapes and a backslash before
     any other character standing for that character; the last of repeated keys wins.
     ``where`` names the file in errors."""
     text = data.decode("latin-1")
@@ -118,7 +118,7 @@ def _unescape(raw: str, where: str, number: int) -> str:
             i += 4
         else:
             out.append(_ESCAPED.get(c, c))
-    # \uXXXX escapes are UTF-16 code units: a surrogate pair is one character
+    # \uHHHH escapes are UTF-16 code units: a surrogate pair is one character
     return "".join(out).encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
 
 
@@ -255,7 +255,7 @@ def _jexl_integer(digits: str) -> int | None:
 
 
 def _jexl_string(literal: str) -> str:
-    """A JEXL 2 string literal's text: ``\\uXXXX``, the quote and the backslash are escapes;
+    """A JEXL 2 string literal's text: ``\\uHHHH``, the quote and the backslash are escapes;
     a backslash before any other character stays (``StringParser.buildString``)."""
     quote, body = literal[0], literal[1:-1]
     out, i = [], 0

@@ -1,9 +1,14 @@
 """What a conversion finds in a source folder: a descriptor and the data files to adopt."""
 from __future__ import annotations
+
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
+
 import numpy as np
+
 from cdkds.catalog.descriptor import DatasetDescriptor
+from cdkds.catalog.partitioning import PartitionStrategy
+from cdkds.catalog.partitioning.functions import IdentityFunction, default_name
 
 
 @dataclass(frozen=True)
@@ -25,3 +30,11 @@ class Found:
     kind: str
     descriptor: DatasetDescriptor
     files: tuple[SourceFile, ...]
+
+
+def identity_strategy(columns: Sequence[str]) -> PartitionStrategy | None:
+    """Each of ``columns`` an identity partition under its default name (``<column>_copy``: a
+    partition cannot be named as a field); ``None`` without columns."""
+    if not columns:
+        return None
+    return PartitionStrategy(tuple(IdentityFunction(c, default_name("identity", c)) for c in columns))
