@@ -61,6 +61,7 @@ def _skip(data: bytes, at: int, kind: int, in_container: bool = False) -> int:
         return at
     if kind == _MAP:
         size, at = _varint(data, at)
+        _check_count(data, at, size)
         if size:
             kinds = data[at]
             at += 1
@@ -78,7 +79,15 @@ def _list_header(data: bytes, at: int) -> tuple[int, int, int]:
     at += 1
     if size == 15:
         size, at = _varint(data, at)
+    _check_count(data, at, size)
     return size, element, at
+
+
+def _check_count(data: bytes, at: int, size: int) -> None:
+    """Raise if ``size`` values, a byte each at least, cannot start at ``at``: a damaged
+    count would otherwise have fixed-width values skipped (never read) for ages."""
+    if size > len(data) - at:
+        raise ValueError(f"not a Parquet footer: a container of {size} values in {len(data) - at} bytes")
 
 
 def _walk(data: bytes, at: int) -> tuple[list[tuple[int, int, int, int]], int]:

@@ -110,24 +110,32 @@ def positioned_scan(parts: list[PositionedFragment], schema: pa.Schema, filesyst
     if where is not None:
         projected[KEEP] = where
     dataset = ds.FileSystemDataset([p.fragment for p in parts], schema, _PARQUET, filesystem)
-    # no filter: every row of a fragment's row groups comes, in order, so a batch's positions are known
-    batches = dataset.scanner(columns=projected, batch_size=batch_rows).to_batches()
-    part, seen = 0, 0
+    # no filter: every row of a fragment's row groups comes, in order, so a batch's positions are known;
+    # each batch names its file, so one file's rows are never counted as another's
+    scanner = dataset.scanner(columns=projected, batch_size=batch_rows)
+    batches = ((tagged.fragment.path, tagged.record_batch) for tagged in scanner.scan_batches())
+    part, seen = -1, 0
     try:
-        for batch in batches:
+        for path, batch in batches:
             if not batch.num_rows:
                 continue
-            while part < len(parts) and seen == parts[part].rows:
+            if part < 0 or path != parts[part].fragment.path:
+                if part >= 0 and seen != parts[part].rows:
+                    raise _miscounted(parts[part])
                 part, seen = part + 1, 0
-            if part == len(parts) or seen + batch.num_rows > parts[part].rows:
-                raise _miscounted(parts[min(part, len(parts) - 1)])
+                if part == len(parts) or path != parts[part].fragment.path:  # a file gave no row
+                    raise _miscounted(parts[min(part, len(parts) - 1)])
             read = batch.num_rows
+            if seen + read > parts[part].rows:
+                raise _miscounted(parts[part])
             batch = kept_rows(batch, parts[part].keep[seen:seen + read])
             seen += read
             if batch.num_rows:
                 yield batch
-        if part < len(parts) - 1 or seen != parts[-1].rows:
-            raise _miscounted(parts[part])
+        if part < 0 or seen != parts[part].rows:
+            raise _miscounted(parts[max(part, 0)])
+        if part < len(parts) - 1:
+            raise _miscounted(parts[part + 1])
     finally:
         batches.close()  # drops the scan: its read-ahead stops
 

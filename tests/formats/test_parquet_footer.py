@@ -4,6 +4,7 @@ footer pyarrow writes, minus those entries, and reads the file as before."""
 from __future__ import annotations
 
 import io
+import signal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -55,3 +56,23 @@ def test_what_is_not_a_footer_is_a_value_error():
     for broken in (b"", b"PAR1", footer[:-1], footer[:5] + b"\xff" * 4 + footer[-8:], footer[-12:]):
         with pytest.raises(ValueError):
             without_keys(broken, lambda key: True)
+
+
+@pytest.mark.parametrize("element", [0x07, 0x0D, 0x01, 0x03])  # double, UUID, bool, byte: fixed widths
+def test_a_damaged_count_of_fixed_width_values_is_a_value_error_at_once(element):
+    # FileMetaData{1: i32 2, 2: list of 2**63-1 values} in 17 bytes: a walk that skips the
+    # values by their width without reading them would take centuries to end
+    thrift = bytes([0x15, 0x04, 0x19, 0xF0 | element]) + b"\xff" * 8 + b"\x7f" + b"\x00"
+    footer = thrift + len(thrift).to_bytes(4, "little") + b"PAR1"
+
+    def too_long(*_):
+        raise TimeoutError("without_keys walked a 17-byte footer for 5 seconds")
+    previous = signal.signal(signal.SIGALRM, too_long)
+    signal.alarm(5)
+    try:
+        with pytest.raises(ValueError):
+            without_keys(footer, lambda key: True)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+

@@ -5,6 +5,7 @@ row groups, deletion vectors, predicate and columns: one meaning of "deleted".""
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
 import tempfile
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 from cdkds.catalog import DatasetDescriptor, DatasetRepository
 from cdkds.catalog.errors import DataFileError
 from cdkds.catalog.keyed.deletion import DeletionVector
+from cdkds.catalog.log.commit import _checksum
 from cdkds.catalog.read.arrow_scan import native_plan, scan_batches, scan_table
 from cdkds.catalog.read.positions import kept_rows
 from cdkds.catalog.read.scan import read_plan
@@ -113,3 +115,28 @@ def test_a_file_shorter_than_the_log_says_is_an_error_naming_it(tmp_path):
     plan = ds.plan()
     with pytest.raises(DataFileError, match=f.path.rsplit("/", 1)[-1]):
         scan_table(ds.store, plan)
+
+
+def test_rows_the_log_miscounts_between_two_files_are_an_error_not_rows_of_the_other_file(tmp_path):
+    # the log says the first file read has a row more, the second a row less, than they
+    # hold: counting alone, the second file's first row would be taken for the first's last
+    ds = DatasetRepository(f"file://{tmp_path}").create("p", DatasetDescriptor(
+        SCHEMA, record_key=["k"], ordering_field="o", properties={"services.inline": "false"}))
+    ds.upsert([value(i, 0) for i in range(5)])
+    ds.upsert([value(i, 0) for i in range(5, 10)])
+    ds.delete_keys([1, 6])
+    first, second = (t.file.path for t in ds.plan().tasks)
+    change = {first: 1, second: -1}
+    for commit in (tmp_path / "p" / "_log").glob("*.json"):  # as a writer that miscounted would have written it
+        body = json.loads(commit.read_text())
+        del body["checksum"]
+        for action in body["actions"]:
+            if "add" in action:
+                action["add"]["rows"] += change.get(action["add"]["path"], 0)
+        commit.write_text(json.dumps({**body, "checksum": _checksum(body)}, separators=(",", ":")))
+    ds = DatasetRepository(f"file://{tmp_path}").load("p")
+    assert [t.file.row_count for t in ds.plan().tasks] == [6, 4]
+    for read in (lambda: scan_table(ds.store, ds.plan()),
+                 lambda: pa.Table.from_batches(list(scan_batches(ds.store, ds.plan(), 1)))):
+        with pytest.raises(DataFileError, match=first.rsplit("/", 1)[-1]):
+            read()
