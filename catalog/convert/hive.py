@@ -5,8 +5,8 @@ Spark's discovery skip ``_SUCCESS``, ``.crc`` and ``_temporary``) is a Parquet d
 whose folders are ``name=value`` segments, the same names in the same order for every file.
 Values are percent-decoded, ``__HIVE_DEFAULT_PARTITION__`` is null. A partition column's
 type is given (``partition_types``) or inferred as pyarrow's hive partitioning infers it
-(whole numbers: ``int``, or ``long`` beyond it), and dates (``YYYY-MM-DD``) too; anything
-else is a string; a partition column the files hold takes the files' type. The schema is
+(whole numbers in ASCII digits with an optional ``-``: ``int``, or ``long`` beyond it), and
+dates (``YYYY-MM-DD``) too; anything else (``+5``, numbers beyond a long) is a string; a partition column the files hold takes the files' type. The schema is
 the files' (all must agree, partition columns aside) followed by the partition columns the
 files lack; each partition is an identity function of its column (named ``<column>_copy``,
 as a partition may not be named as a field).
@@ -40,8 +40,10 @@ PARTITION_TYPES: Mapping[str, tuple[Any, Any]] = {
     "date": ({"type": "int", "logicalType": "date"}, dt.date.fromisoformat),
 }
 _INT32 = (-2 ** 31, 2 ** 31 - 1)
-_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-_WHOLE = re.compile(r"[+-]?\d+")
+_INT64 = (-2 ** 63, 2 ** 63 - 1)
+# ASCII only, as pyarrow parses them ('\d' and int() take other scripts' digits, '+', '_')
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_WHOLE = re.compile(r"-?[0-9]+")
 
 
 def hidden(path: str) -> bool:
@@ -176,7 +178,11 @@ def _type_name(t: pa.DataType) -> str | None:
 def _inferred(texts: list[str]) -> str:
     present = [t for t in texts if t != HIVE_NULL]
     if present and all(_WHOLE.fullmatch(t) for t in present):
-        return "int" if all(_INT32[0] <= int(t) <= _INT32[1] for t in present) else "long"
+        if all(_INT32[0] <= int(t) <= _INT32[1] for t in present):
+            return "int"
+        if all(_INT64[0] <= int(t) <= _INT64[1] for t in present):
+            return "long"
+        return "string"
     if present and all(_DATE.fullmatch(t) and _date(t) is not None for t in present):
         return "date"
     return "string"
@@ -198,8 +204,12 @@ def _value(store: ObjectStore, key: str, name: str, text: str, kind: str) -> Any
             if text.lower() not in ("true", "false"):
                 raise ValueError(text)
             return text.lower() == "true"
+        plain = {"int": _WHOLE, "long": _WHOLE, "date": _DATE}.get(kind)
+        if plain is not None and not plain.fullmatch(text):
+            raise ValueError(text)
         value = parse(text)
-        if kind == "int" and not _INT32[0] <= value <= _INT32[1]:
+        bounds = {"int": _INT32, "long": _INT64}.get(kind)
+        if bounds is not None and not bounds[0] <= value <= bounds[1]:
             raise ValueError(text)
         return value
     except ValueError:

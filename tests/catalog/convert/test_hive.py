@@ -103,6 +103,28 @@ def test_files_that_hold_their_partition_column_read_it(lake):
     assert not ds.check(read_data=True).problems
 
 
+@pytest.mark.parametrize("texts", [["+5", "6"], ["\u0663", "6"], ["99999999999999999999999", "3"]])
+def test_folder_values_pyarrow_keeps_as_text_are_not_inferred_as_numbers(lake, texts):
+    """pyarrow infers an integer only from ASCII digits with an optional '-': '+5', Arabic-Indic
+    digits and numbers beyond a long stay text, as they are in the folder names."""
+    for i, text in enumerate(texts):
+        write_file(lake / "t", {"k": text}, pa.table({"x": [i]}))
+    ds = DatasetRepository(f"file://{lake}").convert("t")
+    assert ds.descriptor.schema["fields"][-1]["type"] == ["null", "string"]
+    assert bag(ds.to_table()) == bag(hive_rows(lake / "t"))
+
+
+def test_a_given_numeric_or_date_type_takes_only_plain_text(lake):
+    """Python's int() and date.fromisoformat() take '1_000', ' 7' and '20260101'; a folder
+    value is a number or a date only as written plainly."""
+    repo = DatasetRepository(f"file://{lake}")
+    for name, text, kind in [("a", "1_000", "int"), ("b", "\u0663", "long"), ("c", "20260101", "date")]:
+        write_file(lake / name, {"k": text}, pa.table({"x": [1]}))
+        with pytest.raises(ConversionError, match=f"partition folder k={text} is not a {kind}"):
+            repo.convert(name, partition_types={"k": kind})
+        assert not committed(lake / name)
+
+
 # ---------------------------------------------------------------- bad input: named, nothing committed
 
 def test_an_unreadable_file_is_named(lake):
