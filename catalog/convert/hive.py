@@ -91,6 +91,8 @@ def read_hive(store: ObjectStore, partition_types: Mapping[str, str] | None = No
     partition = {f.source: f.name for f in descriptor.partition_strategy.functions} if names else {}
     values = {key: {partition[n]: _value(store, key, n, text, kinds[n]) for n, text in folders[key]}
               for key, _ in files}
+    for key, layout in layouts.items():
+        _check_held_values(store, key, layout, folders[key], {n: values[key][partition[n]] for n in names})
     return Found("hive", descriptor, tuple(SourceFile(key, values[key]) for key, _ in files))
 
 
@@ -152,6 +154,28 @@ def _partition_column_type(store: ObjectStore, layouts: Mapping[str, pa.Schema],
         raise ConversionError(f"data file {store.display(found[0])} holds partition column {name!r} as {found[1]}, "
                               f"{'not ' + given if given else 'not a type a partition folder can hold'}")
     return kind
+
+
+def _check_held_values(store: ObjectStore, key: str, layout: pa.Schema, folders: list[tuple[str, str]],
+                       values: Mapping[str, Any]) -> None:
+    """A file that holds partition columns holds its folders' values in them: pyarrow reads
+    the folder's value, cdkds the file's column (docs/FORMAT.md §8), so a file that disagrees
+    is named, not adopted to read otherwise (only these columns are read)."""
+    held = [n for n in values if n in layout.names]
+    if not held:
+        return
+    with open_data_file(store.fs, store.path(key)) as f:
+        table = pq.read_table(f, columns=held)
+    texts = dict(folders)
+    for name in held:
+        other = next((v for v in table.column(name).unique().to_pylist() if v != values[name]), _AGREES)
+        if other is not _AGREES:
+            raise ConversionError(f"data file {store.display(key)} holds {other!r} in partition column {name!r}, "
+                                  f"under folder {name}={texts[name]}: a file's partition column must hold its "
+                                  f"folder's value (pyarrow reads the folder's, cdkds the file's)")
+
+
+_AGREES = object()
 
 
 def _check_field_ids(store: ObjectStore, layouts: Mapping[str, pa.Schema], descriptor: DatasetDescriptor) -> None:

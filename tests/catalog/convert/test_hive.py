@@ -125,6 +125,19 @@ def test_a_given_numeric_or_date_type_takes_only_plain_text(lake):
         assert not committed(lake / name)
 
 
+@pytest.mark.parametrize("held", [pa.array(["a", "zzz"]), pa.array(["a", None])])
+def test_a_file_whose_partition_column_disagrees_with_its_folder_is_refused(lake, held):
+    """pyarrow reads the folder's value, cdkds the file's column: such a file is named, not
+    adopted to read otherwise."""
+    folder = lake / "t"
+    write_file(folder, {"g": "a"}, pa.table({"x": [1, 2], "g": held}))
+    write_file(folder, {"g": "b"}, pa.table({"x": [3]}))
+    with pytest.raises(ConversionError, match=f"g=a/part-0.parquet holds {held[1].as_py()!r} in partition column "
+                                              f"'g', under folder g=a"):
+        DatasetRepository(f"file://{lake}").convert("t")
+    assert not committed(folder)
+
+
 # ---------------------------------------------------------------- bad input: named, nothing committed
 
 def test_an_unreadable_file_is_named(lake):
