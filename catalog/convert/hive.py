@@ -22,7 +22,7 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from cdkds.catalog.convert.source import Found, SourceFile
+from cdkds.catalog.convert.source import Found, SourceFile, visible_files
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import ConversionError, InvalidDescriptorError
 from cdkds.catalog.partitioning import PartitionStrategy
@@ -46,11 +46,6 @@ _DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _WHOLE = re.compile(r"-?[0-9]+")
 
 
-def hidden(path: str) -> bool:
-    """Whether a file is not data: a segment of its path starts with ``.`` or ``_``."""
-    return any(s.startswith((".", "_")) for s in path.split("/"))
-
-
 def check_partition_types(types: Mapping[str, str] | None) -> dict[str, str]:
     """``types`` (partition column -> type name), each a type this module knows; a
     :class:`ConversionError` naming the first that is not."""
@@ -66,7 +61,7 @@ def check_partition_types(types: Mapping[str, str] | None) -> dict[str, str]:
 def read_hive(store: ObjectStore, partition_types: Mapping[str, str] | None = None) -> Found:
     """The dataset a Hive-style folder of Parquet files (``store``'s root) becomes."""
     types = check_partition_types(partition_types)
-    files = sorted((key, info) for key, info in store.walk_files("") if not hidden(key))
+    files = [(key, None) for key in visible_files(store)]
     if not files:
         raise ConversionError(f"{store.url} holds no data file to convert")
     folders = {key: _folders(store, key) for key, _ in files}

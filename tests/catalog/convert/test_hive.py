@@ -172,6 +172,24 @@ def test_files_outside_partition_folders_or_under_other_ones_are_named(lake):
     assert not committed(folder)
 
 
+@pytest.mark.parametrize("what", ["file", "folder"])
+def test_a_symbolic_link_is_named(lake, tmp_path, what):
+    """pyarrow follows a link (here to a file outside the source); the dataset cannot adopt
+    the file where the link is, and must not silently leave it out."""
+    folder = sales(lake)
+    outside = write_file(tmp_path / "elsewhere", {"country": "FR", "day": "2026-01-01"},
+                         pa.table({"id": [9], "amount": [9.0], "note": ["z"]}))
+    link = folder / "country=FR" / "day=2026-01-01" if what == "folder" else folder / "country=NZ" / \
+        "day=2026-01-01" / "linked.parquet"
+    os.makedirs(link.parent, exist_ok=True)
+    os.symlink(outside.parent if what == "folder" else outside, link)
+    with pytest.raises(ConversionError, match=f"{link.relative_to(lake)} is a symbolic link to {outside.parent if what == 'folder' else outside}"):
+        DatasetRepository(f"file://{lake}").convert("sales")
+    assert not committed(folder)
+    os.rename(link, link.parent / ("_" + link.name))  # hidden: left out, as pyarrow leaves it out
+    assert DatasetRepository(f"file://{lake}").convert("sales").to_table().num_rows == 6
+
+
 def test_files_with_field_ids_of_their_own_are_refused(lake):
     folder = sales(lake)
     odd = pa.schema([pa.field("id", pa.int64(), metadata={PARQUET_FIELD_ID: "7"}), ("amount", pa.float64()),
