@@ -6,9 +6,10 @@ whose folders are ``name=value`` segments, the same names in the same order for 
 Values are percent-decoded, ``__HIVE_DEFAULT_PARTITION__`` is null. A partition column's
 type is given (``partition_types``) or inferred as pyarrow's hive partitioning infers it
 (whole numbers in ASCII digits with an optional ``-``: ``int``, or ``long`` beyond it), and
-dates (``YYYY-MM-DD``) too; anything else (``+5``, numbers beyond a long) is a string; a partition column the files hold takes the files' type. The schema is
-the files' (all must agree, partition columns aside) followed by the partition columns the
-files lack; each partition is an identity function of its column (named ``<column>_copy``,
+dates (``YYYY-MM-DD``) too; anything else (``+5``, numbers beyond a long) is a string; a
+partition column the files hold takes the files' type (and must hold the folder's value).
+The schema is the files' (all must agree, partition columns aside) followed by the
+partition columns the files lack; each partition is an identity function of its column (named ``<column>_copy``,
 as a partition may not be named as a field).
 """
 

@@ -183,11 +183,29 @@ def test_a_symbolic_link_is_named(lake, tmp_path, what):
         "day=2026-01-01" / "linked.parquet"
     os.makedirs(link.parent, exist_ok=True)
     os.symlink(outside.parent if what == "folder" else outside, link)
-    with pytest.raises(ConversionError, match=f"{link.relative_to(lake)} is a symbolic link to {outside.parent if what == 'folder' else outside}"):
+    target = outside.parent if what == "folder" else outside
+    with pytest.raises(ConversionError, match=f"{link.relative_to(lake)} is a symbolic link to {target}"):
         DatasetRepository(f"file://{lake}").convert("sales")
     assert not committed(folder)
     os.rename(link, link.parent / ("_" + link.name))  # hidden: left out, as pyarrow leaves it out
     assert DatasetRepository(f"file://{lake}").convert("sales").to_table().num_rows == 6
+
+
+def test_nanosecond_timestamps_are_adopted_when_whole_microseconds_and_refused_otherwise(lake):
+    """cdkds keeps timestamps in microseconds: Spark's INT96 files (nanoseconds to pyarrow,
+    whole microseconds in fact) read as they are; a file holding nanoseconds is named at
+    conversion, not committed to fail every read."""
+    micros = pa.array([1_000, 2_000_000, None], pa.timestamp("ns"))
+    write_file(lake / "t", {"k": "a"}, pa.table({"ts": micros}))
+    ds = DatasetRepository(f"file://{lake}").convert("t")
+    expected = hive_rows(lake / "t").column("ts").cast(pa.timestamp("us"))
+    assert ds.to_table().column("ts").to_pylist() == expected.to_pylist()
+    assert not ds.check(read_data=True).problems
+    write_file(lake / "u", {"k": "a"}, pa.table({"ts": pa.array([1_000, 1_001], pa.timestamp("ns"))}))
+    with pytest.raises(ConversionError, match=r"u/k=a/part-0.parquet cannot be adopted: .*column 'ts' of type "
+                                              r"timestamp\[ns\] cannot be read as timestamp\[us\]"):
+        DatasetRepository(f"file://{lake}").convert("u")
+    assert not committed(lake / "u")
 
 
 def test_files_with_field_ids_of_their_own_are_refused(lake):
