@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 from cdkds.catalog.convert.source import Found, SourceFile, visible_files
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import ConversionError, InvalidDescriptorError
+from cdkds.formats.errors import InvalidSchemaError
 from cdkds.catalog.partitioning import PartitionStrategy
 from cdkds.catalog.partitioning.functions import IdentityFunction, default_name
 from cdkds.catalog.storage import ObjectStore
@@ -82,7 +83,7 @@ def read_hive(store: ObjectStore, partition_types: Mapping[str, str] | None = No
         texts = [folders[key][i][1] for key, _ in files]
         in_files = _partition_column_type(store, layouts, name, types.get(name))
         kinds[name] = in_files if in_files is not None else types.get(name) or _inferred(texts)
-    descriptor = _descriptor(store, schema, names, kinds)
+    descriptor = _descriptor(store, files[0][0], schema, names, kinds)
     _check_field_ids(store, layouts, descriptor)
     partition = {f.source: f.name for f in descriptor.partition_strategy.functions} if names else {}
     values = {key: {partition[n]: _value(store, key, n, text, kinds[n]) for n, text in folders[key]}
@@ -237,9 +238,13 @@ def _value(store: ObjectStore, key: str, name: str, text: str, kind: str) -> Any
             from None
 
 
-def _descriptor(store: ObjectStore, schema: pa.Schema, names: list[str], kinds: Mapping[str, str]
+def _descriptor(store: ObjectStore, first: str, schema: pa.Schema, names: list[str], kinds: Mapping[str, str]
                 ) -> DatasetDescriptor:
-    avro = schemas.from_arrow(schema)
+    """The descriptor of files of ``schema`` (that of ``first`` and every other file)."""
+    try:
+        avro = schemas.from_arrow(schema)
+    except InvalidSchemaError as e:
+        raise ConversionError(f"data file {store.display(first)} (and the others) cannot be adopted: {e}") from None
     avro["fields"] += [{"name": n, "type": ["null", PARTITION_TYPES[kinds[n]][0]], "default": None}
                        for n in names]
     # a partition cannot be named as a field: each is its column's identity under the default name

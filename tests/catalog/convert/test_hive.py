@@ -208,6 +208,15 @@ def test_nanosecond_timestamps_are_adopted_when_whole_microseconds_and_refused_o
     assert not committed(lake / "u")
 
 
+@pytest.mark.parametrize("column", [pa.array([1, 2 ** 64 - 1], pa.uint64()), pa.nulls(2)])
+def test_a_column_of_a_type_no_dataset_holds_is_named_with_the_file(lake, column):
+    write_file(lake / "t", {"k": "a"}, pa.table({"x": [1, 2], "odd": column}))
+    with pytest.raises(ConversionError, match=rf"t/k=a/part-0.parquet \(and the others\) cannot be adopted: "
+                                              rf"field 'odd': Arrow type {column.type} has no Avro form"):
+        DatasetRepository(f"file://{lake}").convert("t")
+    assert not committed(lake / "t")
+
+
 def test_files_with_field_ids_of_their_own_are_refused(lake):
     folder = sales(lake)
     odd = pa.schema([pa.field("id", pa.int64(), metadata={PARQUET_FIELD_ID: "7"}), ("amount", pa.float64()),
