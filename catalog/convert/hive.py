@@ -35,10 +35,10 @@ from cdkds.formats.files import open_data_file
 from cdkds.formats.schema import PARQUET_FIELD_ID
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
-# partition column types one may give, as Avro types, and how a folder's text becomes a value
+# partition column types one may give, as Avro types, and how a folder's text becomes a value (no floating
+# types: an identity partition cannot take one)
 PARTITION_TYPES: Mapping[str, tuple[Any, Any]] = {
     "int": ("int", int), "long": ("long", int), "string": ("string", str), "boolean": ("boolean", None),
-    "float": ("float", float), "double": ("double", float),
     "date": ({"type": "int", "logicalType": "date"}, dt.date.fromisoformat),
 }
 _INT32 = (-2 ** 31, 2 ** 31 - 1)
@@ -192,7 +192,7 @@ def _check_field_ids(store: ObjectStore, layouts: Mapping[str, pa.Schema], descr
 
 def _type_name(t: pa.DataType) -> str | None:
     names = {pa.int32(): "int", pa.int64(): "long", pa.string(): "string", pa.large_string(): "string",
-             pa.bool_(): "boolean", pa.float32(): "float", pa.float64(): "double", pa.date32(): "date"}
+             pa.bool_(): "boolean", pa.date32(): "date"}
     return names.get(t)
 
 

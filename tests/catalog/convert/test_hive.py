@@ -271,6 +271,8 @@ def test_bad_partition_types_are_refused(lake):
     repo = DatasetRepository(f"file://{lake}")
     with pytest.raises(ConversionError, match="must be one of"):
         repo.convert("sales", partition_types={"day": "datetime"})
+    with pytest.raises(ConversionError, match="must be one of int, long, string, boolean, date$"):
+        repo.convert("sales", partition_types={"country": "double"})  # no identity partition of a floating type
     with pytest.raises(ConversionError, match=r"partition type given for \['nope'\]"):
         repo.convert("sales", partition_types={"nope": "int"})
     with pytest.raises(ConversionError,
