@@ -72,6 +72,9 @@ def read_hive(store: ObjectStore, partition_types: Mapping[str, str] | None = No
         if [n for n, _ in parts] != names:
             raise ConversionError(f"data file {store.display(key)} lies under partition folders "
                                   f"{[n for n, _ in parts]}, other files under {names}: every file needs the same ones")
+    if len(set(names)) < len(names):
+        raise ConversionError(f"data file {store.display(files[0][0])} lies under partition folders {names}: a "
+                              f"partition column may appear once in a path")
     unknown = set(types) - set(names)
     if unknown:
         raise ConversionError(f"partition type given for {sorted(unknown)}, but the partition folders of "

@@ -170,6 +170,11 @@ def test_files_outside_partition_folders_or_under_other_ones_are_named(lake):
     with pytest.raises(ConversionError, match="plain/part-0.parquet lies in folder 'plain'"):
         DatasetRepository(f"file://{lake}").convert("sales")
     assert not committed(folder)
+    write_file(lake / "twice" / "k=1", {"k": 2}, pa.table({"id": [1]}))
+    with pytest.raises(ConversionError, match=r"twice/k=1/k=2/part-0.parquet lies under partition folders \['k', "
+                                              r"'k'\]: a partition column may appear once"):
+        DatasetRepository(f"file://{lake}").convert("twice")
+    assert not committed(lake / "twice")
 
 
 @pytest.mark.parametrize("what", ["file", "folder"])
