@@ -222,6 +222,14 @@ def test_a_column_of_a_type_no_dataset_holds_is_named_with_the_file(lake, column
     assert not committed(lake / "t")
 
 
+@pytest.mark.parametrize("text", ["a\\b", "a\tb"])
+def test_a_folder_name_a_log_cannot_hold_is_named_for_what_it_is(lake, text):
+    write_file(lake / "t", {"k": text}, pa.table({"x": [1]}))
+    with pytest.raises(ConversionError, match="has a name a log cannot hold .* a backslash or a control character"):
+        DatasetRepository(f"file://{lake}").convert("t")
+    assert not committed(lake / "t")
+
+
 def test_files_with_field_ids_of_their_own_are_refused(lake):
     folder = sales(lake)
     odd = pa.schema([pa.field("id", pa.int64(), metadata={PARQUET_FIELD_ID: "7"}), ("amount", pa.float64()),
