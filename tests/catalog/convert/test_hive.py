@@ -230,6 +230,18 @@ def test_a_folder_name_a_log_cannot_hold_is_named_for_what_it_is(lake, text):
     assert not committed(lake / "t")
 
 
+@pytest.mark.parametrize("folder", ["_staging", "_deletes", "_index"])
+def test_files_in_a_folder_vacuum_collects_are_refused(lake, folder):
+    """Hidden, so not adopted — but vacuum would delete them after the conversion."""
+    source = sales(lake)
+    os.makedirs(source / folder / "x")
+    (source / folder / "x" / "theirs.bin").write_bytes(b"someone's")
+    with pytest.raises(ConversionError, match=f"sales/{folder}/x/theirs.bin lies in {folder}/, a folder where "
+                                              f"cdkds's vacuum deletes"):
+        DatasetRepository(f"file://{lake}").convert("sales")
+    assert not committed(source)
+
+
 def test_files_with_field_ids_of_their_own_are_refused(lake):
     folder = sales(lake)
     odd = pa.schema([pa.field("id", pa.int64(), metadata={PARQUET_FIELD_ID: "7"}), ("amount", pa.float64()),
