@@ -5,8 +5,9 @@ Spark's discovery skip ``_SUCCESS``, ``.crc`` and ``_temporary``) is a Parquet d
 whose folders are ``name=value`` segments, the same names in the same order for every file.
 Values are percent-decoded, ``__HIVE_DEFAULT_PARTITION__`` is null. A partition column's
 type is given (``partition_types``) or inferred as pyarrow's hive partitioning infers it
-(whole numbers in ASCII digits with an optional ``-``: ``int``, or ``long`` beyond it), and
-dates (``YYYY-MM-DD``) too; anything else (``+5``, numbers beyond a long) is a string; a
+(whole numbers in ASCII digits with an optional ``-``: ``int``, or ``long`` beyond it when
+written without leading zeros), and dates (``YYYY-MM-DD``) too; anything else (``+5``,
+numbers beyond a long) is a string; a
 partition column the files hold takes the files' type (and must hold the folder's value).
 The schema is the files' (all must agree, partition columns aside) followed by the
 partition columns the files lack; each partition is an identity function of its column (named ``<column>_copy``,
@@ -204,8 +205,8 @@ def _inferred(texts: list[str]) -> str:
     if present and all(_WHOLE.fullmatch(t) for t in present):
         if all(_INT32[0] <= int(t) <= _INT32[1] for t in present):
             return "int"
-        if all(_INT64[0] <= int(t) <= _INT64[1] for t in present):
-            return "long"
+        if all(_INT64[0] <= int(t) <= _INT64[1] and str(int(t)) == t for t in present):
+            return "long"  # where pyarrow keeps text: only when no text is lost ('0300...' stays text)
         return "string"
     if present and all(_DATE.fullmatch(t) and _date(t) is not None for t in present):
         return "date"

@@ -103,10 +103,12 @@ def test_files_that_hold_their_partition_column_read_it(lake):
     assert not ds.check(read_data=True).problems
 
 
-@pytest.mark.parametrize("texts", [["+5", "6"], ["\u0663", "6"], ["99999999999999999999999", "3"]])
+@pytest.mark.parametrize("texts", [["+5", "6"], ["\u0663", "6"], ["99999999999999999999999", "3"],
+                                   ["03000000000", "3"]])
 def test_folder_values_pyarrow_keeps_as_text_are_not_inferred_as_numbers(lake, texts):
-    """pyarrow infers an integer only from ASCII digits with an optional '-': '+5', Arabic-Indic
-    digits and numbers beyond a long stay text, as they are in the folder names."""
+    """pyarrow infers an integer only from ASCII digits with an optional '-' and within an
+    int: '+5', Arabic-Indic digits and numbers beyond a long stay text, as they are in the
+    folder names; cdkds's longs beyond an int keep their text too (no leading zero lost)."""
     for i, text in enumerate(texts):
         write_file(lake / "t", {"k": text}, pa.table({"x": [i]}))
     ds = DatasetRepository(f"file://{lake}").convert("t")
