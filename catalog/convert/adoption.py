@@ -23,7 +23,7 @@ from cdkds.catalog.storage import ObjectStore
 from cdkds.formats.files import file_format, open_data_file
 from cdkds.formats.parquet import footer_statistics
 from cdkds.formats.errors import DataFileError
-from cdkds.formats.projection import CastTo, FileProjection, PartitionValue
+from cdkds.formats.projection import AsStored, FileProjection, PartitionValue
 from cdkds.formats.statistics import ColumnStatistics, StatisticsCollector
 
 
@@ -75,9 +75,10 @@ def _parquet_statistics(store: ObjectStore, descriptor: DatasetDescriptor, sourc
 
 def _check_casts(parquet: pq.ParquetFile, resolved: FileProjection, where: str) -> None:
     """The columns the dataset reads through a cast (nanosecond timestamps, kept as
-    microseconds; narrow integers), read and cast once: a value the dataset's type cannot
-    hold (a timestamp with nanoseconds) is named now, not at every read after the commit."""
-    casts = [(name, convert) for _, name, convert in resolved.sources() if isinstance(convert, CastTo)]
+    microseconds; narrow integers), at any depth, read and cast once: a value the dataset's
+    type cannot hold (a timestamp with nanoseconds) is named now, not at every read after
+    the commit."""
+    casts = [(name, convert) for _, name, convert in resolved.sources() if not isinstance(convert, AsStored)]
     if not casts:
         return
     table = parquet.read(columns=[name for name, _ in casts])

@@ -213,6 +213,12 @@ def test_nanosecond_timestamps_are_adopted_when_whole_microseconds_and_refused_o
                                               r"timestamp\[ns\] cannot be read as timestamp\[us\]"):
         DatasetRepository(f"file://{lake}").convert("u")
     assert not committed(lake / "u")
+    nested = pa.array([{"at": 1_000}, {"at": 1}], pa.struct([("at", pa.timestamp("ns"))]))
+    write_file(lake / "v", {"k": "a"}, pa.table({"s": nested}))
+    with pytest.raises(ConversionError, match=r"v/k=a/part-0.parquet cannot be adopted: .*column 's'.at of type "
+                                              r"timestamp\[ns\] cannot be read"):
+        DatasetRepository(f"file://{lake}").convert("v")
+    assert not committed(lake / "v")
 
 
 @pytest.mark.parametrize("column", [pa.array([1, 2 ** 64 - 1], pa.uint64()), pa.nulls(2)])
