@@ -102,6 +102,7 @@ def convert(repository: "DatasetRepository", source: str, name: str | None = Non
         raise _overlap_error(repository.store, name, found)
     if not repository.store.fs.isdir(store.root):
         raise ConversionError(f"source {store.url} is not a folder (or does not exist)")
+    _no_files_vacuum_collects(store)
     result = find(store, partition_types)
     descriptor = with_name_mapping(result.descriptor)
     log = TransactionLog(store, name)
@@ -116,6 +117,19 @@ def convert(repository: "DatasetRepository", source: str, name: str | None = Non
         _remove(store, sidecars)
         raise _overlap_error(repository.store, name, overlapping_datasets(repository.store, name), concurrently=True)
     return Dataset(repository, name, store, log, snapshot)
+
+
+def _no_files_vacuum_collects(store: ObjectStore) -> None:
+    """The source holds no file in the folders whose files vacuum deletes when no revision
+    references them (``data/``, ``_index/``, ``_deletes/``, ``_staging/``): a Delta table
+    laid out as Iceberg's, with its files under ``data/``, would lose its other versions'
+    files there, and another tool's files in a hidden folder would go too."""
+    from cdkds.catalog.maintenance.vacuum import COLLECTED_FOLDERS
+    for folder in COLLECTED_FOLDERS:
+        for key, _ in store.walk_files(folder):
+            raise ConversionError(f"{store.display(key)} lies in {folder}/, a folder where cdkds's vacuum deletes "
+                                  f"the files no revision references: move that folder out of the source first "
+                                  f"(a converted dataset's folder is its source)")
 
 
 def with_name_mapping(descriptor: DatasetDescriptor) -> DatasetDescriptor:

@@ -22,7 +22,8 @@ from cdkds.catalog.log.actions import AddFile, DeleteRows, dataset_path
 from cdkds.catalog.storage import ObjectStore
 from cdkds.formats.files import file_format, open_data_file
 from cdkds.formats.parquet import footer_statistics
-from cdkds.formats.projection import PartitionValue
+from cdkds.formats.errors import DataFileError
+from cdkds.formats.projection import AsStored, FileProjection, PartitionValue
 from cdkds.formats.statistics import ColumnStatistics, StatisticsCollector
 
 
@@ -65,10 +66,27 @@ def _parquet_statistics(store: ObjectStore, descriptor: DatasetDescriptor, sourc
         resolved = projection.resolve(parquet.schema_arrow, store.display(source.path))
         rows = parquet.metadata.num_rows
         statistics = footer_statistics(parquet, resolved)
+        _check_casts(parquet, resolved, store.display(source.path))
     for reader, target in zip(resolved.readers, resolved.schema):
         if isinstance(reader, PartitionValue):
             statistics[target.name] = _constant_statistics(reader.value, target.type, rows)
     return rows, statistics
+
+
+def _check_casts(parquet: pq.ParquetFile, resolved: FileProjection, where: str) -> None:
+    """The columns the dataset reads through a cast (nanosecond timestamps, kept as
+    microseconds; narrow integers), at any depth, read and cast once: a value the dataset's
+    type cannot hold (a timestamp with nanoseconds) is named now, not at every read after
+    the commit."""
+    casts = [(name, convert) for _, name, convert in resolved.sources() if not isinstance(convert, AsStored)]
+    if not casts:
+        return
+    table = parquet.read(columns=[name for name, _ in casts])
+    for name, convert in casts:
+        try:
+            convert(table.column(name).combine_chunks())
+        except DataFileError as e:
+            raise ConversionError(f"data file {where} cannot be adopted: {e}") from None
 
 
 def _constant_statistics(value: Any, t: pa.DataType, rows: int) -> ColumnStatistics:

@@ -5,10 +5,12 @@ Spark's discovery skip ``_SUCCESS``, ``.crc`` and ``_temporary``) is a Parquet d
 whose folders are ``name=value`` segments, the same names in the same order for every file.
 Values are percent-decoded, ``__HIVE_DEFAULT_PARTITION__`` is null. A partition column's
 type is given (``partition_types``) or inferred as pyarrow's hive partitioning infers it
-(whole numbers: ``int``, or ``long`` beyond it), and dates (``YYYY-MM-DD``) too; anything
-else is a string; a partition column the files hold takes the files' type. The schema is
-the files' (all must agree, partition columns aside) followed by the partition columns the
-files lack; each partition is an identity function of its column (named ``<column>_copy``,
+(whole numbers in ASCII digits with an optional ``-``: ``int``, or ``long`` beyond it when
+written without leading zeros), and dates (``YYYY-MM-DD``) too; anything else (``+5``,
+numbers beyond a long) is a string; a
+partition column the files hold takes the files' type (and must hold the folder's value).
+The schema is the files' (all must agree, partition columns aside) followed by the
+partition columns the files lack; each partition is an identity function of its column (named ``<column>_copy``,
 as a partition may not be named as a field).
 """
 
@@ -22,29 +24,27 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from cdkds.catalog.convert.source import Found, SourceFile, identity_strategy
+from cdkds.catalog.convert.source import Found, SourceFile, identity_strategy, visible_files
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import ConversionError, InvalidDescriptorError
+from cdkds.formats.errors import InvalidSchemaError
 from cdkds.catalog.storage import ObjectStore
 from cdkds.formats import schema as schemas
 from cdkds.formats.files import open_data_file
 from cdkds.formats.schema import PARQUET_FIELD_ID
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
-# partition column types one may give, as Avro types, and how a folder's text becomes a value
+# partition column types one may give, as Avro types, and how a folder's text becomes a value (no floating
+# types: an identity partition cannot take one)
 PARTITION_TYPES: Mapping[str, tuple[Any, Any]] = {
     "int": ("int", int), "long": ("long", int), "string": ("string", str), "boolean": ("boolean", None),
-    "float": ("float", float), "double": ("double", float),
     "date": ({"type": "int", "logicalType": "date"}, dt.date.fromisoformat),
 }
 _INT32 = (-2 ** 31, 2 ** 31 - 1)
-_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-_WHOLE = re.compile(r"[+-]?\d+")
-
-
-def hidden(path: str) -> bool:
-    """Whether a file is not data: a segment of its path starts with ``.`` or ``_``."""
-    return any(s.startswith((".", "_")) for s in path.split("/"))
+_INT64 = (-2 ** 63, 2 ** 63 - 1)
+# ASCII only, as pyarrow parses them ('\d' and int() take other scripts' digits, '+', '_')
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_WHOLE = re.compile(r"-?[0-9]+")
 
 
 def check_partition_types(types: Mapping[str, str] | None) -> dict[str, str]:
@@ -62,7 +62,7 @@ def check_partition_types(types: Mapping[str, str] | None) -> dict[str, str]:
 def read_hive(store: ObjectStore, partition_types: Mapping[str, str] | None = None) -> Found:
     """The dataset a Hive-style folder of Parquet files (``store``'s root) becomes."""
     types = check_partition_types(partition_types)
-    files = sorted((key, info) for key, info in store.walk_files("") if not hidden(key))
+    files = [(key, None) for key in visible_files(store)]
     if not files:
         raise ConversionError(f"{store.url} holds no data file to convert")
     folders = {key: _folders(store, key) for key, _ in files}
@@ -71,6 +71,9 @@ def read_hive(store: ObjectStore, partition_types: Mapping[str, str] | None = No
         if [n for n, _ in parts] != names:
             raise ConversionError(f"data file {store.display(key)} lies under partition folders "
                                   f"{[n for n, _ in parts]}, other files under {names}: every file needs the same ones")
+    if len(set(names)) < len(names):
+        raise ConversionError(f"data file {store.display(files[0][0])} lies under partition folders {names}: a "
+                              f"partition column may appear once in a path")
     unknown = set(types) - set(names)
     if unknown:
         raise ConversionError(f"partition type given for {sorted(unknown)}, but the partition folders of "
@@ -82,11 +85,13 @@ def read_hive(store: ObjectStore, partition_types: Mapping[str, str] | None = No
         texts = [folders[key][i][1] for key, _ in files]
         in_files = _partition_column_type(store, layouts, name, types.get(name))
         kinds[name] = in_files if in_files is not None else types.get(name) or _inferred(texts)
-    descriptor = _descriptor(store, schema, names, kinds)
+    descriptor = _descriptor(store, files[0][0], schema, names, kinds)
     _check_field_ids(store, layouts, descriptor)
     partition = {f.source: f.name for f in descriptor.partition_strategy.functions} if names else {}
     values = {key: {partition[n]: _value(store, key, n, text, kinds[n]) for n, text in folders[key]}
               for key, _ in files}
+    for key, layout in layouts.items():
+        _check_held_values(store, key, layout, folders[key], {n: values[key][partition[n]] for n in names})
     return Found("hive", descriptor, tuple(SourceFile(key, values[key]) for key, _ in files))
 
 
@@ -150,6 +155,28 @@ def _partition_column_type(store: ObjectStore, layouts: Mapping[str, pa.Schema],
     return kind
 
 
+def _check_held_values(store: ObjectStore, key: str, layout: pa.Schema, folders: list[tuple[str, str]],
+                       values: Mapping[str, Any]) -> None:
+    """A file that holds partition columns holds its folders' values in them: pyarrow reads
+    the folder's value, cdkds the file's column (docs/FORMAT.md §8), so a file that disagrees
+    is named, not adopted to read otherwise (only these columns are read)."""
+    held = [n for n in values if n in layout.names]
+    if not held:
+        return
+    with open_data_file(store.fs, store.path(key)) as f:
+        table = pq.read_table(f, columns=held)
+    texts = dict(folders)
+    for name in held:
+        other = next((v for v in table.column(name).unique().to_pylist() if v != values[name]), _AGREES)
+        if other is not _AGREES:
+            raise ConversionError(f"data file {store.display(key)} holds {other!r} in partition column {name!r}, "
+                                  f"under folder {name}={texts[name]}: a file's partition column must hold its "
+                                  f"folder's value (pyarrow reads the folder's, cdkds the file's)")
+
+
+_AGREES = object()
+
+
 def _check_field_ids(store: ObjectStore, layouts: Mapping[str, pa.Schema], descriptor: DatasetDescriptor) -> None:
     """Files that carry Parquet field ids are read by them (docs/FORMAT.md §5.1): a file
     whose ids are not those the dataset gives its columns (one written by Iceberg, say) would
@@ -167,14 +194,18 @@ def _check_field_ids(store: ObjectStore, layouts: Mapping[str, pa.Schema], descr
 
 def _type_name(t: pa.DataType) -> str | None:
     names = {pa.int32(): "int", pa.int64(): "long", pa.string(): "string", pa.large_string(): "string",
-             pa.bool_(): "boolean", pa.float32(): "float", pa.float64(): "double", pa.date32(): "date"}
+             pa.bool_(): "boolean", pa.date32(): "date"}
     return names.get(t)
 
 
 def _inferred(texts: list[str]) -> str:
     present = [t for t in texts if t != HIVE_NULL]
     if present and all(_WHOLE.fullmatch(t) for t in present):
-        return "int" if all(_INT32[0] <= int(t) <= _INT32[1] for t in present) else "long"
+        if all(_INT32[0] <= int(t) <= _INT32[1] for t in present):
+            return "int"
+        if all(_INT64[0] <= int(t) <= _INT64[1] and str(int(t)) == t for t in present):
+            return "long"  # where pyarrow keeps text: only when no text is lost ('0300...' stays text)
+        return "string"
     if present and all(_DATE.fullmatch(t) and _date(t) is not None for t in present):
         return "date"
     return "string"
@@ -196,8 +227,12 @@ def _value(store: ObjectStore, key: str, name: str, text: str, kind: str) -> Any
             if text.lower() not in ("true", "false"):
                 raise ValueError(text)
             return text.lower() == "true"
+        plain = {"int": _WHOLE, "long": _WHOLE, "date": _DATE}.get(kind)
+        if plain is not None and not plain.fullmatch(text):
+            raise ValueError(text)
         value = parse(text)
-        if kind == "int" and not _INT32[0] <= value <= _INT32[1]:
+        bounds = {"int": _INT32, "long": _INT64}.get(kind)
+        if bounds is not None and not bounds[0] <= value <= bounds[1]:
             raise ValueError(text)
         return value
     except ValueError:
@@ -205,9 +240,13 @@ def _value(store: ObjectStore, key: str, name: str, text: str, kind: str) -> Any
             from None
 
 
-def _descriptor(store: ObjectStore, schema: pa.Schema, names: list[str], kinds: Mapping[str, str]
+def _descriptor(store: ObjectStore, first: str, schema: pa.Schema, names: list[str], kinds: Mapping[str, str]
                 ) -> DatasetDescriptor:
-    avro = schemas.from_arrow(schema)
+    """The descriptor of files of ``schema`` (that of ``first`` and every other file)."""
+    try:
+        avro = schemas.from_arrow(schema)
+    except InvalidSchemaError as e:
+        raise ConversionError(f"data file {store.display(first)} (and the others) cannot be adopted: {e}") from None
     avro["fields"] += [{"name": n, "type": ["null", PARTITION_TYPES[kinds[n]][0]], "default": None}
                        for n in names]
     strategy = identity_strategy(names)

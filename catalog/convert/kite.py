@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 from cdkds.catalog.convert.kite_expression import (
     KiteCall, KiteDatasetError, parse_partition_expression, parse_properties,
 )
-from cdkds.catalog.convert.source import Found, SourceFile
+from cdkds.catalog.convert.source import Found, SourceFile, visible_files
 from cdkds.catalog.descriptor import KNOWN_PROPERTIES, DatasetDescriptor
 from cdkds.catalog.errors import CdkdsError, InvalidDescriptorError, InvalidPartitionStrategyError, InvalidSchemaError
 from cdkds.catalog.partitioning import PartitionStrategy
@@ -307,10 +307,8 @@ def _data_files(store: ObjectStore, descriptor: DatasetDescriptor,
     extension = "." + file_format(descriptor.format).extension
     kinds = {f.name: descriptor.fields[f.source].kind for f in (p.function for p in partitions)}
     out = []
-    for key, _ in store.walk_files(""):
+    for key in visible_files(store):  # not metadata, Kite's hidden and temporary files, nor a cdkds log
         segments = key.split("/")
-        if any(s.startswith((".", "_")) for s in segments):
-            continue  # metadata, Kite's hidden and temporary files, and a cdkds log
         where = store.display(key)
         if not segments[-1].endswith(extension):
             raise KiteDatasetError(f"{where}: not a {descriptor.format} data file, but Kite reads every visible "

@@ -7,8 +7,10 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from cdkds.catalog.descriptor import DatasetDescriptor
+from cdkds.catalog.errors import ConversionError
 from cdkds.catalog.partitioning import PartitionStrategy
 from cdkds.catalog.partitioning.functions import IdentityFunction, default_name
+from cdkds.catalog.storage import ObjectStore, store_failures
 
 
 @dataclass(frozen=True)
@@ -38,3 +40,31 @@ def identity_strategy(columns: Sequence[str]) -> PartitionStrategy | None:
     if not columns:
         return None
     return PartitionStrategy(tuple(IdentityFunction(c, default_name("identity", c)) for c in columns))
+
+
+def hidden(path: str) -> bool:
+    """Whether a source's file is not data: a segment of its path starts with ``.`` or ``_``
+    (``_SUCCESS``, ``.crc``, ``_temporary``, Kite's ``.metadata``, a cdkds log)."""
+    return any(s.startswith((".", "_")) for s in path.split("/"))
+
+
+def visible_files(store: ObjectStore) -> list[str]:
+    """The keys, sorted, of the source's files that are not :func:`hidden`. A symbolic link
+    among them is named: the dataset would reference a file that is not where the link is
+    (outside the source, or read twice), and other readers follow links the listing skips."""
+    with store_failures(f"listing {store.url}"):
+        found = store.fs.find(store.path(""), detail=True, withdirs=True)
+    keys = []
+    for path, info in found.items():
+        key = path[len(store.root) + 1:] if path.startswith(store.root + "/") else path
+        if not key or key == store.root or hidden(key):
+            continue
+        if info.get("islink") or info.get("type") not in ("file", "directory"):
+            target = info.get("destination")
+            raise ConversionError(f"{store.display(key)} is a symbolic link{f' to {target}' if target else ''} "
+                                  f"(or not a file): a converted dataset adopts files where they lie; copy or "
+                                  f"move the file into the source folder, or hide the link (a name starting "
+                                  f"with '.' or '_')")
+        if info.get("type") == "file":
+            keys.append(key)
+    return sorted(keys)

@@ -46,8 +46,9 @@ def dataset_path(path: Any, what: str) -> str:
     segments = path.split("/")
     if "\\" in path or _SCHEME.match(path) or any(s in ("", ".", "..") for s in segments) or \
             any(ord(c) < 32 for c in path):
-        raise ValueError(f"the {what} {path!r} lies outside the dataset (a file of the log must be a relative path "
-                         f"inside the dataset's folder, without '..', a scheme or a leading '/')")
+        raise ValueError(f"the {what} {path!r} lies outside the dataset or has a name a log cannot hold (a file "
+                         f"of the log must be a relative path inside the dataset's folder, without '..', a scheme, "
+                         f"a leading '/', a backslash or a control character)")
     return path
 
 

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from cdkds.catalog.dataset import Dataset
 
 DEFAULT_RETENTION = dt.timedelta(days=7)  # Delta's default
+COLLECTED_FOLDERS = (DATA_FOLDER, INDEX_FOLDER, DELETES_FOLDER, STAGING_FOLDER)  # whose unreferenced files it deletes
 MINIMUM_RETENTION = dt.timedelta(hours=1)
 
 
@@ -56,7 +57,7 @@ def vacuum(dataset: "Dataset", retention: dt.timedelta = DEFAULT_RETENTION, dry_
 def _older_than(dataset: "Dataset", cutoff: int) -> list[str]:
     """The files a vacuum may collect that were modified before ``cutoff`` (epoch ms)."""
     old = []
-    for folder in (DATA_FOLDER, INDEX_FOLDER, DELETES_FOLDER, STAGING_FOLDER):
+    for folder in COLLECTED_FOLDERS:
         old += [key for key, info in dataset.store.walk_files(folder) if older(info, cutoff)]
     for key, info in dataset.store.walk_files(LOG_FOLDER):
         if key.rsplit("/", 1)[-1].startswith(".") and key.endswith(".tmp") and older(info, cutoff):

@@ -49,6 +49,10 @@ def _nested(t: pa.DataType) -> bool:
     return pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t)
 
 
+def _view(t: pa.DataType) -> bool:
+    return pa.types.is_string_view(t) or pa.types.is_binary_view(t)
+
+
 def scanner_conversions(projection: FileProjection) -> str | None:
     """Why pyarrow's scanner cannot read files through ``projection`` exactly, or ``None``."""
     for reader, target in zip(projection.readers, projection.schema):
@@ -59,6 +63,10 @@ def scanner_conversions(projection: FileProjection) -> str | None:
         if isinstance(reader, FileColumn) and isinstance(reader.convert, CastTo) and not reader.convert.exact:
             # an integer widened to a float rounds, but the scanner casts file statistics with checks
             return f"pyarrow's scanner checks the cast of field {target.name!r} to {reader.convert.target} exactly"
+        if isinstance(reader, FileColumn) and isinstance(reader.convert, CastTo) and _view(reader.convert.source):
+            # other engines (delta-rs, Polars) store strings as views: pyarrow's scanner reads them so (a file's
+            # Arrow schema wins over the dataset's) and cannot filter or compare them
+            return f"pyarrow's scanner cannot filter field {target.name!r} stored as {reader.convert.source}"
     return None
 
 

@@ -157,6 +157,22 @@ def test_a_file_outside_the_table_is_refused(lake):
     assert not (table / "_log").exists()
 
 
+def test_a_table_with_files_under_data_is_refused(lake):
+    """A Delta table laid out as Iceberg's (XTable, UniForm) keeps its files under data/,
+    where cdkds's vacuum deletes the files no revision references: its other versions' files."""
+    table = lake / "ice"
+    write(table, pa.table({"x": [1, 2]}))
+    (path,) = live_paths(table)
+    (table / "data").mkdir()
+    (table / path).rename(table / "data" / path)
+    log = table / "_delta_log" / "00000000000000000000.json"
+    log.write_text(log.read_text().replace(f'"path":"{path}"', f'"path":"data/{path}"'))
+    assert bag(delta_rows(str(table))) == bag([{"x": 1}, {"x": 2}])
+    with pytest.raises(ConversionError, match=f"ice/data/{path} lies in data/, a folder where cdkds's vacuum"):
+        DatasetRepository(f"file://{lake}").convert("ice")
+    assert not (table / "_log").exists()
+
+
 def test_a_damaged_deletion_vector_file_is_named(lake):
     table = lake / "bad"
     write(table, pa.table({"id": list(range(4))}), configuration={"delta.enableDeletionVectors": "true"})

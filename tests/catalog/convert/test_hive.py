@@ -103,6 +103,43 @@ def test_files_that_hold_their_partition_column_read_it(lake):
     assert not ds.check(read_data=True).problems
 
 
+@pytest.mark.parametrize("texts", [["+5", "6"], ["\u0663", "6"], ["99999999999999999999999", "3"],
+                                   ["03000000000", "3"]])
+def test_folder_values_pyarrow_keeps_as_text_are_not_inferred_as_numbers(lake, texts):
+    """pyarrow infers an integer only from ASCII digits with an optional '-' and within an
+    int: '+5', Arabic-Indic digits and numbers beyond a long stay text, as they are in the
+    folder names; cdkds's longs beyond an int keep their text too (no leading zero lost)."""
+    for i, text in enumerate(texts):
+        write_file(lake / "t", {"k": text}, pa.table({"x": [i]}))
+    ds = DatasetRepository(f"file://{lake}").convert("t")
+    assert ds.descriptor.schema["fields"][-1]["type"] == ["null", "string"]
+    assert bag(ds.to_table()) == bag(hive_rows(lake / "t"))
+
+
+def test_a_given_numeric_or_date_type_takes_only_plain_text(lake):
+    """Python's int() and date.fromisoformat() take '1_000', ' 7' and '20260101'; a folder
+    value is a number or a date only as written plainly."""
+    repo = DatasetRepository(f"file://{lake}")
+    for name, text, kind in [("a", "1_000", "int"), ("b", "\u0663", "long"), ("c", "20260101", "date")]:
+        write_file(lake / name, {"k": text}, pa.table({"x": [1]}))
+        with pytest.raises(ConversionError, match=f"partition folder k={text} is not a {kind}"):
+            repo.convert(name, partition_types={"k": kind})
+        assert not committed(lake / name)
+
+
+@pytest.mark.parametrize("held", [pa.array(["a", "zzz"]), pa.array(["a", None])])
+def test_a_file_whose_partition_column_disagrees_with_its_folder_is_refused(lake, held):
+    """pyarrow reads the folder's value, cdkds the file's column: such a file is named, not
+    adopted to read otherwise."""
+    folder = lake / "t"
+    write_file(folder, {"g": "a"}, pa.table({"x": [1, 2], "g": held}))
+    write_file(folder, {"g": "b"}, pa.table({"x": [3]}))
+    with pytest.raises(ConversionError, match=f"g=a/part-0.parquet holds {held[1].as_py()!r} in partition column "
+                                              f"'g', under folder g=a"):
+        DatasetRepository(f"file://{lake}").convert("t")
+    assert not committed(folder)
+
+
 # ---------------------------------------------------------------- bad input: named, nothing committed
 
 def test_an_unreadable_file_is_named(lake):
@@ -135,6 +172,82 @@ def test_files_outside_partition_folders_or_under_other_ones_are_named(lake):
     with pytest.raises(ConversionError, match="plain/part-0.parquet lies in folder 'plain'"):
         DatasetRepository(f"file://{lake}").convert("sales")
     assert not committed(folder)
+    write_file(lake / "twice" / "k=1", {"k": 2}, pa.table({"id": [1]}))
+    with pytest.raises(ConversionError, match=r"twice/k=1/k=2/part-0.parquet lies under partition folders \['k', "
+                                              r"'k'\]: a partition column may appear once"):
+        DatasetRepository(f"file://{lake}").convert("twice")
+    assert not committed(lake / "twice")
+
+
+@pytest.mark.parametrize("what", ["file", "folder"])
+def test_a_symbolic_link_is_named(lake, tmp_path, what):
+    """pyarrow follows a link (here to a file outside the source); the dataset cannot adopt
+    the file where the link is, and must not silently leave it out."""
+    folder = sales(lake)
+    outside = write_file(tmp_path / "elsewhere", {"country": "FR", "day": "2026-01-01"},
+                         pa.table({"id": [9], "amount": [9.0], "note": ["z"]}))
+    link = folder / "country=FR" / "day=2026-01-01" if what == "folder" else folder / "country=NZ" / \
+        "day=2026-01-01" / "linked.parquet"
+    os.makedirs(link.parent, exist_ok=True)
+    os.symlink(outside.parent if what == "folder" else outside, link)
+    target = outside.parent if what == "folder" else outside
+    with pytest.raises(ConversionError, match=f"{link.relative_to(lake)} is a symbolic link to {target}"):
+        DatasetRepository(f"file://{lake}").convert("sales")
+    assert not committed(folder)
+    os.rename(link, link.parent / ("_" + link.name))  # hidden: left out, as pyarrow leaves it out
+    assert DatasetRepository(f"file://{lake}").convert("sales").to_table().num_rows == 6
+
+
+def test_nanosecond_timestamps_are_adopted_when_whole_microseconds_and_refused_otherwise(lake):
+    """cdkds keeps timestamps in microseconds: Spark's INT96 files (nanoseconds to pyarrow,
+    whole microseconds in fact) read as they are; a file holding nanoseconds is named at
+    conversion, not committed to fail every read."""
+    micros = pa.array([1_000, 2_000_000, None], pa.timestamp("ns"))
+    write_file(lake / "t", {"k": "a"}, pa.table({"ts": micros}))
+    ds = DatasetRepository(f"file://{lake}").convert("t")
+    expected = hive_rows(lake / "t").column("ts").cast(pa.timestamp("us"))
+    assert ds.to_table().column("ts").to_pylist() == expected.to_pylist()
+    assert not ds.check(read_data=True).problems
+    write_file(lake / "u", {"k": "a"}, pa.table({"ts": pa.array([1_000, 1_001], pa.timestamp("ns"))}))
+    with pytest.raises(ConversionError, match=r"u/k=a/part-0.parquet cannot be adopted: .*column 'ts' of type "
+                                              r"timestamp\[ns\] cannot be read as timestamp\[us\]"):
+        DatasetRepository(f"file://{lake}").convert("u")
+    assert not committed(lake / "u")
+    nested = pa.array([{"at": 1_000}, {"at": 1}], pa.struct([("at", pa.timestamp("ns"))]))
+    write_file(lake / "v", {"k": "a"}, pa.table({"s": nested}))
+    with pytest.raises(ConversionError, match=r"v/k=a/part-0.parquet cannot be adopted: .*column 's'.at of type "
+                                              r"timestamp\[ns\] cannot be read"):
+        DatasetRepository(f"file://{lake}").convert("v")
+    assert not committed(lake / "v")
+
+
+@pytest.mark.parametrize("column", [pa.array([1, 2 ** 64 - 1], pa.uint64()), pa.nulls(2)])
+def test_a_column_of_a_type_no_dataset_holds_is_named_with_the_file(lake, column):
+    write_file(lake / "t", {"k": "a"}, pa.table({"x": [1, 2], "odd": column}))
+    with pytest.raises(ConversionError, match=rf"t/k=a/part-0.parquet \(and the others\) cannot be adopted: "
+                                              rf"field 'odd': Arrow type {column.type} has no Avro form"):
+        DatasetRepository(f"file://{lake}").convert("t")
+    assert not committed(lake / "t")
+
+
+@pytest.mark.parametrize("text", ["a\\b", "a\tb"])
+def test_a_folder_name_a_log_cannot_hold_is_named_for_what_it_is(lake, text):
+    write_file(lake / "t", {"k": text}, pa.table({"x": [1]}))
+    with pytest.raises(ConversionError, match="has a name a log cannot hold .* a backslash or a control character"):
+        DatasetRepository(f"file://{lake}").convert("t")
+    assert not committed(lake / "t")
+
+
+@pytest.mark.parametrize("folder", ["_staging", "_deletes", "_index"])
+def test_files_in_a_folder_vacuum_collects_are_refused(lake, folder):
+    """Hidden, so not adopted — but vacuum would delete them after the conversion."""
+    source = sales(lake)
+    os.makedirs(source / folder / "x")
+    (source / folder / "x" / "theirs.bin").write_bytes(b"someone's")
+    with pytest.raises(ConversionError, match=f"sales/{folder}/x/theirs.bin lies in {folder}/, a folder where "
+                                              f"cdkds's vacuum deletes"):
+        DatasetRepository(f"file://{lake}").convert("sales")
+    assert not committed(source)
 
 
 def test_files_with_field_ids_of_their_own_are_refused(lake):
@@ -191,6 +304,8 @@ def test_bad_partition_types_are_refused(lake):
     repo = DatasetRepository(f"file://{lake}")
     with pytest.raises(ConversionError, match="must be one of"):
         repo.convert("sales", partition_types={"day": "datetime"})
+    with pytest.raises(ConversionError, match="must be one of int, long, string, boolean, date$"):
+        repo.convert("sales", partition_types={"country": "double"})  # no identity partition of a floating type
     with pytest.raises(ConversionError, match=r"partition type given for \['nope'\]"):
         repo.convert("sales", partition_types={"nope": "int"})
     with pytest.raises(ConversionError,

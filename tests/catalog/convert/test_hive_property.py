@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.dataset as pads
+import pyarrow.parquet as pq
 from hypothesis import given, settings, strategies as st
 
 from cdkds.catalog import DatasetRepository
@@ -73,3 +74,33 @@ def _text(value) -> str | None:
 def _cdkds_reader(ds):
     from cdkds.catalog.read.scan import read_plan
     return read_plan(ds.store, ds.plan())
+
+
+FOLDER_TEXT = st.one_of(
+    st.from_regex(r"[+-]?0*[0-9]{1,12}", fullmatch=True),  # whole numbers, signed, leading zeros, beyond an int
+    st.from_regex(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", fullmatch=True),  # dates, and texts that only look like them
+    st.text(min_size=1, max_size=6),  # anything: '/', '=', '%', spaces, other scripts' digits
+)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(FOLDER_TEXT, min_size=1, max_size=4, unique=True))
+def test_inferred_partition_values_keep_the_text_pyarrow_reads(texts):
+    """Whatever type a folder's values are inferred as (cdkds also infers dates, and longs
+    where pyarrow keeps text), each row's value reads as the text pyarrow reads with its own
+    inference: no value is changed (``+5`` to ``5``, ``٣`` to ``3``)."""
+    from urllib.parse import quote
+    with tempfile.TemporaryDirectory() as root:
+        folder = Path(root) / "t"
+        for i, text in enumerate(texts):
+            where = folder / f"k={quote(text, safe='')}"
+            where.mkdir(parents=True)
+            pq.write_table(pa.table({"id": [i]}), where / "part-0.parquet")
+        theirs = pads.dataset(str(folder), format="parquet", partitioning="hive").to_table()
+        ds = DatasetRepository(f"file://{root}").convert("t")
+        assert _as_text(ds.to_table()) == _as_text(theirs)
+        assert not ds.check(read_data=True).problems
+
+
+def _as_text(table: pa.Table) -> list[tuple[int, str | None]]:
+    return sorted((r["id"], None if r["k"] is None else _text(r["k"])) for r in table.to_pylist())
