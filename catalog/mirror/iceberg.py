@@ -194,11 +194,13 @@ class IcebergMirror:
         if newest is not None and newest >= snapshot.version:
             return 0
         written = 0
-        if newest is None:
+        behind = newest is not None and newest < retained and newest < log.replay.oldest().version
+        if newest is None or behind:  # no mirror yet, or one whose newest revision the log expired since
             before = log.replay.oldest()
             if before.version > snapshot.version:
                 return 0
-            table = self._write(None, None, before, None, retained)
+            table = self._write(None, None, before, None, retained,
+                                self._table(newest).metadata["table-uuid"] if behind else None)
             written = 1
         elif recent is not None and recent.revision == newest and recent.state is not None:
             table, before = recent, recent.state
@@ -235,10 +237,11 @@ class IcebergMirror:
         return (None if number is None else number - 1), retained, raw
 
     def _write(self, table: _Table | None, before: Snapshot | None, after: Snapshot, commit: Commit | None,
-               retained: int) -> _Table:
+               retained: int, table_uuid: str | None = None) -> _Table:
         """Write the version of revision ``after.version`` (made by ``commit`` from ``before``,
         described by ``table``; the first version has neither), keeping the snapshots of
-        revisions ``retained`` and later."""
+        revisions ``retained`` and later. ``table_uuid``: the table's, when a first version
+        starts an existing table's history again (after an expiry left it behind)."""
         revision = after.version
         if table is not None:
             current = table.metadata["current-schema-id"]
@@ -259,7 +262,7 @@ class IcebergMirror:
         list_key = f"{METADATA}/snap-{sid}-{after.commit_uuid}.avro"
         objects[list_key] = manifest_list_bytes(manifest_list, sid, parent, sid)
         self.store.put_all(objects)  # every file of the version before the version itself
-        metadata = self._metadata(table, after, changes, operation, self._url(list_key), retained)
+        metadata = self._metadata(table, after, changes, operation, self._url(list_key), retained, table_uuid)
         key = metadata_key(revision)
         try:
             self.store.put_if_absent(key, json.dumps(metadata, separators=(",", ":")).encode())
@@ -289,7 +292,7 @@ class IcebergMirror:
                 self.store.delete(key)
 
     def _metadata(self, table: _Table | None, after: Snapshot, changes: Changes, operation: str,
-                  manifest_list: str, retained: int) -> dict:
+                  manifest_list: str, retained: int, table_uuid: str | None = None) -> dict:
         revision, descriptor = after.version, after.descriptor
         previous = table.metadata if table else None
         schemas = list(previous["schemas"]) if previous else []
@@ -313,7 +316,7 @@ class IcebergMirror:
         spec = partition_spec(descriptor)
         return {
             "format-version": 2,
-            "table-uuid": previous["table-uuid"] if previous else _table_uuid(after),
+            "table-uuid": previous["table-uuid"] if previous else table_uuid or _table_uuid(after),
             "location": self.store.url,
             "last-sequence-number": sid,
             "last-updated-ms": after.timestamp,

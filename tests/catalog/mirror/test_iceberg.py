@@ -427,6 +427,28 @@ def test_the_mirror_follows_log_expiry_and_references_the_retained_revisions_fil
     assert_agree(repo, "events")
 
 
+def test_a_mirror_left_behind_by_an_expiry_starts_again_at_the_oldest_retained_state(repo):
+    """An on-demand mirror (``cdkds mirror --iceberg`` now and then) whose newest revision the
+    log expired since: the next update starts again where the log's retained state begins, as
+    a new snapshot history of the same table."""
+    ds = repo.create("events", DatasetDescriptor(SCHEMA, properties={"checkpoint.interval": "3"}))
+    write(ds, rows(range(3)))
+    m = mirror(ds)
+    table_uuid = json.loads(ds.store.read(metadata_key(ds.version)))["table-uuid"]
+    for i in range(1, 6):
+        write(ds.refresh(), rows(range(i * 3, i * 3 + 3)))
+    ds.refresh().delete("id = 4")
+    ds.refresh().expire_log(dt.datetime.now(dt.timezone.utc), force=True)
+    ds = write(ds.refresh(), rows([99]))
+    oldest = ds.log.replay.oldest().version
+    assert oldest > m.version()
+    assert m.update(ds.log, ds.snapshot) == ds.version - oldest + 1
+    assert m.version() == ds.version and m.verify(ds.log) == []
+    assert json.loads(ds.store.read(metadata_key(ds.version)))["table-uuid"] == table_uuid
+    for version in range(oldest, ds.version + 1):
+        assert_agree(repo, "events", version)
+
+
 @pytest.mark.parametrize("keyed", [False, True])
 def test_a_mirror_begun_after_expiry_carries_the_deletes_of_the_oldest_retained_state(repo, keyed):
     descriptor = DatasetDescriptor(SCHEMA, record_key="id" if keyed else None,
