@@ -25,7 +25,7 @@ from fsspec.implementations.local import LocalFileSystem
 from fsspec.implementations.memory import MemoryFileSystem
 
 from cdkds.catalog.descriptor import DatasetDescriptor
-from cdkds.catalog.errors import CdkdsError
+from cdkds.catalog.errors import CdkdsError, CorruptLogError
 from cdkds.catalog.log import Commit, TransactionLog
 from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.mirror.iceberg_manifests import (
@@ -211,10 +211,19 @@ class IcebergMirror:
                 return 1
         else:
             table, before = self._table(newest), log.snapshot(version=newest)
-        for commit, after in log.replay.walk(before, upto=snapshot.version):
-            table = self._write(table, before, after, commit, retained)
-            before = after
-            written += 1
+        remembered = table is recent
+        try:
+            for commit, after in log.replay.walk(before, upto=snapshot.version):
+                table = self._write(table, before, after, commit, retained)
+                before = after
+                written += 1
+        except CorruptLogError:
+            if not remembered or written:
+                raise
+            # what this process remembers is not this log's past (the dataset was dropped and
+            # created again elsewhere): carry on from the mirror as it is stored
+            _RECENT.pop(self.store.url, None)
+            return self.update(log, snapshot)
         _remember(self.store.url, dataclasses.replace(table, state=before))
         return written
 

@@ -377,6 +377,27 @@ def test_update_is_idempotent_and_two_updaters_write_the_same_versions(repo):
     assert_agree(repo, "events")
 
 
+def test_what_this_process_remembers_of_a_dataset_dropped_and_created_again_elsewhere_is_not_trusted(repo, monkeypatch):
+    """Another process drops the dataset and creates it again under the same name, with the
+    mirror on: this process's memory of the mirror (the old dataset's, at the same revision)
+    must not be built on; the next commit carries on from the mirror as it is stored."""
+    from cdkds.catalog.mirror import iceberg as iceberg_module
+    on = {"mirror.iceberg": "true"}
+    ds = repo.create("events", DatasetDescriptor(SCHEMA, properties=on))
+    for i in range(2):
+        write(ds, rows(range(i * 3, i * 3 + 3)))
+    remembered = dict(iceberg_module._RECENT)
+    repo.drop("events")
+    again = repo.create("events", DatasetDescriptor(SCHEMA, properties=on))
+    for i in range(2):
+        write(again, rows(range(100 + i, 101 + i)))
+    monkeypatch.setattr(iceberg_module, "_RECENT", remembered)  # as the first process still holds it
+    again = write(again, rows([200]))
+    assert IcebergMirror(again.store, again.name).version() == again.version
+    for version in range(again.version + 1):
+        assert_agree(repo, "events", version)
+
+
 def test_a_failed_update_leaves_no_version_readers_see_and_the_next_one_writes_it(repo, monkeypatch):
     ds = repo.create("events", DatasetDescriptor(SCHEMA))
     write(ds, rows(range(3)))
