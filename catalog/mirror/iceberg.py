@@ -33,7 +33,7 @@ from cdkds.catalog.mirror.iceberg_manifests import (
     read_manifest_list,
 )
 from cdkds.catalog.mirror.iceberg_plan import (
-    MANIFEST_NAME, METADATA, IcebergMirrorError, ManifestPlan, may_delete, snapshot_id,
+    MANIFEST_NAME, METADATA, IcebergMirrorError, ManifestPlan, may_delete, object_key, snapshot_id,
 )
 from cdkds.catalog.mirror.iceberg_schema import (
     iceberg_schema, last_column_id, partition_spec, promotion_refusal, schema_refusal,
@@ -175,14 +175,10 @@ class IcebergMirror:
         return self.store.read(self._key(location))
 
     def _key(self, location: str) -> str:
-        prefix = self.store.url + "/"
-        if not location.startswith(prefix):
-            raise IcebergMirrorError(f"dataset {self.dataset!r}: the Iceberg mirror names {location!r}, which is "
-                                     f"outside the dataset's folder {self.store.url}")
-        return location[len(prefix):]
+        return object_key(self.store, self.dataset, location)
 
     def _url(self, key: str) -> str:
-        return f"{self.store.url}/{key}"
+        return f"{self.store.absolute_url}/{key}"
 
     # ---------------------------------------------------------------- writing
 
@@ -326,7 +322,7 @@ class IcebergMirror:
         return {
             "format-version": 2,
             "table-uuid": previous["table-uuid"] if previous else table_uuid or _table_uuid(after),
-            "location": self.store.url,
+            "location": self.store.absolute_url,
             "last-sequence-number": sid,
             "last-updated-ms": after.timestamp,
             "last-column-id": max(last_column_id(descriptor), previous["last-column-id"] if previous else 0),

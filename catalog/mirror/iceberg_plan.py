@@ -46,6 +46,15 @@ class IcebergMirrorError(CdkdsError):
     """The Iceberg mirror's own objects contradict each other or the log."""
 
 
+def object_key(store: ObjectStore, dataset: str, location: str) -> str:
+    """The key in the dataset's folder of an absolute location the mirror wrote."""
+    prefix = store.absolute_url + "/"
+    if not location.startswith(prefix):
+        raise IcebergMirrorError(f"dataset {dataset!r}: the Iceberg mirror names {location!r}, which is outside "
+                                 f"the dataset's folder {store.absolute_url}")
+    return location[len(prefix):]
+
+
 def snapshot_id(revision: int) -> int:
     """The Iceberg snapshot id (and sequence number) of cdkds revision ``revision``."""
     return revision + 1
@@ -97,7 +106,7 @@ class ManifestPlan:
         return sorted(out, key=lambda m: (-m.record["sequence_number"], m.path))
 
     def url(self, key: str) -> str:
-        return f"{self.store.url}/{key}"
+        return f"{self.store.absolute_url}/{key}"
 
     # ---------------------------------------------------------------- the changes
 
@@ -159,13 +168,13 @@ class ManifestPlan:
     def _entries(self, manifest: Manifest) -> list[dict]:
         if manifest.path in self.written:
             return self.written[manifest.path]
-        return read_entries(self.store.read(manifest.path[len(self.store.url) + 1:]))
+        return read_entries(self.store.read(object_key(self.store, self.dataset, manifest.path)))
 
     def _replace(self, old: _Range | None, kind: str, level: int, first: int, last: int, entries: list[dict]) -> None:
         """``old`` (if any) leaves the list; a manifest of ``entries`` joins it unless none is live."""
         if old is not None:
             self.ranges[kind].remove(old)
-            self.objects.pop(old.manifest.path[len(self.store.url) + 1:], None)  # written and replaced now
+            self.objects.pop(object_key(self.store, self.dataset, old.manifest.path), None)  # written and replaced now
         if not any(e["status"] != DELETED for e in entries):
             return
         key = f"{METADATA}/{kind}-{level}-{first:020d}-{last:020d}-{self.revision:020d}.avro"

@@ -12,10 +12,12 @@ import json
 import duckdb
 import fastavro
 import io
+import warnings
+
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from cdkds.catalog import DatasetDescriptor, DatasetRepository
+from cdkds.catalog import DatasetDescriptor, DatasetRepository, MirrorWarning
 from cdkds.catalog.errors import StorageError
 from cdkds.catalog.mirror import iceberg_plan
 from cdkds.catalog.mirror.iceberg import IcebergMirror, IcebergMirrorError, metadata_key, snapshot_id
@@ -115,6 +117,29 @@ def test_escaped_partition_paths_and_a_root_with_spaces_read(tmp_path):
     ds.delete("id = 2")
     mirror(ds)
     assert_agree(repo, "events")
+
+
+def test_locations_are_absolute_urls_however_the_dataset_was_opened(tmp_path, monkeypatch):
+    """Iceberg names every file by absolute location: the same for a dataset opened by a local
+    path, a relative one or a file:// URL, so each updater carries on the others' mirror and
+    readers anywhere find the files."""
+    monkeypatch.chdir(tmp_path)
+    on = {"mirror.iceberg": "true"}
+    ds = DatasetRepository("lake").create("events", DatasetDescriptor(SCHEMA, properties=on))  # relative
+    write(ds, rows(range(3)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MirrorWarning)
+        write(DatasetRepository(f"{tmp_path}/lake").load("events"), rows([10]))
+        ds = write(DatasetRepository(f"file://{tmp_path}/lake").load("events"), rows([11]))
+        ds.delete("id = 1")
+    ds = ds.refresh()
+    assert IcebergMirror(ds.store, ds.name).version() == ds.version
+    metadata = json.loads(ds.store.read(metadata_key(ds.version)))
+    assert metadata["location"] == f"file://{tmp_path}/lake/events"
+    repo = DatasetRepository(f"file://{tmp_path}/lake")
+    for version in range(ds.version + 1):
+        assert_agree(repo, "events", version)
+    assert ds.check().ok
 
 
 def test_a_partition_filter_prunes_by_the_manifests_partition_values_and_bounds(repo):
