@@ -40,6 +40,7 @@ from cdkds.catalog.mirror.iceberg_schema import (
 )
 from cdkds.catalog.mirror.state import Changes, deleted_positions
 from cdkds.catalog.storage import ObjectStore
+from cdkds.formats.projection import NameMapping
 
 __all__ = ["IcebergMirror", "IcebergMirrorError", "metadata_key", "snapshot_id"]
 
@@ -333,7 +334,7 @@ class IcebergMirror:
             "last-partition-id": max((f["field-id"] for f in spec["fields"]), default=999),
             "default-sort-order-id": 0,
             "sort-orders": [{"order-id": 0, "fields": []}],
-            "properties": {"cdkds.dataset": self.dataset, "cdkds.mirror": "iceberg"},
+            "properties": _properties(self.dataset, descriptor),
             "current-snapshot-id": sid,
             "refs": {"main": {"snapshot-id": sid, "type": "branch"}},
             "snapshots": snapshots,
@@ -412,6 +413,16 @@ class IcebergMirror:
                     target = entry_bound(e, "lower_bounds", FILE_PATH_ID)
                     deletes[self._key(target.decode())] += data_file["record_count"]
         return files, dict(deletes)
+
+
+def _properties(dataset: str, descriptor: DatasetDescriptor) -> dict[str, str]:
+    """The table's properties: a dataset whose files may carry no field ids (converted, or
+    begun before ids) has the name mapping cdkds reads such files by, which Iceberg readers
+    apply to them too."""
+    properties = {"cdkds.dataset": dataset, "cdkds.mirror": "iceberg"}
+    if descriptor.files_may_lack_ids:
+        properties["schema.name-mapping.default"] = json.dumps(NameMapping.of(descriptor.schema).to_json())
+    return properties
 
 
 def _snapshot(metadata: dict, sid: int) -> dict:

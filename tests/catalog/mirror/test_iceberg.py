@@ -372,11 +372,26 @@ def test_what_cannot_be_mirrored_is_refused_with_the_reason(change, reason):
     assert reason in IcebergMirror.refusal(descriptor).lower()
 
 
-def test_a_dataset_with_files_written_before_field_ids_is_refused():
-    schema = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long", "field-id": 1}],
-              "cdkds.last-field-id": 1, "cdkds.name-mapping": [{"field-id": 1, "names": ["id"]}]}
-    assert "field ids" in IcebergMirror.refusal(DatasetDescriptor.as_recorded({"schema": schema}))
-    assert IcebergMirror.refusal(DatasetDescriptor(SCHEMA, partition_strategy="hash(id, 3)")) is None
+def test_files_without_field_ids_read_by_the_name_mapping_cdkds_reads_them_by(tmp_path):
+    """A converted dataset's adopted files (here Hive-style, their partition columns in the
+    path only) carry no field ids: the table's name mapping
+    (``schema.name-mapping.default``) is cdkds's, which Iceberg readers apply to them; it was
+    refused with advice to compact, which cannot take a name mapping away."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    for country, ids in [("NZ", [1, 2]), ("a b", [3])]:
+        folder = tmp_path / "lake" / "events" / f"country={country}"
+        folder.mkdir(parents=True)
+        pq.write_table(pa.table({"id": pa.array(ids, pa.int64()), "v": [f"x{i}" for i in ids]}), folder / "0.parquet")
+    repo = DatasetRepository(f"file://{tmp_path}/lake")
+    ds = repo.convert("events")
+    assert IcebergMirror.refusal(ds.descriptor) is None
+    ds = repo.update("events", ds.descriptor.replace(properties={"mirror.iceberg": "true"}))
+    write(ds, [{"id": 9, "v": "n", "country": "NZ"}])
+    ds.refresh().delete("id = 2")
+    ds.refresh().alter().rename("v", "w").commit()
+    for version in range(ds.refresh().version + 1):
+        assert_agree(repo, "events", version)
 
 
 # ---------------------------------------------------------------- versions, concurrency, expiry, vacuum, check
