@@ -220,6 +220,14 @@ class ObjectStore:
     def display(self, key: str) -> str:
         return f"{self.url}/{key}"
 
+    @property
+    def absolute_url(self) -> str:
+        """The root as an absolute URL, the same however the store was opened (a relative or
+        absolute local path, a ``file://`` URL): what metadata other engines read names files by."""
+        if isinstance(self.fs, LocalFileSystem):
+            return f"file://{self.root}"
+        return self.url
+
     def child(self, key: str) -> "ObjectStore":
         """The store rooted at ``key`` below this one."""
         return ObjectStore(self.fs, self.path(key), self.display(key), self.single_writer)

@@ -316,12 +316,14 @@ class DeltaMirror:
             return
         state = read_state(self.store, floor, listing)
         kept = _vector_keys(self._retained_from(state, listing))
-        for v in listing.versions:
-            if v < floor:
-                self.store.delete(version_key(v))
+        # older checkpoints first, then versions from the oldest: wherever this stops, the
+        # oldest version readers start from (version 0, else the oldest checkpoint) has every later one
         for c in listing.checkpoints:
             if c < floor:
                 self.store.delete(checkpoint_key(c))
+        for v in listing.versions:
+            if v < floor:
+                self.store.delete(version_key(v))
         for v in range(listing.oldest or 0, floor):
             key = version_vectors_key(state.metadata["id"], v)
             if key not in kept:

@@ -25,7 +25,7 @@ from fsspec.implementations.local import LocalFileSystem
 from fsspec.implementations.memory import MemoryFileSystem
 
 from cdkds.catalog.descriptor import DatasetDescriptor
-from cdkds.catalog.errors import CdkdsError
+from cdkds.catalog.errors import CdkdsError, CorruptLogError
 from cdkds.catalog.log import Commit, TransactionLog
 from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.mirror.iceberg_manifests import (
@@ -33,13 +33,14 @@ from cdkds.catalog.mirror.iceberg_manifests import (
     read_manifest_list,
 )
 from cdkds.catalog.mirror.iceberg_plan import (
-    MANIFEST_NAME, METADATA, IcebergMirrorError, ManifestPlan, may_delete, snapshot_id, table_location,
+    MANIFEST_NAME, METADATA, IcebergMirrorError, ManifestPlan, may_delete, object_key, snapshot_id,
 )
 from cdkds.catalog.mirror.iceberg_schema import (
     iceberg_schema, last_column_id, partition_spec, promotion_refusal, schema_refusal,
 )
 from cdkds.catalog.mirror.state import Changes, deleted_positions
 from cdkds.catalog.storage import ObjectStore
+from cdkds.formats.projection import NameMapping
 
 __all__ = ["IcebergMirror", "IcebergMirrorError", "metadata_key", "snapshot_id"]
 
@@ -175,14 +176,10 @@ class IcebergMirror:
         return self.store.read(self._key(location))
 
     def _key(self, location: str) -> str:
-        prefix = table_location(self.store) + "/"
-        if not location.startswith(prefix):
-            raise IcebergMirrorError(f"dataset {self.dataset!r}: the Iceberg mirror names {location!r}, which is "
-                                     f"outside the dataset's folder {prefix[:-1]}")
-        return location[len(prefix):]
+        return object_key(self.store, self.dataset, location)
 
     def _url(self, key: str) -> str:
-        return f"{table_location(self.store)}/{key}"
+        return f"{self.store.absolute_url}/{key}"
 
     # ---------------------------------------------------------------- writing
 
@@ -194,11 +191,13 @@ class IcebergMirror:
         if newest is not None and newest >= snapshot.version:
             return 0
         written = 0
-        if newest is None:
+        behind = newest is not None and newest < retained and newest < log.replay.oldest().version
+        if newest is None or behind:  # no mirror yet, or one whose newest revision the log expired since
             before = log.replay.oldest()
             if before.version > snapshot.version:
                 return 0
-            table = self._write(None, None, before, None, retained)
+            table = self._write(None, None, before, None, retained,
+                                self._table(newest).metadata["table-uuid"] if behind else None)
             written = 1
         elif recent is not None and recent.revision == newest and recent.state is not None:
             table, before = recent, recent.state
@@ -209,10 +208,19 @@ class IcebergMirror:
                 return 1
         else:
             table, before = self._table(newest), log.snapshot(version=newest)
-        for commit, after in log.replay.walk(before, upto=snapshot.version):
-            table = self._write(table, before, after, commit, retained)
-            before = after
-            written += 1
+        remembered = table is recent
+        try:
+            for commit, after in log.replay.walk(before, upto=snapshot.version):
+                table = self._write(table, before, after, commit, retained)
+                before = after
+                written += 1
+        except CorruptLogError:
+            if not remembered or written:
+                raise
+            # what this process remembers is not this log's past (the dataset was dropped and
+            # created again elsewhere): carry on from the mirror as it is stored
+            _RECENT.pop(self.store.url, None)
+            return self.update(log, snapshot)
         _remember(self.store.url, dataclasses.replace(table, state=before))
         return written
 
@@ -235,10 +243,11 @@ class IcebergMirror:
         return (None if number is None else number - 1), retained, raw
 
     def _write(self, table: _Table | None, before: Snapshot | None, after: Snapshot, commit: Commit | None,
-               retained: int) -> _Table:
+               retained: int, table_uuid: str | None = None) -> _Table:
         """Write the version of revision ``after.version`` (made by ``commit`` from ``before``,
         described by ``table``; the first version has neither), keeping the snapshots of
-        revisions ``retained`` and later."""
+        revisions ``retained`` and later. ``table_uuid``: the table's, when a first version
+        starts an existing table's history again (after an expiry left it behind)."""
         revision = after.version
         if table is not None:
             current = table.metadata["current-schema-id"]
@@ -259,7 +268,7 @@ class IcebergMirror:
         list_key = f"{METADATA}/snap-{sid}-{after.commit_uuid}.avro"
         objects[list_key] = manifest_list_bytes(manifest_list, sid, parent, sid)
         self.store.put_all(objects)  # every file of the version before the version itself
-        metadata = self._metadata(table, after, changes, operation, self._url(list_key), retained)
+        metadata = self._metadata(table, after, changes, operation, self._url(list_key), retained, table_uuid)
         key = metadata_key(revision)
         try:
             self.store.put_if_absent(key, json.dumps(metadata, separators=(",", ":")).encode())
@@ -289,7 +298,7 @@ class IcebergMirror:
                 self.store.delete(key)
 
     def _metadata(self, table: _Table | None, after: Snapshot, changes: Changes, operation: str,
-                  manifest_list: str, retained: int) -> dict:
+                  manifest_list: str, retained: int, table_uuid: str | None = None) -> dict:
         revision, descriptor = after.version, after.descriptor
         previous = table.metadata if table else None
         schemas = list(previous["schemas"]) if previous else []
@@ -313,8 +322,8 @@ class IcebergMirror:
         spec = partition_spec(descriptor)
         return {
             "format-version": 2,
-            "table-uuid": previous["table-uuid"] if previous else _table_uuid(after),
-            "location": table_location(self.store),
+            "table-uuid": previous["table-uuid"] if previous else table_uuid or _table_uuid(after),
+            "location": self.store.absolute_url,
             "last-sequence-number": sid,
             "last-updated-ms": after.timestamp,
             "last-column-id": max(last_column_id(descriptor), previous["last-column-id"] if previous else 0),
@@ -325,7 +334,7 @@ class IcebergMirror:
             "last-partition-id": max((f["field-id"] for f in spec["fields"]), default=999),
             "default-sort-order-id": 0,
             "sort-orders": [{"order-id": 0, "fields": []}],
-            "properties": {"cdkds.dataset": self.dataset, "cdkds.mirror": "iceberg"},
+            "properties": _properties(self.dataset, descriptor),
             "current-snapshot-id": sid,
             "refs": {"main": {"snapshot-id": sid, "type": "branch"}},
             "snapshots": snapshots,
@@ -404,6 +413,16 @@ class IcebergMirror:
                     target = entry_bound(e, "lower_bounds", FILE_PATH_ID)
                     deletes[self._key(target.decode())] += data_file["record_count"]
         return files, dict(deletes)
+
+
+def _properties(dataset: str, descriptor: DatasetDescriptor) -> dict[str, str]:
+    """The table's properties: a dataset whose files may carry no field ids (converted, or
+    begun before ids) has the name mapping cdkds reads such files by, which Iceberg readers
+    apply to them too."""
+    properties = {"cdkds.dataset": dataset, "cdkds.mirror": "iceberg"}
+    if descriptor.files_may_lack_ids:
+        properties["schema.name-mapping.default"] = json.dumps(NameMapping.of(descriptor.schema).to_json())
+    return properties
 
 
 def _snapshot(metadata: dict, sid: int) -> dict:

@@ -23,7 +23,6 @@ from typing import Callable
 
 import numpy as np
 
-from fsspec.implementations.local import LocalFileSystem
 
 from cdkds.catalog.errors import MirrorError
 from cdkds.catalog.log.actions import AddFile
@@ -49,13 +48,13 @@ class IcebergMirrorError(MirrorError):
     cannot describe."""
 
 
-def table_location(store: ObjectStore) -> str:
-    """The absolute URL of the dataset's folder, which Iceberg's paths start with (a local
-    folder opened by a relative path or a plain one is a ``file://`` URL, unescaped: Iceberg's
-    readers take a local path's characters as they are)."""
-    if isinstance(store.fs, LocalFileSystem):
-        return f"file://{store.root}"
-    return store.url
+def object_key(store: ObjectStore, dataset: str, location: str) -> str:
+    """The key in the dataset's folder of an absolute location the mirror wrote."""
+    prefix = store.absolute_url + "/"
+    if not location.startswith(prefix):
+        raise IcebergMirrorError(f"dataset {dataset!r}: the Iceberg mirror names {location!r}, which is outside "
+                                 f"the dataset's folder {store.absolute_url}")
+    return location[len(prefix):]
 
 
 def snapshot_id(revision: int) -> int:
@@ -109,7 +108,7 @@ class ManifestPlan:
         return sorted(out, key=lambda m: (-m.record["sequence_number"], m.path))
 
     def url(self, key: str) -> str:
-        return f"{table_location(self.store)}/{key}"
+        return f"{self.store.absolute_url}/{key}"
 
     # ---------------------------------------------------------------- the changes
 
@@ -171,13 +170,13 @@ class ManifestPlan:
     def _entries(self, manifest: Manifest) -> list[dict]:
         if manifest.path in self.written:
             return self.written[manifest.path]
-        return read_entries(self.store.read(manifest.path[len(table_location(self.store)) + 1:]))
+        return read_entries(self.store.read(object_key(self.store, self.dataset, manifest.path)))
 
     def _replace(self, old: _Range | None, kind: str, level: int, first: int, last: int, entries: list[dict]) -> None:
         """``old`` (if any) leaves the list; a manifest of ``entries`` joins it unless none is live."""
         if old is not None:
             self.ranges[kind].remove(old)
-            self.objects.pop(old.manifest.path[len(table_location(self.store)) + 1:], None)  # written and replaced now
+            self.objects.pop(object_key(self.store, self.dataset, old.manifest.path), None)  # written and replaced now
         if not any(e["status"] != DELETED for e in entries):
             return
         key = f"{METADATA}/{kind}-{level}-{first:020d}-{last:020d}-{self.revision:020d}.avro"

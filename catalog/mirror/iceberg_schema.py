@@ -17,7 +17,7 @@ import struct
 from typing import Any
 
 from cdkds.catalog.descriptor import DatasetDescriptor
-from cdkds.formats.schema import FIELD_ID, NAME_MAPPING, last_field_id, type_kind, unwrap
+from cdkds.formats.schema import FIELD_ID, last_field_id, type_kind, unwrap
 
 PARTITION_FIELD_BASE = 1000  # Iceberg numbers partition fields from 1000
 _EPOCH = dt.datetime(1970, 1, 1)
@@ -34,9 +34,6 @@ _DEFAULT_KINDS = {"boolean", "int", "long", "float", "double", "string"}  # the 
 
 def schema_refusal(descriptor: DatasetDescriptor) -> str | None:
     """Why the descriptor's schema has no faithful Iceberg form (``None``: it has one)."""
-    if NAME_MAPPING in descriptor.schema:
-        return ("the dataset has data files written before field ids (a cdkds.name-mapping), which Iceberg "
-                "readers would match by name; rewrite them (compact) before mirroring")
     for f in descriptor.schema["fields"]:
         problem = _type_refusal(f["type"], f["name"])
         if problem is not None:

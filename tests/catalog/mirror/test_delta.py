@@ -424,6 +424,46 @@ def test_checkpoints_expiry_and_restarts(lake):
     assert_mirrors(lake, ds)
 
 
+def test_a_cleanup_cut_short_leaves_every_version_from_the_oldest_readable(lake, monkeypatch):
+    """The versions an expiry leaves behind are deleted one object at a time: wherever that
+    stops, the oldest version a reader (and vacuum) starts from still has every later one."""
+    props = {"checkpoint.interval": "4", "delta.checkpointInterval": "4"}
+    real_delete, k = type(lake.create("probe", DatasetDescriptor(SCHEMA)).store).delete, 0
+    while True:
+        k += 1
+        ds = lake.create(f"c{k}", DatasetDescriptor(SCHEMA, properties=props))
+        for i in range(9):
+            write(ds, rows([i]))
+            mirror(ds)
+        ds.refresh().expire_log(dt.timedelta(0), force=True)
+        calls = []
+
+        def failing(store, key, *args, **kwargs):
+            if key.startswith("_delta_log/"):
+                calls.append(key)
+                if len(calls) == k:
+                    raise OSError("the store went away")
+            return real_delete(store, key, *args, **kwargs)
+        monkeypatch.setattr(type(ds.store), "delete", failing)
+        for i in range(3):  # up to the next Delta checkpoint, where the cleanup runs
+            write(ds.refresh(), rows([100 + i]))
+            try:
+                mirror(ds.refresh())
+            except OSError:
+                pass
+        monkeypatch.setattr(type(ds.store), "delete", real_delete)
+        ds = ds.refresh()
+        assert DeltaMirror(ds.store, ds.name).referenced() >= set(ds.snapshot.files)
+        oldest = ds.log.replay.oldest().version
+        for version in range(DeltaListing.of(ds.store).oldest, ds.version + 1):
+            got = delta_table(ds.store.url, version)  # older versions than cdkds retains still read
+            if version >= oldest:
+                assert canonical(got) == canonical(lake.load(ds.name, version=version).to_table()), version
+        if len(calls) < k:  # the cleanup ran to its end
+            break
+    assert k > 2
+
+
 def test_a_version_another_updater_wrote_is_taken_as_it_is(lake):
     ds = lake.create("two", DatasetDescriptor(SCHEMA))
     write(ds, rows(range(5)))

@@ -12,10 +12,12 @@ import json
 import duckdb
 import fastavro
 import io
+import warnings
+
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from cdkds.catalog import DatasetDescriptor, DatasetRepository
+from cdkds.catalog import DatasetDescriptor, DatasetRepository, MirrorWarning
 from cdkds.catalog.errors import StorageError
 from cdkds.catalog.mirror import iceberg_plan
 from cdkds.catalog.mirror.iceberg import IcebergMirror, IcebergMirrorError, metadata_key, snapshot_id
@@ -115,6 +117,29 @@ def test_escaped_partition_paths_and_a_root_with_spaces_read(tmp_path):
     ds.delete("id = 2")
     mirror(ds)
     assert_agree(repo, "events")
+
+
+def test_locations_are_absolute_urls_however_the_dataset_was_opened(tmp_path, monkeypatch):
+    """Iceberg names every file by absolute location: the same for a dataset opened by a local
+    path, a relative one or a file:// URL, so each updater carries on the others' mirror and
+    readers anywhere find the files."""
+    monkeypatch.chdir(tmp_path)
+    on = {"mirror.iceberg": "true"}
+    ds = DatasetRepository("lake").create("events", DatasetDescriptor(SCHEMA, properties=on))  # relative
+    write(ds, rows(range(3)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MirrorWarning)
+        write(DatasetRepository(f"{tmp_path}/lake").load("events"), rows([10]))
+        ds = write(DatasetRepository(f"file://{tmp_path}/lake").load("events"), rows([11]))
+        ds.delete("id = 1")
+    ds = ds.refresh()
+    assert IcebergMirror(ds.store, ds.name).version() == ds.version
+    metadata = json.loads(ds.store.read(metadata_key(ds.version)))
+    assert metadata["location"] == f"file://{tmp_path}/lake/events"
+    repo = DatasetRepository(f"file://{tmp_path}/lake")
+    for version in range(ds.version + 1):
+        assert_agree(repo, "events", version)
+    assert ds.check().ok
 
 
 def test_a_partition_filter_prunes_by_the_manifests_partition_values_and_bounds(repo):
@@ -347,11 +372,26 @@ def test_what_cannot_be_mirrored_is_refused_with_the_reason(change, reason):
     assert reason in IcebergMirror.refusal(descriptor).lower()
 
 
-def test_a_dataset_with_files_written_before_field_ids_is_refused():
-    schema = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long", "field-id": 1}],
-              "cdkds.last-field-id": 1, "cdkds.name-mapping": [{"field-id": 1, "names": ["id"]}]}
-    assert "field ids" in IcebergMirror.refusal(DatasetDescriptor.as_recorded({"schema": schema}))
-    assert IcebergMirror.refusal(DatasetDescriptor(SCHEMA, partition_strategy="hash(id, 3)")) is None
+def test_files_without_field_ids_read_by_the_name_mapping_cdkds_reads_them_by(tmp_path):
+    """A converted dataset's adopted files (here Hive-style, their partition columns in the
+    path only) carry no field ids: the table's name mapping
+    (``schema.name-mapping.default``) is cdkds's, which Iceberg readers apply to them; it was
+    refused with advice to compact, which cannot take a name mapping away."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    for country, ids in [("NZ", [1, 2]), ("a b", [3])]:
+        folder = tmp_path / "lake" / "events" / f"country={country}"
+        folder.mkdir(parents=True)
+        pq.write_table(pa.table({"id": pa.array(ids, pa.int64()), "v": [f"x{i}" for i in ids]}), folder / "0.parquet")
+    repo = DatasetRepository(f"file://{tmp_path}/lake")
+    ds = repo.convert("events")
+    assert IcebergMirror.refusal(ds.descriptor) is None
+    ds = repo.update("events", ds.descriptor.replace(properties={"mirror.iceberg": "true"}))
+    write(ds, [{"id": 9, "v": "n", "country": "NZ"}])
+    ds.refresh().delete("id = 2")
+    ds.refresh().alter().rename("v", "w").commit()
+    for version in range(ds.refresh().version + 1):
+        assert_agree(repo, "events", version)
 
 
 # ---------------------------------------------------------------- versions, concurrency, expiry, vacuum, check
@@ -375,6 +415,27 @@ def test_update_is_idempotent_and_two_updaters_write_the_same_versions(repo):
     assert {k: ds.store.read(k) for k in first} == first
     assert m.version() == ds.version
     assert_agree(repo, "events")
+
+
+def test_what_this_process_remembers_of_a_dataset_dropped_and_created_again_elsewhere_is_not_trusted(repo, monkeypatch):
+    """Another process drops the dataset and creates it again under the same name, with the
+    mirror on: this process's memory of the mirror (the old dataset's, at the same revision)
+    must not be built on; the next commit carries on from the mirror as it is stored."""
+    from cdkds.catalog.mirror import iceberg as iceberg_module
+    on = {"mirror.iceberg": "true"}
+    ds = repo.create("events", DatasetDescriptor(SCHEMA, properties=on))
+    for i in range(2):
+        write(ds, rows(range(i * 3, i * 3 + 3)))
+    remembered = dict(iceberg_module._RECENT)
+    repo.drop("events")
+    again = repo.create("events", DatasetDescriptor(SCHEMA, properties=on))
+    for i in range(2):
+        write(again, rows(range(100 + i, 101 + i)))
+    monkeypatch.setattr(iceberg_module, "_RECENT", remembered)  # as the first process still holds it
+    again = write(again, rows([200]))
+    assert IcebergMirror(again.store, again.name).version() == again.version
+    for version in range(again.version + 1):
+        assert_agree(repo, "events", version)
 
 
 def test_a_failed_update_leaves_no_version_readers_see_and_the_next_one_writes_it(repo, monkeypatch):
@@ -425,6 +486,28 @@ def test_the_mirror_follows_log_expiry_and_references_the_retained_revisions_fil
     assert IcebergMirror(ds.store, ds.name).update(ds.log, ds.snapshot) == ds.version - oldest + 1
     assert_agree(repo, "events", oldest)
     assert_agree(repo, "events")
+
+
+def test_a_mirror_left_behind_by_an_expiry_starts_again_at_the_oldest_retained_state(repo):
+    """An on-demand mirror (``cdkds mirror --iceberg`` now and then) whose newest revision the
+    log expired since: the next update starts again where the log's retained state begins, as
+    a new snapshot history of the same table."""
+    ds = repo.create("events", DatasetDescriptor(SCHEMA, properties={"checkpoint.interval": "3"}))
+    write(ds, rows(range(3)))
+    m = mirror(ds)
+    table_uuid = json.loads(ds.store.read(metadata_key(ds.version)))["table-uuid"]
+    for i in range(1, 6):
+        write(ds.refresh(), rows(range(i * 3, i * 3 + 3)))
+    ds.refresh().delete("id = 4")
+    ds.refresh().expire_log(dt.datetime.now(dt.timezone.utc), force=True)
+    ds = write(ds.refresh(), rows([99]))
+    oldest = ds.log.replay.oldest().version
+    assert oldest > m.version()
+    assert m.update(ds.log, ds.snapshot) == ds.version - oldest + 1
+    assert m.version() == ds.version and m.verify(ds.log) == []
+    assert json.loads(ds.store.read(metadata_key(ds.version)))["table-uuid"] == table_uuid
+    for version in range(oldest, ds.version + 1):
+        assert_agree(repo, "events", version)
 
 
 @pytest.mark.parametrize("keyed", [False, True])
