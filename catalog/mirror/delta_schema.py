@@ -53,8 +53,9 @@ def schema_refusal(descriptor: DatasetDescriptor) -> str | None:
     """Why the descriptor's schema or partitions cannot be described to Delta readers (None: they can)."""
     schema = descriptor.schema
     if NAME_MAPPING in schema or not all(FIELD_ID in f for f in schema["fields"]):
-        return ("the dataset holds files written before field ids (docs/FORMAT.md §5.2), which Delta's column "
-                "mapping cannot describe; rewrite them (compact) first")
+        return ("the dataset may hold files without field ids (converted in place, or written before field ids: "
+                "docs/FORMAT.md §5.2), which Delta's column mapping by id cannot describe; the Iceberg mirror "
+                "can (it carries cdkds's name mapping)")
     try:
         delta_schema(schema)
     except UnmappableSchema as e:

@@ -23,7 +23,6 @@ from typing import Callable
 
 import numpy as np
 
-
 from cdkds.catalog.errors import MirrorError
 from cdkds.catalog.log.actions import AddFile
 from cdkds.catalog.log.snapshot import Snapshot
