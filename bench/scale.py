@@ -42,6 +42,8 @@ POINT = "p0500"
 SCHEMA = {"type": "record", "name": "Event", "fields": [
     {"name": "id", "type": "long"}, {"name": "p", "type": "string"}, {"name": "v", "type": "double"}]}
 NAME = "events"
+SYSTEMS = ("cdkds", "delta", "iceberg", "iceberg-split")
+SPLIT_COMMITS = 100  # "iceberg-split": the same files in 100 commits, each of 10 partitions' files
 
 
 def partition_value(i: int) -> str:
@@ -102,7 +104,10 @@ def build_cdkds(root: Path, n: int) -> dict:
     start = time.perf_counter()
     ds.checkpoint()
     checkpointed = time.perf_counter() - start
-    return {"link_s": round(linked, 2), "commit_s": round(committed, 2), "checkpoint_s": round(checkpointed, 2)}
+    (checkpoint,) = (root / NAME / "_log").glob("*.checkpoint.parquet")
+    return {"link_s": round(linked, 2), "commit_s": round(committed, 2), "checkpoint_s": round(checkpointed, 2),
+            "checkpoint_bytes": checkpoint.stat().st_size,
+            "commit_bytes": sum(f.stat().st_size for f in (root / NAME / "_log").glob("*.json"))}
 
 
 def build_delta(root: Path, n: int, templates: dict[str, str]) -> dict:
@@ -134,23 +139,28 @@ def build_delta(root: Path, n: int, templates: dict[str, str]) -> dict:
     linked = time.perf_counter() - start
     start = time.perf_counter()
     DeltaTable(str(table)).create_checkpoint()
-    return {"link_and_log_s": round(linked, 2), "checkpoint_s": round(time.perf_counter() - start, 2)}
+    checkpointed = time.perf_counter() - start
+    (checkpoint,) = (table / "_delta_log").glob("*.checkpoint.parquet")
+    return {"link_and_log_s": round(linked, 2), "checkpoint_s": round(checkpointed, 2),
+            "checkpoint_bytes": checkpoint.stat().st_size}
 
 
-def iceberg_catalog(root: Path):
+def iceberg_catalog(root: Path, folder: str = "iceberg"):
     from pyiceberg.catalog.sql import SqlCatalog
-    return SqlCatalog("bench", uri=f"sqlite:///{root}/iceberg/catalog.db", warehouse=f"file://{root}/iceberg")
+    return SqlCatalog("bench", uri=f"sqlite:///{root}/{folder}/catalog.db", warehouse=f"file://{root}/{folder}")
 
 
-def build_iceberg(root: Path, n: int, templates: dict[str, str]) -> dict:
+def build_iceberg(root: Path, n: int, templates: dict[str, str], folder: str = "iceberg", commits: int = 1) -> dict:
+    """``commits`` fast appends, each of the files of a contiguous range of partitions
+    (so each manifest's partition summary bounds a range: a point query can skip the others)."""
     from pyiceberg.io.pyarrow import parquet_file_to_data_file
     from pyiceberg.manifest import DataFile
     from pyiceberg.partitioning import PartitionField, PartitionSpec
     from pyiceberg.schema import Schema
     from pyiceberg.transforms import IdentityTransform
     from pyiceberg.types import DoubleType, LongType, NestedField, StringType
-    (root / "iceberg").mkdir(parents=True)
-    catalog = iceberg_catalog(root)
+    (root / folder).mkdir(parents=True)
+    catalog = iceberg_catalog(root, folder)
     catalog.create_namespace("bench")
     schema = Schema(NestedField(1, "id", LongType()), NestedField(2, "p", StringType()),
                     NestedField(3, "v", DoubleType()))
@@ -163,21 +173,22 @@ def build_iceberg(root: Path, n: int, templates: dict[str, str]) -> dict:
         target = f"{location}/data/p={value}/template.parquet"
         link(path, target)
         data_files[value] = parquet_file_to_data_file(table.io, table.metadata, f"file://{target}")
-    files = []
+    files: list[list] = [[] for _ in range(commits)]
     for i in range(n):
         value = partition_value(i)
         path = f"{location}/data/p={value}/gen-{i:07d}.parquet"
         link(templates[value], path)
         file = DataFile(*data_files[value]._data)
         file[1] = f"file://{path}"
-        files.append(file)
+        files[(i % PARTITIONS) * commits // PARTITIONS].append(file)
     linked = time.perf_counter() - start
     start = time.perf_counter()
-    with table.transaction() as tx:
-        with tx.update_snapshot().fast_append() as append:
-            for file in files:
-                append.append_data_file(file)
-    return {"link_s": round(linked, 2), "fast_append_s": round(time.perf_counter() - start, 2)}
+    for group in files:
+        with table.transaction() as tx:
+            with tx.update_snapshot().fast_append() as append:
+                for file in group:
+                    append.append_data_file(file)
+    return {"link_s": round(linked, 2), "fast_append_s": round(time.perf_counter() - start, 2), "commits": commits}
 
 
 # ------------------------------------------------------------------------------------ measuring (in a child process)
@@ -200,19 +211,26 @@ def measure(system: str, what: str, root: Path, n: int, appends: int) -> dict:
             assert len(ds.snapshot.files) == n
             return {"heap_bytes_per_file": (kept - base) / n, "peak_heap_bytes_per_file": (peak - base) / n,
                     "rss_bytes_per_file": grown / n}
-        if what == "profile":
+        if what == "profile":  # the load, the point plan and the full plan, each profiled on its own
             import cProfile
             import io
             import pstats
-            profile = cProfile.Profile()
-            profile.enable()
-            DatasetRepository(url).load(NAME).plan(f"p = '{POINT}'")
-            profile.disable()
+
+            import cdkds
             out = {}
-            for key in ("tottime", "cumulative"):
-                text = io.StringIO()
-                pstats.Stats(profile, stream=text).sort_stats(key).print_stats(18)
-                out[key] = text.getvalue()
+            ds = None
+            steps = {"load": lambda: DatasetRepository(url).load(NAME), "point": lambda: ds.plan(f"p = '{POINT}'"),
+                     "full": lambda: ds.plan()}
+            for step, call in steps.items():
+                profile = cProfile.Profile()
+                profile.enable()
+                made = call()
+                profile.disable()
+                ds = made if step == "load" else ds
+                for key in ("tottime", "cumulative"):
+                    text = io.StringIO()
+                    pstats.Stats(profile, stream=text).sort_stats(key).print_stats(14)
+                    out[f"{step}_{key}"] = text.getvalue().replace(str(Path(cdkds.__file__).parents[1]) + "/", "")
             return out
         start = time.perf_counter()
         ds = DatasetRepository(url).load(NAME)
@@ -265,7 +283,7 @@ def measure(system: str, what: str, root: Path, n: int, appends: int) -> dict:
             return {"append_s": statistics.median(times[:appends]), "appends": times[:appends],
                     "checkpoint_s": time.perf_counter() - start}
         return {"s": time.perf_counter() - start}
-    if system == "iceberg":
+    if system in ("iceberg", "iceberg-split"):
         import pyarrow as pa
         import pyiceberg.catalog.sql  # noqa: F401 - imported before timing, as delta-rs and cdkds are
         import pyiceberg.io.pyarrow  # noqa: F401
@@ -273,7 +291,7 @@ def measure(system: str, what: str, root: Path, n: int, appends: int) -> dict:
         if what == "memory":
             return {}
         start = time.perf_counter()
-        table = iceberg_catalog(root).load_table("bench.events")
+        table = iceberg_catalog(root, system).load_table("bench.events")
         if what == "point":
             files = len(list(table.scan(row_filter=f"p = '{POINT}'").plan_files()))
             assert files == n // PARTITIONS, files
@@ -283,7 +301,7 @@ def measure(system: str, what: str, root: Path, n: int, appends: int) -> dict:
             times = []
             for i in range(appends):
                 start = time.perf_counter()
-                iceberg_catalog(root).load_table("bench.events").append(
+                iceberg_catalog(root, system).load_table("bench.events").append(
                     pa.table({"id": pa.array([i], pa.int64()), "p": [partition_value(i)], "v": [i / 2]}))
                 times.append(time.perf_counter() - start)
             return {"append_s": statistics.median(times), "appends": times}
@@ -308,12 +326,13 @@ def fmt_s(seconds: float | None) -> str:
 
 
 def run_size(base: Path, n: int, systems: list[str], runs: int, appends: int, profile: bool) -> dict:
-    result: dict = {"files": n, "runs": runs, "appends": appends, "build": {}, "cdkds": {}, "delta": {}, "iceberg": {}}
+    result: dict = {"files": n, "runs": runs, "appends": appends, "build": {}, **{s: {} for s in SYSTEMS}}
     root = base / f"n{n}"
     root.mkdir(parents=True)
-    templates = pyarrow_templates(root / "templates-pyarrow") if {"delta", "iceberg"} & set(systems) else {}
+    templates = pyarrow_templates(root / "templates-pyarrow") if set(systems) - {"cdkds"} else {}
     builders = {"cdkds": lambda: build_cdkds(root / "cdkds", n), "delta": lambda: build_delta(root, n, templates),
-                "iceberg": lambda: build_iceberg(root, n, templates)}
+                "iceberg": lambda: build_iceberg(root, n, templates),
+                "iceberg-split": lambda: build_iceberg(root, n, templates, "iceberg-split", SPLIT_COMMITS)}
     for system in systems:
         start = time.perf_counter()
         result["build"][system] = builders[system]()
@@ -329,7 +348,8 @@ def run_size(base: Path, n: int, systems: list[str], runs: int, appends: int, pr
         print(f"  {system} memory: {result[system]['memory']}", flush=True)
         if profile and system == "cdkds":
             result["cdkds"]["profile"] = in_child("cdkds", "profile", where, n)
-            print(result["cdkds"]["profile"]["tottime"], flush=True)
+            for step in ("load", "point", "full"):
+                print(result["cdkds"]["profile"][f"{step}_tottime"], flush=True)
         result[system]["append"] = in_child(system, "append", where, n, appends)
         print(f"  {system} load + append: {fmt_s(result[system]['append']['append_s'])}"
               + (f", checkpoint write {fmt_s(result[system]['append']['checkpoint_s'])}"
@@ -338,29 +358,30 @@ def run_size(base: Path, n: int, systems: list[str], runs: int, appends: int, pr
 
 
 def print_table(results: list[dict]) -> None:
-    rows = [("open", "open"), ("open + plan p = x", "point"), ("open + full plan", "full")]
-    print("\n| files | measurement | cdkds | delta-rs | pyiceberg | cdkds ÷ delta-rs | cdkds ÷ pyiceberg |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    """One Markdown table: each measurement for cdkds and the others, with cdkds ÷ other."""
+    others = [("delta", "delta-rs"), ("iceberg", "pyiceberg"), ("iceberg-split", f"pyiceberg, {SPLIT_COMMITS} manifests")]
+    print("\n| files | measurement | cdkds | " + " | ".join(f"{label} (cdkds ÷)" for _, label in others) + " |")
+    print("| --- | --- | --- |" + " --- |" * len(others))
+    ratio = lambda a, b: f" ({a / b:.2f}×)" if a is not None and b else ""  # noqa: E731
 
-    def line(n: int, label: str, values: list[float | None]) -> None:
-        c, d, i = values
-        ratio = lambda a, b: f"{a / b:.2f}×" if a is not None and b else "n/a"  # noqa: E731
-        print(f"| {n:,} | {label} | {fmt_s(c)} | {fmt_s(d)} | {fmt_s(i)} | {ratio(c, d)} | {ratio(c, i)} |")
+    def line(n: int, label: str, values: dict[str, float | None]) -> None:
+        c = values.get("cdkds")
+        cells = [fmt_s(values.get(s)) + ratio(c, values.get(s)) for s, _ in others]
+        print(f"| {n:,} | {label} | {fmt_s(c)} | " + " | ".join(cells) + " |")
 
     for r in results:
         n = r["files"]
-        get = lambda s, k: r[s].get(k, {}).get("median_s")  # noqa: E731
-        for label, key in rows:
-            line(n, label, [get(s, key) for s in ("cdkds", "delta", "iceberg")])
+        for label, key in (("open", "open"), ("open + plan p = x", "point"), ("open + full plan", "full")):
+            line(n, label, {s: r.get(s, {}).get(key, {}).get("median_s") for s in SYSTEMS})
         line(n, f"load + append one row (median of {r['appends']})",
-             [r[s].get("append", {}).get("append_s") for s in ("cdkds", "delta", "iceberg")])
+             {s: r.get(s, {}).get("append", {}).get("append_s") for s in SYSTEMS})
         line(n, "checkpoint write (after an append)",
-             [r[s].get("append", {}).get("checkpoint_s") for s in ("cdkds", "delta", "iceberg")])
-        mem = r["cdkds"].get("memory", {})
+             {s: r.get(s, {}).get("append", {}).get("checkpoint_s") for s in SYSTEMS})
+        mem, delta = r.get("cdkds", {}).get("memory", {}), r.get("delta", {}).get("memory", {})
         if mem:
-            print(f"| {n:,} | snapshot memory a file | {mem['heap_bytes_per_file']:.0f} B heap "
-                  f"({mem['rss_bytes_per_file']:.0f} B RSS) | "
-                  f"{r['delta'].get('memory', {}).get('rss_bytes_per_file', float('nan')):.0f} B RSS | n/a | | |")
+            print(f"| {n:,} | snapshot memory a file | {mem['heap_bytes_per_file']:.0f} B heap, "
+                  f"{mem['rss_bytes_per_file']:.0f} B RSS | "
+                  + (f"{delta['rss_bytes_per_file']:.0f} B RSS" if delta else "n/a") + " | n/a | n/a |")
 
 
 def main() -> None:
@@ -368,13 +389,17 @@ def main() -> None:
     parser.add_argument("--files", default="10000,100000")
     parser.add_argument("--runs", type=int, default=3, help="fresh processes per open/plan measurement")
     parser.add_argument("--appends", type=int, default=12)
-    parser.add_argument("--only", default="cdkds,delta,iceberg")
+    parser.add_argument("--only", default=",".join(SYSTEMS))
     parser.add_argument("--profile", type=int, default=100_000, help="profile cdkds's open + plan at this size")
     parser.add_argument("--root", default=None, help="where to build (default: a temporary folder)")
     parser.add_argument("--keep", action="store_true", help="keep the built tables")
     parser.add_argument("--output", default=str(Path(__file__).with_name("results-scale.json")))
+    parser.add_argument("--table", action="store_true", help="print the table of the results file and stop")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.table:
+        print_table([r for _, r in sorted(json.loads(Path(args.output).read_text()).items(), key=lambda x: int(x[0]))])
+        return
     if args.child:
         system, what, root, n, appends = json.loads(args.child)
         print(json.dumps(measure(system, what, Path(root), n, appends)))
@@ -394,7 +419,10 @@ def main() -> None:
             shutil.rmtree(base, ignore_errors=True)
     print_table(results)
     previous = json.loads(Path(args.output).read_text()) if Path(args.output).exists() else {}
-    previous.update({str(r["files"]): r for r in results})
+    for r in results:  # a run of some systems keeps the figures of the others at that size
+        entry = previous.setdefault(str(r["files"]), {"build": {}})
+        entry["build"].update(r["build"])
+        entry.update({k: v for k, v in r.items() if k != "build" and v != {}})
     Path(args.output).write_text(json.dumps(previous, indent=1) + "\n")
 
 
