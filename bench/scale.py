@@ -3,14 +3,18 @@ by ``identity(p)`` (1,000 values of ``p``) holding N data files added in one com
 checkpoint, on file://; side by side with a delta-rs table and a pyiceberg (SQLite catalog)
 table of the same N files. Not part of the test suite.
 
-    python bench/scale.py [--files 10000,100000] [--runs 3] [--appends 12] [--only cdkds,delta,iceberg]
-                          [--profile 100000] [--root DIR] [--keep]
+    python bench/scale.py [--files 10000,100000] [--runs 3] [--appends 12]
+                          [--only cdkds,delta,iceberg,iceberg-split] [--profile 100000] [--root DIR] [--keep]
+    python bench/scale.py --table     # the table of bench/results-scale.json
+    python bench/scale.py --files 1000000 --only cdkds --runs 1 --profile 0     # the 1M case (~14 min)
 
 Building: each system gets 1,000 real one-row Parquet files (one a partition; cdkds's written
 by cdkds, the others' by pyarrow), and its N files are *hard links* to them at N distinct
 paths, committed in one commit (cdkds: one commit of N Add actions, then ``ds.checkpoint()``;
 Delta: a version-0 JSON of N add actions, then delta-rs's ``create_checkpoint()``; Iceberg: one
-``fast_append`` of N DataFiles). Every path exists and is readable; only the bytes are shared.
+``fast_append`` of N DataFiles; "iceberg-split": the same files in 100 fast appends of 10
+partitions each, so that manifests' partition summaries can be pruned). Every path exists and
+is readable; only the bytes are shared.
 
 Measuring: open, open + plan of ``p = x`` and open + full plan each run in a fresh process
 (``--runs`` of them, the median shown; the OS page cache is warm, the process's caches are
