@@ -32,7 +32,8 @@ KEYED_PROTOCOL = 2  # deletion vectors and index files: readers of version 1 wou
 FIELD_ID_PROTOCOL = 3  # renamed or dropped fields: readers matching columns by name would misread them
 
 
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+# a scheme, a backslash, a control character, or an empty, "." or ".." segment
+_OUTSIDE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:|[\\\x00-\x1f]|(?:^|/)\.{0,2}(?:/|$)")
 
 
 def dataset_path(path: Any, what: str) -> str:
@@ -43,9 +44,7 @@ def dataset_path(path: Any, what: str) -> str:
     to name another dataset's files must not make this one read, or keep, them."""
     if not isinstance(path, str) or not path:
         raise ValueError(f"the {what} path {path!r} is not a non-empty string")
-    segments = path.split("/")
-    if "\\" in path or _SCHEME.match(path) or any(s in ("", ".", "..") for s in segments) or \
-            any(ord(c) < 32 for c in path):
+    if _OUTSIDE.search(path):
         raise ValueError(f"the {what} {path!r} lies outside the dataset or has a name a log cannot hold (a file "
                          f"of the log must be a relative path inside the dataset's folder, without '..', a scheme, "
                          f"a leading '/', a backslash or a control character)")
@@ -115,9 +114,8 @@ class AddFile:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], descriptor: DatasetDescriptor, revision: int) -> "AddFile":
-        kinds = partition_kinds(descriptor)
+        kinds, names = _decoding(descriptor)
         fields = descriptor.fields
-        names = {str(i): n for n, i in descriptor.field_ids.items()}  # stats are keyed by field id (by name before ids)
         stats = {names.get(k, k): s for k, s in data.get("stats", {}).items()}
         return cls(
             dataset_path(data["path"], "data file"),
@@ -285,6 +283,22 @@ class SetTransaction:
 
 Action = (AddFile | RemoveFile | Tombstone | DeleteRows | AddIndex | RemoveIndex | SetMetadata | SetProtocol
           | SetTransaction)
+
+
+def _decoding(descriptor: DatasetDescriptor) -> tuple[dict[str, str], dict[str, str]]:
+    """What decoding an ``add`` needs of its descriptor, worked out once per descriptor rather
+    than per file (a checkpoint holds one descriptor and up to millions of adds): the partition
+    kinds, and field names by id (statistics are keyed by field id; by name before ids)."""
+    global _LAST_DECODING
+    last = _LAST_DECODING
+    if last is not None and last[0] is descriptor:  # by identity: a descriptor's hash serialises it
+        return last[1]
+    found = partition_kinds(descriptor), {str(i): n for n, i in descriptor.field_ids.items()}
+    _LAST_DECODING = (descriptor, found)
+    return found
+
+
+_LAST_DECODING: tuple[DatasetDescriptor, tuple[dict[str, str], dict[str, str]]] | None = None
 
 
 def partition_kinds(descriptor: DatasetDescriptor) -> dict[str, str]:

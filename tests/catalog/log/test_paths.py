@@ -6,9 +6,11 @@ import dataclasses
 import datetime as dt
 import hashlib
 import json
+import re
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, strategies as st
 
 from cdkds.catalog import CorruptLogError, DatasetDescriptor, DatasetRepository
 from cdkds.catalog.log import checkpoint, checkpoint_key, commit_key
@@ -113,3 +115,19 @@ def test_a_checkpoint_naming_a_file_outside_is_damaged_and_read_around(two):
     report = check_dataset(a.store, "a")
     assert [(p.kind, p.object) for p in report.problems] == [("corrupt_checkpoint", checkpoint_key(1))]
     assert "lies outside the dataset" in report.problems[0].message
+
+
+def _inside_by_the_rule(path: str) -> bool:
+    """FORMAT.md §1's rule spelt out step by step: the one regular expression must agree."""
+    return not ("\\" in path or re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", path)
+                or any(s in ("", ".", "..") for s in path.split("/")) or any(ord(c) < 32 for c in path))
+
+
+@given(st.text(alphabet=st.sampled_from(list("ab./\\:c1_-\x00\x1f\n %é")), min_size=1, max_size=12))
+def test_the_path_check_is_the_rule(path):
+    try:
+        dataset_path(path, "data file")
+        accepted = True
+    except ValueError:
+        accepted = False
+    assert accepted == _inside_by_the_rule(path), path
