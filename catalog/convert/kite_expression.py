@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from cdkds.catalog.errors import CdkdsError
 
@@ -174,13 +174,7 @@ def parse_partition_expression(text: str, where: str) -> tuple[KiteCall, ...]:
     reader = _Reader(tokens, text, where)
     if reader.peek.text == "[":
         reader.take("[")
-        calls = []
-        if reader.peek.text != "]":
-            calls.append(reader.call())
-            while reader.peek.text == ",":
-                reader.take(",")
-                calls.append(reader.call())
-        reader.take("]")
+        calls = reader.listed(reader.call, "]")
     else:
         calls = [reader.call()]
     if reader.peek.kind != "end":
@@ -206,19 +200,25 @@ class _Reader:
         self.index += 1
         return self.tokens[self.index - 1]
 
+    def listed(self, item: Callable[[], Any], close: str) -> list:
+        """Comma-separated ``item``s up to ``close`` (taken too); none before an immediate ``close``."""
+        items = []
+        if self.peek.text != close:
+            items.append(item())
+            while self.peek.text == ",":
+                self.take(",")
+                items.append(item())
+        self.take(close)
+        return items
+
     def call(self) -> KiteCall:
         name = self.peek
         if name.kind != "name" or name.text == "null":
             raise self.error("expected a partition function such as hash(\"id\", \"id_hash\", 16)")
         self.index += 1
         self.take("(")
-        args = []
-        if self.peek.text != ")":
-            args.append(self.argument())
-            while self.peek.text == ",":
-                self.take(",")
-                args.append(self.argument())
-        end = self.take(")")
+        args = self.listed(self.argument, ")")
+        end = self.tokens[self.index - 1]  # the ")" listed took
         return KiteCall(name.text, tuple(args), self.text[name.position:end.position + 1])
 
     def argument(self) -> Any:
