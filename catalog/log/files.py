@@ -1,0 +1,172 @@
+"""The live data files of a snapshot as Arrow columns: a :class:`FileTable`.
+
+One row per file; the columns (``file_schema``):
+
+- ``path`` (string), ``size``, ``rows``, ``schema_version``, ``revision``, ``timestamp``,
+  ``deleted_rows`` (int64; ``deleted_rows`` is the sum of the deletion vectors' cardinalities);
+- ``deletes`` (string): the file's deletion vectors as the JSON array of their references,
+  null when it has none;
+- ``partition`` (struct, only when the dataset is partitioned): one child per partition
+  name, typed by the kind of its values (:func:`partition_type`);
+- ``stats`` (struct): one child per top-level field of the descriptor, named by its field
+  id, a ``struct<nulls: int64, min: T, max: T>`` with ``T`` the field's Arrow type (nested
+  fields keep only ``nulls``). A null child means the file has no statistics for that
+  field; a null ``min`` means no bounds (anything).
+
+A file's :class:`AddFile` is made from its row only when asked for; pruning reads the
+columns (:mod:`cdkds.catalog.expressions.columnar`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable, Iterator, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cdkds.catalog.descriptor import DatasetDescriptor
+from cdkds.catalog.keyed.deletion import DeletionVectorRef
+from cdkds.catalog.log.actions import AddFile, partition_kinds
+from cdkds.catalog.partitioning.functions import kind_arrow_type
+from cdkds.formats.statistics import ColumnStatistics
+
+_SCALARS = ("size", "rows", "schema_version", "revision", "timestamp", "deleted_rows")
+
+
+def partition_type(descriptor: DatasetDescriptor, name: str, kind: str) -> pa.DataType:
+    """The Arrow type of partition ``name``'s values (decimals: the source field's type)."""
+    if kind == "decimal":
+        strategy = descriptor.partition_strategy
+        source = next(f.source for f in strategy.functions if f.name == name)
+        return descriptor.arrow_schema.field(source).type
+    return kind_arrow_type(kind)
+
+
+def stats_type(field_type: pa.DataType) -> pa.DataType:
+    """The type of one field's statistics column."""
+    if pa.types.is_nested(field_type):
+        return pa.struct([("nulls", pa.int64())])
+    return pa.struct([("nulls", pa.int64()), ("min", field_type), ("max", field_type)])
+
+
+def file_schema(descriptor: DatasetDescriptor) -> pa.Schema:
+    """The columns of the file table of a dataset with ``descriptor`` (see the module docstring)."""
+    fields = [pa.field("path", pa.string(), nullable=False)]
+    fields += [pa.field(name, pa.int64(), nullable=False) for name in _SCALARS]
+    fields.append(pa.field("deletes", pa.string()))
+    kinds = partition_kinds(descriptor)
+    if kinds:
+        fields.append(pa.field("partition", pa.struct(
+            [(name, partition_type(descriptor, name, kind)) for name, kind in kinds.items()])))
+    arrow = descriptor.arrow_schema
+    fields.append(pa.field("stats", pa.struct(
+        [(str(i), stats_type(arrow.field(name).type)) for name, i in descriptor.field_ids.items()])))
+    return pa.schema(fields)
+
+
+class FileTable:
+    """An immutable table of data files (:class:`AddFile` rows) of one descriptor."""
+
+    __slots__ = ("table", "descriptor")
+
+    def __init__(self, table: pa.Table, descriptor: DatasetDescriptor):
+        self.table = table
+        self.descriptor = descriptor
+
+    @classmethod
+    def empty(cls, descriptor: DatasetDescriptor) -> "FileTable":
+        return cls(file_schema(descriptor).empty_table(), descriptor)
+
+    @classmethod
+    def of(cls, adds: Iterable[AddFile], descriptor: DatasetDescriptor) -> "FileTable":
+        """The table of ``adds`` (their statistics named by ``descriptor``'s fields)."""
+        adds = list(adds)
+        schema = file_schema(descriptor)
+        columns: dict[str, Any] = {"path": [a.path for a in adds]}
+        columns["size"] = [a.size for a in adds]
+        columns["rows"] = [a.row_count for a in adds]
+        columns["schema_version"] = [a.schema_version for a in adds]
+        columns["revision"] = [a.revision for a in adds]
+        columns["timestamp"] = [a.timestamp for a in adds]
+        columns["deleted_rows"] = [a.deleted_rows for a in adds]
+        columns["deletes"] = [json.dumps([d.to_json() for d in a.deletes]) if a.deletes else None for a in adds]
+        if "partition" in schema.names:
+            names = schema.field("partition").type
+            columns["partition"] = [{names.field(i).name: a.partition.get(names.field(i).name)
+                                     for i in range(names.num_fields)} for a in adds]
+        names_by_id = {str(i): n for n, i in descriptor.field_ids.items()}
+        stats_struct = schema.field("stats").type
+        stats = []
+        for a in adds:
+            row = {}
+            for i in range(stats_struct.num_fields):
+                key = stats_struct.field(i).name
+                s = a.statistics.get(names_by_id[key])
+                row[key] = None if s is None else {"nulls": s.null_count, "min": s.min, "max": s.max}
+            stats.append(row)
+        columns["stats"] = stats
+        return cls(pa.table([pa.array(columns[f.name], type=f.type) for f in schema], schema=schema), descriptor)
+
+    def __len__(self) -> int:
+        return self.table.num_rows
+
+    @property
+    def paths(self) -> pa.ChunkedArray:
+        return self.table.column("path")
+
+    def filter(self, mask: pa.Array | pa.ChunkedArray) -> "FileTable":
+        """The rows where ``mask`` is true."""
+        return FileTable(self.table.filter(mask), self.descriptor)
+
+    def without(self, paths: Iterable[str]) -> "FileTable":
+        """The rows whose path is not among ``paths``."""
+        paths = list(paths)
+        if not paths or not len(self):
+            return self
+        return self.filter(pc.invert(pc.is_in(self.paths, value_set=pa.array(paths, pa.string()))))
+
+    @staticmethod
+    def concat(tables: Sequence["FileTable"], descriptor: DatasetDescriptor) -> "FileTable":
+        """The rows of ``tables`` (each of ``descriptor``) one after the other."""
+        if not tables:
+            return FileTable.empty(descriptor)
+        if len(tables) == 1:
+            return tables[0]
+        return FileTable(pa.concat_tables([t.table for t in tables]).combine_chunks(), descriptor)
+
+    @property
+    def live_rows(self) -> int:
+        """Rows less those the deletion vectors delete, over every file."""
+        if not len(self):
+            return 0
+        return int(pc.sum(self.table.column("rows")).as_py()) - int(pc.sum(self.table.column("deleted_rows")).as_py())
+
+    def files(self) -> Iterator[AddFile]:
+        """The :class:`AddFile` of every row, in order, made batch by batch."""
+        for batch in self.table.to_batches(max_chunksize=65536):
+            yield from _adds(batch, self.descriptor)
+
+
+def _adds(batch: pa.RecordBatch, descriptor: DatasetDescriptor) -> Iterator[AddFile]:
+    schema = batch.schema
+    names = {str(i): n for n, i in descriptor.field_ids.items()}
+    scalars = [batch.column(n).to_pylist() for n in ("path", *_SCALARS, "deletes")]
+    partitions = batch.column("partition").to_pylist() if "partition" in schema.names else None
+    stats = batch.column("stats")
+    per_field = [(names[stats.type.field(i).name], stats.field(i).to_pylist()) for i in range(stats.type.num_fields)]
+    new = object.__new__
+    for row, (path, size, rows, schema_version, revision, timestamp, _, deletes) in enumerate(zip(*scalars)):
+        statistics = {}
+        for name, column in per_field:
+            s = column[row]
+            if s is not None:
+                statistics[name] = ColumnStatistics(s["nulls"], s.get("min"), s.get("max"))
+        add = new(AddFile)
+        # a frozen dataclass's __init__ sets each field through object.__setattr__: a third of the cost
+        add.__dict__.update(path=path, partition=partitions[row] if partitions is not None else {}, size=size,
+                            row_count=rows, statistics=statistics, schema_version=schema_version,
+                            revision=revision, timestamp=timestamp,
+                            deletes=tuple(DeletionVectorRef.from_json(d) for d in json.loads(deletes))
+                            if deletes is not None else ())
+        yield add
