@@ -33,7 +33,8 @@ FIELD_ID_PROTOCOL = 3  # renamed or dropped fields: readers matching columns by 
 
 
 # a scheme, a backslash, a control character, or an empty, "." or ".." segment
-_OUTSIDE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:|[\\\x00-\x1f]|(?:^|/)\.{0,2}(?:/|$)")
+OUTSIDE_DATASET = r"^[A-Za-z][A-Za-z0-9+.-]*:|[\\\x00-\x1f]|(?:^|/)\.{0,2}(?:/|$)"  # RE2 reads it too (parts)
+_OUTSIDE = re.compile(OUTSIDE_DATASET)
 
 
 def dataset_path(path: Any, what: str) -> str:
@@ -141,7 +142,7 @@ def evolve_statistics(files: Mapping[str, AddFile], before: DatasetDescriptor,
     if not changed and all(n == m for n, m in target.items()):
         return files
     return {path: dataclasses.replace(add, statistics={
-        target[name]: _promoted(stats, *changed[name]) if name in changed else stats
+        target[name]: promoted(stats, *changed[name]) if name in changed else stats
         for name, stats in add.statistics.items() if target.get(name) is not None})
         for path, add in files.items()}
 
@@ -157,7 +158,7 @@ def rebase_actions(actions: tuple["Action", ...], before: DatasetDescriptor,
     return tuple(moved[a.path] if isinstance(a, AddFile) else a for a in actions)
 
 
-def _promoted(statistics: ColumnStatistics, source: pa.DataType, target: pa.DataType) -> ColumnStatistics:
+def promoted(statistics: ColumnStatistics, source: pa.DataType, target: pa.DataType) -> ColumnStatistics:
     if statistics.min is None:
         return statistics
     try:

@@ -20,7 +20,7 @@ columns (:mod:`cdkds.catalog.expressions.columnar`).
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -29,6 +29,7 @@ from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.keyed.deletion import DeletionVectorRef
 from cdkds.catalog.log.actions import AddFile, partition_kinds
 from cdkds.catalog.partitioning.functions import kind_arrow_type
+from cdkds.formats.projection import widened
 from cdkds.formats.statistics import ColumnStatistics
 
 _SCALARS = ("size", "rows", "schema_version", "revision", "timestamp", "deleted_rows")
@@ -63,6 +64,70 @@ def file_schema(descriptor: DatasetDescriptor) -> pa.Schema:
     fields.append(pa.field("stats", pa.struct(
         [(str(i), stats_type(arrow.field(name).type)) for name, i in descriptor.field_ids.items()])))
     return pa.schema(fields)
+
+
+def conform(table: pa.Table, descriptor: DatasetDescriptor) -> pa.Table:
+    """A file table written under an older descriptor (a checkpoint part) as ``descriptor``
+    reads it: statistics children picked by the current field ids, partition children by
+    name; a missing child is null (no statistics, no value), a widened type is cast as its
+    values are when read, and bounds that cannot be cast are dropped (anything)."""
+    schema = file_schema(descriptor)
+    if table.schema.equals(schema):
+        return table
+    table = table.combine_chunks()
+    columns = []
+    for field in schema:
+        if field.name == "stats":
+            columns.append(_conformed(table, "stats", field.type, _conformed_stats))
+        elif field.name == "partition":
+            columns.append(_conformed(table, "partition", field.type, _conformed_value))
+        else:
+            columns.append(table.column(field.name).cast(field.type))
+    return pa.table(columns, schema=schema)
+
+
+def _conformed(table: pa.Table, name: str, target: pa.StructType,
+               child: Callable[[pa.Array, pa.DataType], pa.Array]) -> pa.Array:
+    """Column ``name`` (a struct) with ``target``'s children, each made by ``child(old, type)``."""
+    rows = table.num_rows
+    if name in table.schema.names:
+        column = table.column(name)
+        column = column.chunk(0) if column.num_chunks else pa.array([], column.type)
+        have = {column.type.field(i).name: column.field(i) for i in range(column.type.num_fields)}
+        mask = column.is_null() if column.null_count else None
+    else:
+        have, mask = {}, None
+    children = [child(have[f.name], f.type) if f.name in have else pa.nulls(rows, f.type) for f in target]
+    return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
+
+
+def _conformed_value(values: pa.Array, target: pa.DataType) -> pa.Array:
+    if values.type.equals(target):
+        return values
+    try:
+        return widened(values, target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return pa.nulls(len(values), target)
+
+
+def _conformed_stats(stats: pa.Array, target: pa.StructType) -> pa.Array:
+    """One field's statistics as ``target`` (``struct<nulls[, min, max]>``)."""
+    if stats.type.equals(target):
+        return stats
+    rows = len(stats)
+    nulls = stats.field("nulls").cast(pa.int64())
+    children = [nulls]
+    if target.num_fields > 1:
+        bound = target.field("min").type
+        if stats.type.get_field_index("min") < 0:
+            children += [pa.nulls(rows, bound), pa.nulls(rows, bound)]
+        else:
+            try:
+                children += [widened(stats.field("min"), bound), widened(stats.field("max"), bound)]
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                children += [pa.nulls(rows, bound), pa.nulls(rows, bound)]
+    mask = stats.is_null() if stats.null_count else None
+    return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
 
 
 class FileTable:
