@@ -12,6 +12,7 @@ __all__ = [
     "ConcurrentRewriteError",
     "CorruptLogError",
     "CorruptLogWarning",
+    "UnsupportedLogVersionError",
     "DataFileError",
     "DatasetExistsError",
     "DatasetNotFoundError",
@@ -160,6 +161,10 @@ class CommitStateUnknownError(CdkdsError):
 
 class CorruptLogError(CdkdsError):
     """A transaction log object that is missing, truncated or breaks the commit chain."""
+
+
+class UnsupportedLogVersionError(CdkdsError):
+    """A log written with a protocol newer than this cdkds reads (``docs/FORMAT.md``)."""
 
 
 class MirrorError(CdkdsError):

@@ -20,16 +20,18 @@ from typing import Any, Mapping
 import pyarrow as pa
 
 from cdkds.catalog.descriptor import DatasetDescriptor
+from cdkds.catalog.errors import UnsupportedLogVersionError
 from cdkds.catalog.expressions import Expression, from_json as expression_from_json
 from cdkds.catalog.keyed.deletion import DeletionVectorRef
 from cdkds.formats import values
 from cdkds.formats.projection import widened
 from cdkds.formats.statistics import ColumnStatistics
 
-READER_VERSION = 3  # the newest protocol this build reads and writes
-WRITER_VERSION = 3
+READER_VERSION = 4  # the newest protocol this build reads and writes
+WRITER_VERSION = 4
 KEYED_PROTOCOL = 2  # deletion vectors and index files: readers of version 1 would return deleted rows
 FIELD_ID_PROTOCOL = 3  # renamed or dropped fields: readers matching columns by name would misread them
+PARTED_CHECKPOINT_PROTOCOL = 4  # checkpoints whose files are in parts: older readers cannot start from them
 
 
 # a scheme, a backslash, a control character, or an empty, "." or ".." segment
@@ -262,6 +264,15 @@ class SetProtocol:
 
     def to_json(self, descriptor: DatasetDescriptor | None) -> dict:
         return {"protocol": {"reader": self.reader_version, "writer": self.writer_version}}
+
+
+def check_readable(protocol: SetProtocol, where: str) -> None:
+    """:class:`UnsupportedLogVersionError` when a log of ``protocol`` (found at ``where``: a
+    dataset, a checkpoint) is newer than this build reads: every state a replay starts from
+    or reaches is checked, so an older reader refuses a newer log rather than misread it."""
+    if protocol.reader_version > READER_VERSION:
+        raise UnsupportedLogVersionError(f"{where} needs log reader version {protocol.reader_version}; this cdkds "
+                                         f"reads version {READER_VERSION}")
 
 
 @dataclass(frozen=True)

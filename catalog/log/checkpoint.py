@@ -1,11 +1,19 @@
-"""Checkpoints: the full state of a dataset at one revision, in one Parquet file.
+"""Checkpoints: the full state of a dataset at one revision.
 
 ``_log/<revision>.checkpoint.parquet`` holds one row per action of the state (protocol,
-metadata, every live file with the revision that added it and its deletion vectors, every
-live tombstone, every live record-index file, the last batch of each application) with
-columns ``action``, ``revision`` and ``json``, and key-value metadata naming the revision,
-its commit uuid and timestamp and a SHA-256 of the rows. ``_log/_last_checkpoint`` is a
-hint naming the newest checkpoint; readers fall back to listing when it is missing or stale.
+metadata, the live data files, every live tombstone, every live record-index file, the
+last batch of each application) with columns ``action``, ``revision`` and ``json``, and
+key-value metadata naming the revision, its commit uuid and timestamp and a SHA-256 of the
+rows. ``_log/_last_checkpoint`` is a hint naming the newest checkpoint; readers fall back to
+listing when it is missing or stale.
+
+The live files are held in one of two ways (``docs/FORMAT.md`` §3):
+
+- version 1 (logs below protocol 4): an ``add`` row per file, with the revision that added
+  it and its deletion vectors;
+- version 2 (protocol 4, :data:`PARTED_CHECKPOINT_PROTOCOL`): a ``part`` row per part
+  (:class:`~cdkds.catalog.log.parts.CheckpointPart`), the files being in the part objects;
+  decoding reads none of them: the snapshot's files load a part when asked for.
 """
 
 from __future__ import annotations
@@ -20,10 +28,15 @@ from types import MappingProxyType
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from typing import Mapping, Sequence
+
+from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.log.actions import (
-    AddFile, AddIndex, SetTransaction, Tombstone, decode_actions, encode_actions,
+    AddFile, AddIndex, SetTransaction, Tombstone, check_readable, decode_actions, encode_actions,
 )
-from cdkds.catalog.errors import CorruptLogError
+from cdkds.catalog.errors import CorruptLogError, UnsupportedLogVersionError
+from cdkds.catalog.log.live import LiveFiles
+from cdkds.catalog.log.parts import CheckpointPart, PartLoader
 from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.formats.parquet import parquet_in_memory
 
@@ -49,15 +62,20 @@ class CheckpointHeader:
     timestamp: int
 
 
-def encode(snapshot: Snapshot) -> bytes:
-    """The checkpoint file of a snapshot."""
+def encode(snapshot: Snapshot, parts: Sequence[CheckpointPart] | None = None) -> bytes:
+    """The checkpoint file of a snapshot: of version 2 naming ``parts`` (which hold its live
+    files) when they are given, of version 1 (an ``add`` row per live file) otherwise."""
     rows: list[tuple[str, int, str]] = [
         ("protocol", snapshot.version, json.dumps(snapshot.protocol.to_json(None))),
         ("metadata", snapshot.descriptor_version, json.dumps({"metadata": {"descriptor": snapshot.descriptor.to_json(
             as_loaded=True), "schemaSince": snapshot.schema_since}})),  # a descriptor from before ids loads as one again
     ]
-    for add in snapshot.files.values():
-        rows.append(("add", add.revision, json.dumps(encode_actions((add,), snapshot.descriptor)[0])))
+    if parts is None:
+        for add in snapshot.files.values():
+            rows.append(("add", add.revision, json.dumps(encode_actions((add,), snapshot.descriptor)[0])))
+    else:
+        for part in parts:
+            rows.append(("part", part.revision, json.dumps(part.to_json(snapshot.descriptor))))
     for tombstone in snapshot.tombstones:
         rows.append(("tombstone", tombstone.revision, json.dumps(tombstone.to_json(snapshot.descriptor))))
     for entry in snapshot.index.values():
@@ -69,6 +87,7 @@ def encode(snapshot: Snapshot) -> bytes:
     table = table.replace_schema_metadata({
         "cdkds.checkpoint.revision": str(snapshot.version), "cdkds.checkpoint.uuid": snapshot.commit_uuid,
         "cdkds.checkpoint.timestamp": str(snapshot.timestamp), "cdkds.checksum": _checksum(rows),
+        "cdkds.checkpoint.format": "1" if parts is None else "2",
     })
     sink = io.BytesIO()
     pq.write_table(table, sink, compression="zstd")
@@ -91,18 +110,37 @@ def header(data: bytes, where: str) -> CheckpointHeader:
         raise CorruptLogError(f"checkpoint {where} is corrupt or truncated: {type(e).__name__}: {e}") from None
 
 
-def decode(data: bytes, where: str) -> Snapshot:
-    """The snapshot a checkpoint file holds; :class:`CorruptLogError` if it is damaged."""
+def decode(data: bytes, where: str, loader: PartLoader | None = None) -> Snapshot:
+    """The snapshot a checkpoint file holds; :class:`CorruptLogError` if it is damaged,
+    :class:`UnsupportedLogVersionError` if its protocol is newer than this build reads. The
+    files of a version 2 checkpoint are its parts, read through ``loader`` when asked for."""
     collecting = gc.isenabled()
     gc.disable()  # a checkpoint decodes into millions of objects, none garbage: collecting them was a quarter of it
     try:
-        return _decode(data, where)
+        return _decode(data, where, loader)
     finally:
         if collecting:
             gc.enable()
 
 
-def _decode(data: bytes, where: str) -> Snapshot:
+def part_keys(data: bytes, where: str) -> list[str]:
+    """The keys of the parts a checkpoint object names (none for version 1), without decoding it."""
+    try:
+        table = parquet_in_memory(data).read(columns=["action", "json"])
+        parted = table.filter(pa.compute.equal(table.column("action"), "part"))
+        return [json.loads(text)["part"]["key"] for text in parted.column("json").to_pylist()]
+    except Exception as e:  # noqa: BLE001 - any failure to parse is corruption
+        raise CorruptLogError(f"checkpoint {where} is corrupt or truncated: {type(e).__name__}: {e}") from None
+
+
+def parts_of(snapshot: Snapshot) -> tuple[CheckpointPart, ...] | None:
+    """The parts the files of a snapshot decoded from a version 2 checkpoint are read from;
+    ``None`` when its files are not held in parts."""
+    files = snapshot.files
+    return files.parts if isinstance(files, LiveFiles) and files.parts else None
+
+
+def _decode(data: bytes, where: str, loader: PartLoader | None) -> Snapshot:
     head = header(data, where)
     try:
         table = parquet_in_memory(data).read()
@@ -111,6 +149,7 @@ def _decode(data: bytes, where: str) -> Snapshot:
         if (table.schema.metadata or {}).get(b"cdkds.checksum", b"").decode() != _checksum(rows):
             raise ValueError("checksum mismatch")
         files: dict[str, AddFile] = {}
+        parts: list[CheckpointPart] = []
         tombstones: list[Tombstone] = []
         index: dict[str, AddIndex] = {}
         transactions: dict[str, SetTransaction] = {}
@@ -120,6 +159,7 @@ def _decode(data: bytes, where: str) -> Snapshot:
                 (decoded,) = decode_actions([item], None, revision)
                 if action == "protocol":
                     protocol = decoded
+                    check_readable(decoded, where)
                 else:
                     descriptor, descriptor_version = decoded.descriptor, revision
                     # checkpoints from before it was recorded: only files of the current descriptor are known
@@ -127,6 +167,8 @@ def _decode(data: bytes, where: str) -> Snapshot:
             elif action == "add":
                 (add,) = decode_actions([item], descriptor, revision)
                 files[add.path] = add
+            elif action == "part":
+                parts.append(CheckpointPart.from_json(item["part"], descriptor))
             elif action == "tombstone":
                 (tombstone,) = decode_actions([item], descriptor, revision)
                 tombstones.append(tombstone)
@@ -138,10 +180,23 @@ def _decode(data: bytes, where: str) -> Snapshot:
                 transactions[txn.app_id] = txn
             else:
                 raise ValueError(f"unknown checkpoint row {action!r}")
+        parted = (table.schema.metadata or {}).get(b"cdkds.checkpoint.format") == b"2"
+        if parted and files:
+            raise ValueError("a checkpoint of parts holds add rows")
+        live: Mapping[str, AddFile] = MappingProxyType(files) if not parted else \
+            _in_parts(tuple(parts), loader, descriptor, where)
         return Snapshot(head.revision, head.timestamp, head.uuid, descriptor, descriptor_version,
-                        MappingProxyType(files), tuple(tombstones), protocol, MappingProxyType(index),
+                        live, tuple(tombstones), protocol, MappingProxyType(index),
                         MappingProxyType(transactions), schema_since)
-    except CorruptLogError:
+    except (CorruptLogError, UnsupportedLogVersionError):
         raise
     except Exception as e:  # noqa: BLE001 - any failure to parse is corruption
         raise CorruptLogError(f"checkpoint {where} is corrupt or truncated: {type(e).__name__}: {e}") from None
+
+
+def _in_parts(parts: tuple[CheckpointPart, ...], loader: PartLoader | None, descriptor: DatasetDescriptor,
+              where: str) -> Mapping[str, AddFile]:
+    """The live files of a version 2 checkpoint: its parts, read on demand."""
+    if loader is None:
+        raise CorruptLogError(f"checkpoint {where} holds its files in parts, and no store to read them was given")
+    return LiveFiles.over(parts, loader, descriptor)

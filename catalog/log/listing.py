@@ -15,6 +15,7 @@ from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import CorruptLogError, CorruptLogWarning
 from cdkds.catalog.log import checkpoint
 from cdkds.catalog.log.commit import LOG_FOLDER, Commit, commit_key, commit_revision
+from cdkds.catalog.log.parts import StoredParts
 from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.storage import ObjectStore
 
@@ -144,7 +145,7 @@ class LogListing:
         """The state in a checkpoint object's bytes; ``None`` (and a warning) when they are damaged."""
         where = self.where(checkpoint_key(revision))
         try:
-            snapshot = checkpoint.decode(data, where)
+            snapshot = checkpoint.decode(data, where, StoredParts(self.store, where))
             if snapshot.version != revision:
                 raise CorruptLogError(f"checkpoint {where} says it is revision {snapshot.version}")
             return snapshot

@@ -64,7 +64,8 @@ class CheckpointPart:
     """One part of a checkpoint: its object, what it holds, and the summary a query prunes
     it by. ``partition``: per partition name, the min/max/null count of the files' values;
     ``statistics``: per field name, the files' statistics merged (absent when a file has
-    none for the field; without bounds when a file holding values has none)."""
+    none for the field; without bounds when a file holding values has none);
+    ``min_revision``: the oldest revision that added one of its files."""
 
     key: str
     files: int
@@ -73,6 +74,7 @@ class CheckpointPart:
     sha256: str
     partition: Mapping[str, ColumnStatistics] = dataclasses.field(default_factory=dict)
     statistics: Mapping[str, ColumnStatistics] = dataclasses.field(default_factory=dict)
+    min_revision: int = -1  # the oldest revision that added one of its files (-1: unknown)
 
     @property
     def revision(self) -> int:
@@ -90,6 +92,7 @@ class CheckpointPart:
         kinds, fields, ids = partition_kinds(descriptor), descriptor.fields, descriptor.field_ids
         return {"part": {
             "key": self.key, "files": self.files, "rows": self.rows, "size": self.size, "sha256": self.sha256,
+            "minRevision": self.min_revision,
             "partition": {k: s.to_json(kinds[k]) for k, s in self.partition.items() if k in kinds},
             "stats": {str(ids[k]): s.to_json(fields[k].kind) for k, s in self.statistics.items() if k in fields},
         }}
@@ -106,7 +109,8 @@ class CheckpointPart:
         return cls(key, int(data["files"]), int(data["rows"]), int(data["size"]), str(data["sha256"]),
                    {k: ColumnStatistics.from_json(s, kinds[k]) for k, s in data.get("partition", {}).items()
                     if k in kinds},
-                   {k: ColumnStatistics.from_json(s, fields[k].kind) for k, s in stats.items()})
+                   {k: ColumnStatistics.from_json(s, fields[k].kind) for k, s in stats.items()},
+                   int(data.get("minRevision", -1)))
 
     def evolve(self, before: DatasetDescriptor, after: DatasetDescriptor) -> "CheckpointPart":
         """The part with its statistics summary named and typed by ``after``'s fields (matched by
@@ -220,7 +224,9 @@ def made_part(key: str, table: FileTable, data: bytes) -> CheckpointPart:
     """The summary of the part at ``key`` holding ``table`` as the object ``data``."""
     partition, statistics = summarise(table)
     rows = int(pc.sum(table.table.column("rows")).as_py()) if len(table) else 0
-    return CheckpointPart(key, len(table), rows, len(data), hashlib.sha256(data).hexdigest(), partition, statistics)
+    oldest = int(pc.min(table.table.column("revision")).as_py()) if len(table) else -1
+    return CheckpointPart(key, len(table), rows, len(data), hashlib.sha256(data).hexdigest(), partition, statistics,
+                          oldest)
 
 
 def write_parts(store: "ObjectStore", tables: Iterable[FileTable], revision: int,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from cdkds.catalog.errors import CdkdsError, CorruptLogError, DatasetNotFoundError, InvalidTimeTravelError
-from cdkds.catalog.log.actions import READER_VERSION, SetProtocol
+from cdkds.catalog.log.actions import SetProtocol, check_readable
 from cdkds.catalog.log.commit import Commit, HistoryEntry, commit_key, millis
 from cdkds.catalog.log.listing import Listing, LogListing
 from cdkds.catalog.log.snapshot import Snapshot
@@ -51,6 +51,7 @@ class Replay:
         if commit is None:
             raise self._not_found()
         snapshot = Snapshot.first(commit)
+        check_readable(snapshot.protocol, f"dataset {self.dataset!r}")  # later commits: see walk
         if snapshot.descriptor is None:
             raise CorruptLogError(f"dataset {self.dataset!r}: commit 0 holds no descriptor")
         return snapshot
@@ -97,9 +98,8 @@ class Replay:
                     f"dataset {self.dataset!r}: commit {revision} follows {commit.previous!r}, but commit "
                     f"{revision - 1} is {snapshot.commit_uuid!r}; the log's chain is broken")
             for action in commit.actions:
-                if isinstance(action, SetProtocol) and action.reader_version > READER_VERSION:
-                    raise CorruptLogError(f"dataset {self.dataset!r} needs log reader version "
-                                          f"{action.reader_version}; this cdkds reads version {READER_VERSION}")
+                if isinstance(action, SetProtocol):
+                    check_readable(action, f"dataset {self.dataset!r}")
             snapshot = snapshot.apply(commit)
             yield commit, snapshot
             revision += 1

@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import DatasetExistsError
-from cdkds.catalog.log.actions import Action, DeleteRows, SetMetadata, SetProtocol, KEYED_PROTOCOL
+from cdkds.catalog.log.actions import PARTED_CHECKPOINT_PROTOCOL, Action, SetMetadata, SetProtocol
 from cdkds.catalog.log.checkpointer import DEFAULT_CHECKPOINT_INTERVAL, Checkpointer, checkpoint_interval
 from cdkds.catalog.log.commit import LOG_FOLDER, Commit, HistoryEntry, commit_key, engine_info, next_timestamp
 from cdkds.catalog.log.committer import Committer
@@ -74,10 +74,10 @@ class TransactionLog:
         as created, for planning a write that creates the dataset only when it commits);
         ``actions``: what it holds after the descriptor (a conversion's files)."""
         descriptor = DatasetDescriptor.from_json(descriptor.to_json())  # as every reader of the log sees it
-        keyed = descriptor.record_key or any(isinstance(a, DeleteRows) for a in actions)  # deletion vectors need 2
+        # the newest protocol: its checkpoints are read in part (keyed datasets and field ids need less)
+        protocol = SetProtocol(PARTED_CHECKPOINT_PROTOCOL, PARTED_CHECKPOINT_PROTOCOL)
         return Commit(0, uuid.uuid4().hex, None, next_timestamp(0), "create", engine_info(info),
-                      (SetProtocol(KEYED_PROTOCOL, KEYED_PROTOCOL) if keyed else SetProtocol(),
-                       SetMetadata(descriptor), *actions))
+                      (protocol, SetMetadata(descriptor), *actions))
 
     def create(self, descriptor: DatasetDescriptor, info: Mapping[str, Any] | None = None,
                actions: Sequence[Action] = ()) -> Snapshot:

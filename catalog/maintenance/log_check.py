@@ -1,5 +1,6 @@
 """The log part of ``cdkds check``: every retained commit and checkpoint read in revision order,
-the chain checked and replayed as readers replay it, checkpoints compared with the replay."""
+the chain checked and replayed as readers replay it, checkpoints compared with the replay,
+every part of every checkpoint read and checked against what its checkpoint says of it."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ from itertools import islice
 from typing import Any, Callable, Iterator
 
 from cdkds.catalog.descriptor import DatasetDescriptor
-from cdkds.catalog.errors import CorruptLogError, CorruptLogWarning
+from cdkds.catalog.errors import CorruptLogError, CorruptLogWarning, UnsupportedLogVersionError
 from cdkds.catalog.log import checkpoint
 from cdkds.catalog.log.actions import READER_VERSION, AddFile, SetProtocol
 from cdkds.catalog.log.commit import Commit, commit_key
 from cdkds.catalog.log.listing import HINT_KEY, Listing, LogListing, checkpoint_key
+from cdkds.catalog.log.parts import StoredParts
 from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.maintenance.problems import Problem, Progress, References, detail, revisions, some
 
@@ -41,6 +43,7 @@ class LogCheck:
         self.readable: set[int] = set()  # checkpoints that decode (readers start from them)
         self.mismatches: list[tuple[int, str]] = []
         self.damaged: list[tuple[int, str]] = []
+        self.damaged_parts: list[tuple[int, str, str]] = []  # checkpoint, part key, what is wrong
         self.out_of_order: list[tuple[int, Problem]] = []
         self.commits = self.checkpoints = 0
         self.state: Snapshot | None = None  # where the replay is; None while it is broken
@@ -172,12 +175,18 @@ class LogCheck:
         key = checkpoint_key(r)
         if data is None:  # deleted since the listing
             return
+        loader = StoredParts(self.listing.store, self.listing.where(key))
         try:
-            snapshot = checkpoint.decode(data, self.listing.where(key))
+            snapshot = checkpoint.decode(data, self.listing.where(key), loader)
             if snapshot.version != r:
                 raise CorruptLogError(f"it says it is revision {snapshot.version}")
         except CorruptLogError as e:
             self.damaged.append((r, detail(e)))
+            return
+        except UnsupportedLogVersionError as e:
+            self._problem("unsupported_protocol", key, f"checkpoint {r} {detail(e)}", "a newer cdkds reads it")
+            return
+        if not self._parts_read(r, snapshot, loader):
             return
         self.readable.add(r)
         self.refs.of_snapshot(snapshot)
@@ -187,6 +196,17 @@ class LogCheck:
         differences = _differences(snapshot, self.state)
         if differences:
             self.mismatches.append((r, "; ".join(differences)))
+
+    def _parts_read(self, r: int, snapshot: Snapshot, loader: StoredParts) -> bool:
+        """Whether every part of checkpoint ``r`` reads as it says (each one that does not is noted)."""
+        whole = True
+        for part in checkpoint.parts_of(snapshot) or ():
+            try:
+                loader.load(part, snapshot.descriptor)
+            except CorruptLogError as e:
+                self.damaged_parts.append((r, part.key, detail(e)))
+                whole = False
+        return whole
 
     def _check_hint(self, checkpoints: tuple[int, ...]) -> None:
         with warnings.catch_warnings(record=True) as caught:
@@ -215,6 +235,10 @@ class LogCheck:
             log_problems.append((r, Problem("corrupt_checkpoint", checkpoint_key(r),
                                             f"checkpoint {r} is corrupt or truncated ({reason})",
                                             self._checkpoint_cost(r))))
+        for r, key, reason in self.damaged_parts:
+            log_problems.append((r, Problem("corrupt_checkpoint_part", key,
+                                            f"part {key} of checkpoint {r} cannot be read ({reason})",
+                                            self._part_cost(r))))
         for r, differences in self.mismatches:
             following = min((c for c in self.readable if c > r), default=None)
             span = f"revisions {r} to {following - 1}" if following is not None else f"revision {r} to the latest"
@@ -244,6 +268,15 @@ class LogCheck:
             return (f"{what} cannot be read: the commits before them were expired; vacuum refuses to run"
                     + (", and the dataset cannot be opened" if following is None else ""))
         return "reads of revisions from it on replay from an older checkpoint or commit 0 (slower); nothing lost"
+
+    def _part_cost(self, r: int) -> str:
+        """What a damaged part of checkpoint ``r`` costs: readers starting there fail, naming it."""
+        following = min((c for c in self.readable if c > r), default=None)
+        what = revisions(r, following - 1) if following is not None else f"revisions {r} to the latest"
+        if self.expired and not [c for c in self.readable if c < r]:
+            return f"reads of {what} fail naming the part: the commits before checkpoint {r} were expired"
+        return (f"reads of {what} fail naming the part; deleting checkpoint {r} makes them replay from an older "
+                f"checkpoint or commit 0 (slower); nothing lost")
 
     def _problem(self, kind: str, key: str, message: str, cost: str) -> None:
         self.problems.append(Problem(kind, key, message, cost))

@@ -39,6 +39,8 @@ PROBLEM_KINDS = {
     "unsupported_protocol": "a commit needing a newer log reader than this cdkds",
     "corrupt_checkpoint": "a checkpoint that does not parse, fails its checksum, names another revision or names a "
                           "file outside the dataset",
+    "corrupt_checkpoint_part": "a part of a checkpoint that is missing, does not parse, or differs from what its "
+                               "checkpoint says of it (size, SHA-256, files, rows)",
     "checkpoint_mismatch": "a checkpoint whose state differs from the replay of the commits",
     "bad_hint": "an unreadable _last_checkpoint, or one naming an absent checkpoint",
     "missing_file": "a data, index or deletion-vector file a retained revision references is absent",

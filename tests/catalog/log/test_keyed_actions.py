@@ -7,7 +7,7 @@ import pytest
 
 from cdkds.catalog import CommitConflictError, CorruptIndexError, DatasetDescriptor
 from cdkds.catalog.keyed.deletion import INLINE_LIMIT, DeletionVector, DeletionVectorRef, load_deletes
-from cdkds.catalog.log.actions import KEYED_PROTOCOL, AddIndex, DeleteRows, RemoveFile, RemoveIndex
+from cdkds.catalog.log.actions import KEYED_PROTOCOL, PARTED_CHECKPOINT_PROTOCOL, AddIndex, DeleteRows, RemoveFile, RemoveIndex
 from cdkds.catalog.log.conflicts import BlindAppend, Rewrite
 
 SCHEMA = {"type": "record", "name": "r", "fields": [{"name": "id", "type": "long"}, {"name": "v", "type": "string"}]}
@@ -30,11 +30,11 @@ def made_up(files):
     return [f.path for f in files if len(f.path.rsplit("/", 1)[-1]) < 12]
 
 
-def test_a_keyed_dataset_is_created_with_protocol_2(repo):
+def test_datasets_keyed_or_not_are_created_with_the_newest_protocol(repo):
     ds = keyed(repo)
-    assert ds.snapshot.protocol.reader_version == KEYED_PROTOCOL
+    assert ds.snapshot.protocol.reader_version == PARTED_CHECKPOINT_PROTOCOL > KEYED_PROTOCOL
     plain = repo.create("p", DatasetDescriptor(SCHEMA))
-    assert plain.snapshot.protocol.reader_version == 1
+    assert plain.snapshot.protocol.reader_version == PARTED_CHECKPOINT_PROTOCOL
 
 
 def test_deletes_and_index_files_replay_and_checkpoint(repo):

@@ -27,7 +27,7 @@ def test_commits_form_a_chain(repo):
     assert [c["revision"] for c in raw] == [0, 1, 2]
     assert raw[0]["previous"] is None and raw[1]["previous"] == raw[0]["uuid"] and raw[2]["previous"] == raw[1]["uuid"]
     assert raw[0]["timestamp"] < raw[1]["timestamp"] < raw[2]["timestamp"]
-    assert raw[0]["actions"][0] == {"protocol": {"reader": 1, "writer": 1}}
+    assert raw[0]["actions"][0] == {"protocol": {"reader": 4, "writer": 4}}
     assert raw[1]["operation"] == "append" and raw[1]["actions"][0]["add"]["rows"] == 3
     assert raw[1]["actions"][0]["add"]["stats"][str(ds.descriptor.field_ids["userId"])] == {"nulls": 0, "min": 0, "max": 2}
 
