@@ -9,7 +9,9 @@ from typing import Any
 from cdkds.catalog.errors import CdkdsError, CorruptLogError
 from cdkds.catalog.log.actions import AddFile, AddIndex, DeleteRows
 from cdkds.catalog.log.commit import age_ms, commit_key, cutoff_millis
+from cdkds.catalog.log import checkpoint
 from cdkds.catalog.log.listing import EXPIRED_KEY, ExpiryMarker, Listing, checkpoint_key
+from cdkds.catalog.log.parts import PARTS_FOLDER, part_revision
 from cdkds.catalog.log.replay import Replay
 
 MINIMUM_LOG_AGE = dt.timedelta(hours=1)
@@ -24,7 +26,8 @@ class LogExpiry:
         self.dataset = replay.dataset
 
     def expire(self, older_than: Any, force: bool = False) -> list[str]:
-        """Remove commits and checkpoints older than a time, from the start of the log only.
+        """Remove commits and checkpoints older than a time, from the start of the log only,
+        and the checkpoint parts no retained checkpoint names.
 
         The newest readable checkpoint at or before the time is kept, so every revision from
         it on stays readable; commit 0 is kept as the dataset's birth record. A time less
@@ -52,7 +55,32 @@ class LogExpiry:
         for key in doomed:
             self.listing.store.delete(key)
         self._mark(ours)  # a concurrent expiry that read the marker before ours may have lowered it
-        return doomed
+        parts = self._unnamed_parts(keep.version)
+        for key in parts:
+            self.listing.store.delete(key)
+        return doomed + parts
+
+    def _unnamed_parts(self, oldest: int) -> list[str]:
+        """The checkpoint parts no retained checkpoint names, of checkpoints older than ``oldest``
+        (the oldest retained): a checkpoint being written names parts of its own revision (new
+        ones) or ones a retained checkpoint names already. None when a retained checkpoint
+        cannot be read: what it names is unknown."""
+        store = self.listing.store
+        old = [key for key in (f"{PARTS_FOLDER}/{name}" for name in store.list(PARTS_FOLDER))
+               if (revision := part_revision(key)) is not None and revision < oldest]
+        if not old:
+            return []
+        named: set[str] = set()
+        for revision in self.listing.list().checkpoints:
+            if revision < oldest:
+                continue  # being expired meanwhile by a concurrent expiry
+            data = self.listing.fetch(checkpoint_key(revision))
+            try:
+                named.update(checkpoint.part_keys(data, self.listing.where(checkpoint_key(revision)))
+                             if data is not None else ())
+            except CorruptLogError:
+                return []
+        return [key for key in old if key not in named]
 
     def _commit1_timestamp(self, listing: Listing) -> int | None:
         """Commit 1's timestamp while it still exists: time travel needs it to tell revision 0 from

@@ -119,7 +119,8 @@ def test_reading_only_the_parts_that_may_match_plans_the_same_files(adds, text, 
     parts = write_parts(s, [table], revision=1, most=most)
     f = FileFilter.of(bind(parse(text), DESCRIPTOR.fields), DESCRIPTOR)
     loader = StoredParts(s, "cp")
-    partial = [a for p in parts if p.may_match(f, DESCRIPTOR) for a in loader.load(p, DESCRIPTOR).files() if f.may_match(a)]
+    read = [loader.load(p, DESCRIPTOR) for p in parts if p.may_match(f, DESCRIPTOR)]
+    partial = [a for table in read for a in table.files() if f.may_match(a)]
     full = [a for a in adds if f.may_match(a)]
     assert sorted(a.path for a in partial) == sorted(a.path for a in full)
 

@@ -1,0 +1,208 @@
+"""Checkpoints of parts (log protocol 4) in datasets: written, read, checked, expired; older
+datasets keep their checkpoints of add rows."""
+
+import dataclasses
+import datetime as dt
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from cdkds.catalog import DatasetDescriptor, DatasetRepository
+from cdkds.catalog.errors import CorruptLogError, UnsupportedLogVersionError
+from cdkds.catalog.log import actions, checkpoint, checkpoint_key
+from cdkds.catalog.log.actions import PARTED_CHECKPOINT_PROTOCOL, AddFile
+from cdkds.catalog.log.parts import PARTS_FOLDER
+from cdkds.catalog.maintenance.check import check_dataset
+from cdkds.formats.statistics import ColumnStatistics
+
+SCHEMA = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}, {"name": "g", "type": "string"}]}
+LEGACY = Path(__file__).parent.parent.parent / "fixtures" / "legacy"
+
+
+def make(repo, files=8, part_files=4, interval=1000):
+    """A dataset of ``files`` files (one a partition), in one commit."""
+    ds = repo.create("t", DatasetDescriptor(SCHEMA, "identity(g)", properties={
+        "checkpoint.interval": str(interval), "checkpoint.partFiles": str(part_files)}))
+    with ds.writer() as w:
+        w.write_batch(pa.table({"id": list(range(files)), "g": [f"p{i:03d}" for i in range(files)]}))
+    return ds
+
+
+def rows(ds):
+    return sorted(r["id"] for r in ds.reader())
+
+
+def actions_in(store, revision):
+    table = pq.read_table(pa.BufferReader(store.read(checkpoint_key(revision))))
+    return table.column("action").to_pylist(), table.schema.metadata
+
+
+def parts_named(store, revision):
+    return checkpoint.part_keys(store.read(checkpoint_key(revision)), "test")
+
+
+def part_objects(store):
+    return sorted(f"{PARTS_FOLDER}/{n}" for n in store.list(PARTS_FOLDER))
+
+
+class Puts:
+    """The keys written to a store from now on."""
+
+    def __init__(self, store):
+        self.keys = []
+        for name in ("put", "put_if_absent"):
+            original = getattr(store, name)
+            setattr(store, name, self._recording(original))
+        original_all = store.put_all
+        store.put_all = lambda objects: (self.keys.extend(objects), original_all(objects))[1]
+
+    def _recording(self, original):
+        def put(key, data):
+            self.keys.append(key)
+            return original(key, data)
+        return put
+
+    @property
+    def parts(self):
+        return [k for k in self.keys if k.startswith(PARTS_FOLDER)]
+
+
+def test_a_new_dataset_checkpoints_its_files_in_parts(repo):
+    ds = make(repo, files=10)
+    assert ds.snapshot.protocol.reader_version == PARTED_CHECKPOINT_PROTOCOL
+    ds.log.write_checkpoint(ds.snapshot)
+    names, meta = actions_in(ds.store, 1)
+    assert "add" not in names and names.count("part") == 3 and meta[b"cdkds.checkpoint.format"] == b"2"
+    assert sorted(parts_named(ds.store, 1)) == part_objects(ds.store)
+    fresh = repo.load("t")
+    assert fresh.snapshot.files.parts and rows(fresh) == list(range(10))
+    assert len(fresh.plan(where="g = 'p004'").files) == 1
+
+
+def test_a_checkpoint_after_appends_writes_only_the_new_part(repo):
+    ds = make(repo, files=8)
+    ds.log.write_checkpoint(ds.snapshot)
+    start = ds.log.listing.checkpoint(1)
+    assert len(start.files.parts) == 2
+    new = [AddFile(f"data/g=p1{i:02d}/x.parquet", {"g_copy": f"p1{i:02d}"}, 10, 1,
+                   {"id": ColumnStatistics(0, 100 + i, 100 + i)}, revision=2) for i in range(3)]
+    later = dataclasses.replace(start, version=2, files=start.files.apply(new, [], []))
+    puts = Puts(ds.store)
+    ds.log.write_checkpoint(later)
+    assert len(puts.parts) == 1 and checkpoint_key(2) in puts.keys
+    assert puts.keys.index(puts.parts[0]) < puts.keys.index(checkpoint_key(2))  # parts before the checkpoint
+    named = parts_named(ds.store, 2)
+    assert set(named) == {p.key for p in start.files.parts} | set(puts.parts)
+    read = ds.log.listing.checkpoint(2)
+    assert sorted(read.files) == sorted([*start.files, *(a.path for a in new)])
+
+
+def test_a_checkpoint_after_a_removal_rewrites_only_the_part_that_held_it(repo):
+    ds = make(repo, files=8)
+    ds.log.write_checkpoint(ds.snapshot)
+    start = ds.log.listing.checkpoint(1)
+    first, second = start.files.parts
+    victim = next(p for p in start.files if "p006" in p)  # the second part's range
+    later = dataclasses.replace(start, version=2, files=start.files.apply([], [victim], []))
+    puts = Puts(ds.store)
+    ds.log.write_checkpoint(later)
+    assert len(puts.parts) == 1
+    assert set(parts_named(ds.store, 2)) == {first.key, *puts.parts}
+    assert sorted(ds.log.listing.checkpoint(2).files) == sorted(set(start.files) - {victim})
+
+
+def test_many_small_parts_are_merged(repo):
+    ds = make(repo, files=2, part_files=64)  # parts under 8 files are small
+    snapshot = ds.snapshot
+    ds.log.write_checkpoint(snapshot)
+    for revision in range(2, 20):  # a checkpoint after every append: a small part each
+        start = ds.log.listing.checkpoint(revision - 1)
+        add = AddFile(f"data/g=q/{revision}.parquet", {"g_copy": "q"}, 10, 1, revision=revision)
+        ds.log.write_checkpoint(dataclasses.replace(start, version=revision, files=start.files.apply([add], [], [])))
+    parts = ds.log.listing.checkpoint(19).files.parts
+    assert len(parts) <= 17 and sum(p.files for p in parts) == 20
+
+
+def test_a_damaged_or_missing_part_fails_reads_and_check_naming_it(repo):
+    ds = make(repo, files=8)
+    ds.log.write_checkpoint(ds.snapshot)
+    with ds.writer() as w:
+        w.write_batch(pa.table({"id": [99], "g": ["p999"]}))
+    victim = parts_named(ds.store, 1)[1]
+    data = ds.store.read(victim)
+    for damage in (data[:-10], None):
+        ds.store.delete(victim) if damage is None else ds.store.put(victim, damage)
+        with pytest.raises(CorruptLogError, match=f"part .*{victim}.* of checkpoint .*{checkpoint_key(1)}"):
+            rows(repo.load("t"))
+        report = check_dataset(ds.store, "t")  # what `cdkds check` runs
+        assert [(p.kind, p.object) for p in report.problems] == [("corrupt_checkpoint_part", victim)]
+        assert victim in report.problems[0].message and "checkpoint 1" in report.problems[0].message
+
+
+def test_expiry_deletes_the_parts_no_retained_checkpoint_names(repo):
+    ds = make(repo, files=8)
+    ds.log.write_checkpoint(ds.snapshot)
+    start = ds.log.listing.checkpoint(1)
+    first, second = start.files.parts
+    with ds.writer() as w:  # commit 2, a real one, so that checkpoint 2 is the state of the log
+        w.write_batch(pa.table({"id": [50], "g": ["p004"]}))
+    victim = next(p for p in start.files if "p006" in p)
+    ds.log.write_checkpoint(dataclasses.replace(
+        ds.snapshot, files=start.files.apply([ds.snapshot.files[p] for p in ds.snapshot.files
+                                              if p not in start.files], [victim], [])))
+    before = part_objects(ds.store)
+    assert second.key in before and first.key in parts_named(ds.store, 2)
+    removed = ds.log.expire(dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=1), force=True)
+    assert second.key in removed and first.key not in removed
+    assert part_objects(ds.store) == sorted(parts_named(ds.store, 2))  # what the kept checkpoint names, and no more
+
+
+def test_a_checkpoint_writers_fresh_parts_are_safe_from_expiry(repo):
+    ds = make(repo, files=4)
+    ds.log.write_checkpoint(ds.snapshot)
+    with ds.writer() as w:
+        w.write_batch(pa.table({"id": [50], "g": ["p004"]}))
+    ds.log.write_checkpoint(ds.snapshot)
+    stray = f"{PARTS_FOLDER}/{3:020d}-0-abcdef12.parquet"  # a checkpoint of revision 3 being written
+    ds.store.put(stray, b"not yet named")
+    ds.log.expire(dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=1), force=True)
+    assert stray in part_objects(ds.store)
+
+
+def test_vacuum_leaves_every_log_object(repo):
+    ds = make(repo, files=4)
+    ds.log.write_checkpoint(ds.snapshot)
+    ds.store.put(f"{PARTS_FOLDER}/{0:020d}-0-abcdef12.parquet", b"named by nothing")
+    log = sorted(k for k, _ in ds.store.walk_files("_log"))
+    ds.vacuum(dt.timedelta(0), dry_run=False, force=True)
+    assert set(log) <= {k for k, _ in ds.store.walk_files("_log")}
+
+
+def test_an_older_reader_refuses_a_newer_log_clearly(repo, monkeypatch):
+    ds = make(repo, files=2)
+    monkeypatch.setattr(actions, "READER_VERSION", 3)
+    with pytest.raises(UnsupportedLogVersionError, match="needs log reader version 4; this cdkds reads version 3"):
+        repo.load("t")
+    monkeypatch.undo()
+    ds.log.write_checkpoint(ds.snapshot)
+    monkeypatch.setattr(actions, "READER_VERSION", 3)
+    with pytest.raises(UnsupportedLogVersionError, match="checkpoint .* needs log reader version 4"):
+        checkpoint.decode(ds.store.read(checkpoint_key(1)), "checkpoint 1")
+
+
+def test_an_older_dataset_reads_and_keeps_writing_checkpoints_of_add_rows(tmp_path):
+    shutil.copytree(LEGACY / "lake", tmp_path / "lake")
+    repo = DatasetRepository(f"file://{tmp_path}/lake")
+    ds = repo.load("pq")
+    assert ds.snapshot.protocol.reader_version < PARTED_CHECKPOINT_PROTOCOL
+    expected = json.loads((LEGACY / "expected.json").read_text())["pq"][str(ds.version)]
+    ds.log.write_checkpoint(ds.snapshot)
+    names, meta = actions_in(ds.store, ds.version)
+    assert "part" not in names and "add" in names and meta[b"cdkds.checkpoint.format"] == b"1"
+    assert not ds.store.list(PARTS_FOLDER)
+    fresh = repo.load("pq")
+    assert sorted(fresh.to_table().to_pylist(), key=lambda r: r["id"]) == expected
