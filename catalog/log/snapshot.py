@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Mapping
 
 import pyarrow as pa
 
+from cdkds.catalog.keyed.deletion import DeletionVectorRef
+from cdkds.catalog.log.live import LiveFiles
 from cdkds.catalog.log.actions import (
     AddFile, AddIndex, DeleteRows, RemoveFile, RemoveIndex, SetMetadata, SetProtocol, SetTransaction, Tombstone,
-    evolve_statistics,
 )
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import ExpressionError, IncompatibleDescriptorError
@@ -45,11 +46,15 @@ class Snapshot:
     # (the same columns, names, types and ids): a file written at or after it is read as it is
     schema_since: int = -1
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.files, LiveFiles):  # files given in memory (a dict)
+            object.__setattr__(self, "files", LiveFiles.of(self.files, self.descriptor))
+
     @property
     def row_count(self) -> int:
         """Rows in the live files less those deleted by deletion vectors (rows deleted by
         tombstones or expired by TTL still count until compaction)."""
-        return sum(f.live_rows for f in self.files.values())
+        return self.files.live_rows
 
     def index_files(self, bucket: int) -> tuple[AddIndex, ...]:
         """The live record-index files of ``bucket`` in the order their entries apply: the
@@ -102,19 +107,29 @@ class Snapshot:
     def apply(self, commit: "Commit") -> "Snapshot":
         descriptor, descriptor_version, protocol = self.descriptor, self.descriptor_version, self.protocol
         schema_since = self.schema_since
-        files = dict(self.files)
+        files: LiveFiles = self.files
         tombstones = list(self.tombstones)
         index = dict(self.index)
         transactions = self.transactions
+        added: list[AddFile] = []
+        removed: list[str] = []
+        deleted: list[tuple[str, DeletionVectorRef]] = []
+
+        def settle() -> LiveFiles:  # the file changes so far, in the order the log gives them
+            nonlocal added, removed, deleted
+            changed = files.apply(added, removed, deleted)
+            added, removed, deleted = [], [], []
+            return changed
+
         for action in commit.actions:
             if isinstance(action, AddFile):
-                files[action.path] = action.at(commit.revision, commit.timestamp)
+                added.append(action.at(commit.revision, commit.timestamp))
             elif isinstance(action, RemoveFile):
-                files.pop(action.path, None)
+                if added or deleted:
+                    files = settle()
+                removed.append(action.path)
             elif isinstance(action, DeleteRows):
-                if action.path in files:  # rows of a file removed in the same commit are gone anyway
-                    add = files[action.path]
-                    files[action.path] = dataclasses.replace(add, deletes=add.deletes + (action.vector,))
+                deleted.append((action.path, action.vector))
             elif isinstance(action, AddIndex):
                 index[action.path] = action.at(commit.revision)
             elif isinstance(action, RemoveIndex):
@@ -122,13 +137,16 @@ class Snapshot:
             elif isinstance(action, Tombstone):
                 tombstones.append(action.at(commit.revision))
             elif isinstance(action, SetMetadata):
+                files = settle()
                 if descriptor is not None:
                     if tombstones:  # spent ones go, so the new schema need not read them (see evolve)
                         tombstones = _applying(dataclasses.replace(
-                            self, descriptor=descriptor, files=MappingProxyType(files), tombstones=tuple(tombstones)))
+                            self, descriptor=descriptor, files=files, tombstones=tuple(tombstones)))
                     renames = top_level_renames(descriptor, action.descriptor)
                     tombstones = [dataclasses.replace(t, predicate=rename(t.predicate, renames)) for t in tombstones]
-                    files = dict(evolve_statistics(files, descriptor, action.descriptor))
+                    files = files.evolve(action.descriptor)
+                else:
+                    files = LiveFiles.of(files.added, action.descriptor)
                 if descriptor is None or not same_file_layout(descriptor, action.descriptor):
                     schema_since = commit.revision
                 descriptor, descriptor_version = action.descriptor, commit.revision
@@ -136,12 +154,12 @@ class Snapshot:
                 protocol = action
             elif isinstance(action, SetTransaction):
                 transactions = MappingProxyType({**transactions, action.app_id: action})
+        files = settle()
         if tombstones:
-            oldest = min((f.revision for f in files.values()), default=commit.revision + 1)
+            oldest = files.oldest_revision(commit.revision + 1)
             tombstones = [t for t in tombstones if t.revision > oldest]  # a tombstone no file predates is spent
         return Snapshot(commit.revision, commit.timestamp, commit.uuid, descriptor, descriptor_version,
-                        MappingProxyType(files), tuple(tombstones), protocol, MappingProxyType(index), transactions,
-                        schema_since)
+                        files, tuple(tombstones), protocol, MappingProxyType(index), transactions, schema_since)
 
     def written_as_current(self, file: AddFile) -> bool:
         """Whether ``file`` was written with the current descriptor's file layout, so its

@@ -17,6 +17,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from cdkds.catalog.errors import CdkdsError, DataFileError
 from cdkds.catalog.expressions import (
@@ -28,6 +29,7 @@ from cdkds.catalog.keyed.deletion import load_deletes
 from cdkds.catalog.keyed.ttl import TimeToLive
 from cdkds.catalog.log.commit import clock
 from cdkds.catalog.log.actions import AddFile
+from cdkds.catalog.log.files import FileTable
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.read.columns import select_columns
@@ -71,7 +73,7 @@ class ScanPlan:
     snapshot: Snapshot
     predicate: Expression
     columns: tuple[str, ...]
-    tasks: tuple[FileScanTask, ...]
+    tasks: Sequence[FileScanTask]
     now: int = 0  # ms: rows expired by TTL at this moment are not read
 
     @property
@@ -97,13 +99,66 @@ def plan_scan(dataset: str, snapshot: Snapshot, where: Expression | str | None =
     selected = select_columns(dataset, descriptor, columns)
     now = clock() if now_ms is None else now_ms
     matches = FileFilter.of(predicate, descriptor)
+    candidates = snapshot.files.matching_table(matches)
+    if TimeToLive.of(descriptor) is None:
+        return ScanPlan(dataset, snapshot, predicate, selected, FileScanTasks(snapshot, _with_live_rows(candidates), now),
+                        now)
     tasks = []
-    for f in snapshot.files.values():
-        if matches.may_match(f) and f.may_have_live_rows:
+    for f in candidates.files():
+        if f.may_have_live_rows:
             task = file_task(snapshot, f, now)
             if task.visible is ALWAYS_TRUE or FileFilter.of(and_(predicate, task.visible), descriptor).may_match(f):
                 tasks.append(task)
     return ScanPlan(dataset, snapshot, predicate, selected, tuple(tasks), now)
+
+
+def _with_live_rows(files: FileTable) -> FileTable:
+    """The files of which some row may survive the deletion vectors (``AddFile.may_have_live_rows``)."""
+    if not len(files):
+        return files
+    live = pc.greater(pc.subtract(files.table.column("rows"), files.table.column("deleted_rows")), 0)
+    if pc.all(live).as_py():
+        return files
+    doubtful = [i for i, keep in enumerate(live.to_pylist()) if not keep]
+    rows = FileTable(files.table.take(doubtful), files.descriptor).files()
+    survivors = {i for i, f in zip(doubtful, rows) if f.may_have_live_rows}
+    return files.filter(pa.array([keep or i in survivors for i, keep in enumerate(live.to_pylist())]))
+
+
+class FileScanTasks(Sequence[FileScanTask]):
+    """The tasks of a plan without TTL, one a file of ``files``, made when first read: a
+    plan over a million files knows them column-wise and makes their objects only for
+    whoever iterates (a task of a Spark job makes its own)."""
+
+    def __init__(self, snapshot: Snapshot, files: FileTable, now_ms: int):
+        self.snapshot = snapshot
+        self.files = files
+        self.now_ms = now_ms
+        self._made: tuple[FileScanTask, ...] | None = None
+
+    def _tasks(self) -> tuple[FileScanTask, ...]:
+        if self._made is None:
+            self._made = tuple(file_task(self.snapshot, f, self.now_ms) for f in self.files.files())
+        return self._made
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        return self._tasks()[i]
+
+    def __iter__(self) -> Iterator[FileScanTask]:
+        return iter(self._tasks())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and tuple(self) == tuple(other)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    @property
+    def total_bytes(self) -> int:
+        return int(pc.sum(self.files.table.column("size")).as_py() or 0)
 
 
 def check_batch_rows(dataset: str, batch_rows: object) -> None:
