@@ -27,7 +27,7 @@ from cdkds.catalog.log.actions import PARTED_CHECKPOINT_PROTOCOL
 from cdkds.catalog.log.files import FileTable
 from cdkds.catalog.log.listing import HINT_KEY, LogListing, checkpoint_key
 from cdkds.catalog.log.live import LiveFiles
-from cdkds.catalog.log.parts import PART_FILES, CheckpointPart, write_parts
+from cdkds.catalog.log.parts import PART_FILES, CheckpointPart, StoredParts, write_parts
 from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.storage import ObjectStore
 
@@ -51,43 +51,55 @@ class Checkpointer:
         self.listing = listing
         self.store = listing.store
 
-    def write(self, snapshot: Snapshot) -> None:
-        """Write the checkpoint of ``snapshot`` (replacing a damaged one) and point the hint at it."""
+    def write(self, snapshot: Snapshot) -> Snapshot:
+        """Write the checkpoint of ``snapshot`` (replacing a damaged one) and point the hint at it.
+        Returns ``snapshot``, its files read from the parts of the checkpoint when it wrote one of
+        parts: the next checkpoint of a writer that goes on from it rewrites only what changed."""
         key = checkpoint_key(snapshot.version)
         existing = self.listing.fetch(key)
+        written = None
         if existing is None or self.listing.decode_checkpoint(existing, snapshot.version) is None:
-            self._put(key, snapshot, damaged=existing is not None)
+            written = self._put(key, snapshot, damaged=existing is not None)
         hint = self.listing.hint()
         if hint is None or hint < snapshot.version:
             self.store.put(HINT_KEY, json.dumps({"revision": snapshot.version}).encode())
+        if written is None:
+            return snapshot
+        loader = StoredParts(self.store, self.listing.where(key))
+        return dataclasses.replace(snapshot, files=LiveFiles.over(written, loader, snapshot.descriptor))
 
-    def _put(self, key: str, snapshot: Snapshot, damaged: bool) -> None:
+    def _put(self, key: str, snapshot: Snapshot, damaged: bool) -> list[CheckpointPart] | None:
+        """Write the checkpoint object (and its parts first); the parts it names when it is ours."""
         parts = None
         if snapshot.protocol.reader_version >= PARTED_CHECKPOINT_PROTOCOL:
             parts = PartWriter(self.store, snapshot).parts()
         data = checkpoint.encode(snapshot, parts)
         if damaged:
             self.store.put(key, data)  # a checkpoint of a revision has one possible content
-            return
+            return parts
         try:
             self.store.put_if_absent(key, data)
         except FileExistsError:  # another writer's, just now: ours are named by nothing
             existing = self.listing.fetch(key)
             if existing is not None and self.listing.decode_checkpoint(existing, snapshot.version) is None:
                 self.store.put(key, data)
-                return
+                return parts
             fresh = {p.key for p in parts or ()} - {p.key for p in checkpoint.parts_of(snapshot) or ()}
             for part in fresh:
                 self.store.delete(part)
+            return None
+        return parts
 
-    def after_commit(self, snapshot: Snapshot) -> None:
-        """Write the checkpoint of a revision the interval falls on; a failure only warns."""
+    def after_commit(self, snapshot: Snapshot) -> Snapshot:
+        """Write the checkpoint of a revision the interval falls on; a failure only warns.
+        Returns the snapshot to go on from (see :meth:`write`)."""
         if snapshot.version % checkpoint_interval(snapshot.descriptor) == 0:
             try:
-                self.write(snapshot)
+                return self.write(snapshot)
             except Exception as e:  # noqa: BLE001 - the commit stands; the next checkpoint or listing covers it
                 warnings.warn(f"dataset {self.listing.dataset!r}: checkpoint at revision {snapshot.version} "
                               f"failed: {e}", CorruptLogWarning, stacklevel=4)
+        return snapshot
 
 
 class PartWriter:

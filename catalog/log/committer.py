@@ -70,8 +70,7 @@ class Committer:
         attempt = _Attempt(self, base, operation, tuple(actions), engine_info(info), commit_uuid or uuid.uuid4().hex,
                            rule or BlindAppend(), planned_on)
         snapshot = attempt.run()
-        self.checkpointer.after_commit(snapshot)
-        return snapshot
+        return self.checkpointer.after_commit(snapshot)  # read from the checkpoint's parts when it wrote some
 
     def accept(self, commit: Commit, before: Snapshot) -> Snapshot:
         """The snapshot ``commit`` (ours, in the log) makes after ``before``, once it is known

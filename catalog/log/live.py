@@ -20,7 +20,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cdkds.catalog.descriptor import DatasetDescriptor
-from cdkds.catalog.expressions.metrics import may_match
 from cdkds.catalog.keyed.deletion import DeletionVectorRef
 from cdkds.catalog.log.actions import AddFile, evolve_statistics
 from cdkds.catalog.log.files import FileTable
@@ -76,9 +75,7 @@ class _Parts:
         return self._where.get(path)
 
     def may_match(self, i: int, file_filter: "FileFilter") -> bool:
-        part = self.parts[i]
-        return may_match(file_filter.inclusive, part.files, part.partition) and \
-            may_match(file_filter.predicate, part.rows, part.statistics)
+        return self.parts[i].may_match(file_filter, self.descriptor)
 
 
 class LiveFiles(Mapping[str, AddFile]):
@@ -152,11 +149,11 @@ class LiveFiles(Mapping[str, AddFile]):
 
     def evolve(self, after: DatasetDescriptor) -> "LiveFiles":
         """The files read under descriptor ``after``: statistics follow fields by id (the
-        parts' are by id already, conformed when read)."""
+        parts' files are by id already, conformed when read; their summaries are by name)."""
         added = evolve_statistics(self.added, self.descriptor, after) if self.added else self.added
         parts = self._parts
         if parts is not None:
-            parts = _Parts(parts.parts, parts.loader, after)
+            parts = _Parts([p.evolve(self.descriptor, after) for p in parts.parts], parts.loader, after)
         return LiveFiles(after, parts, MappingProxyType(dict(added)), self.removed, self.deletes)
 
     # ---------------------------------------------------------------- questions

@@ -107,9 +107,10 @@ class TransactionLog:
         after_commit(self, snapshot)  # derived data, like the checkpoints the committer writes
         return snapshot
 
-    def write_checkpoint(self, snapshot: Snapshot) -> None:
-        """Write the checkpoint of ``snapshot`` (replacing a damaged one) and point the hint at it."""
-        self.checkpointer.write(snapshot)
+    def write_checkpoint(self, snapshot: Snapshot) -> Snapshot:
+        """Write the checkpoint of ``snapshot`` (replacing a damaged one) and point the hint at it;
+        returns ``snapshot`` read from the checkpoint's parts (see :meth:`Checkpointer.write`)."""
+        return self.checkpointer.write(snapshot)
 
     def expire(self, older_than: Any, force: bool = False) -> list[str]:
         """Remove commits and checkpoints older than a time from the start of the log (see :class:`LogExpiry`)."""

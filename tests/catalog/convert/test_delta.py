@@ -84,7 +84,7 @@ def test_deletion_vectors_inline_and_in_files_become_ours(lake):
     ours = {f.path: sorted(p for d in f.deletes for p in d.load(ds.store).to_numpy().tolist()) for f in ds.files}
     assert ours == theirs == {first: [0, 3, 9], second: [1, 2, 7]}
     first_commit = json.loads((table / "_log" / "00000000000000000000.json").read_text())
-    assert first_commit["actions"][0] == {"protocol": {"reader": 2, "writer": 2}}
+    assert first_commit["actions"][0] == {"protocol": {"reader": 4, "writer": 4}}
     assert not ds.check(read_data=True).problems
 
 

@@ -206,3 +206,52 @@ def test_an_older_dataset_reads_and_keeps_writing_checkpoints_of_add_rows(tmp_pa
     assert not ds.store.list(PARTS_FOLDER)
     fresh = repo.load("pq")
     assert sorted(fresh.to_table().to_pylist(), key=lambda r: r["id"]) == expected
+
+
+def test_checkpoints_after_commits_write_only_the_parts_that_changed(repo):
+    ds = make(repo, files=8, interval=3)  # checkpoint 3 holds every file: written whole
+    for i in (1, 2):
+        with ds.writer() as w:
+            w.write_batch(pa.table({"id": [100 + i], "g": [f"p{i:03d}"]}))
+    assert parts_named(ds.store, 3)
+    before = set(parts_named(ds.store, 3))
+    ds = repo.load("t")
+    for i in (3, 4):
+        with ds.writer() as w:
+            w.write_batch(pa.table({"id": [100 + i], "g": [f"p{i:03d}"]}))
+    puts = Puts(ds.store)
+    with ds.writer() as w:  # revision 6: a checkpoint of the appends only
+        w.write_batch(pa.table({"id": [105], "g": ["p005"]}))
+    assert len(puts.parts) == 1 and set(parts_named(ds.store, 6)) == before | set(puts.parts)
+    ds.delete("id = 3")  # removes the file of p003: the part holding it is rewritten
+    puts = Puts(ds.store)
+    ds.checkpoint()
+    assert len(puts.parts) == 1 and len(set(parts_named(ds.store, ds.version)) - set(parts_named(ds.store, 6))) == 1
+    assert rows(repo.load("t")) == [0, 1, 2, 4, 5, 6, 7, 101, 102, 103, 104, 105]
+
+
+def test_a_writer_goes_on_from_the_parts_of_the_checkpoint_it_wrote(repo):
+    ds = make(repo, files=8, interval=2)  # revision 1; never loaded again below
+    for i in range(1, 6):
+        puts = Puts(ds.store)
+        with ds.writer() as w:
+            w.write_batch(pa.table({"id": [100 + i], "g": [f"p{i:03d}"]}))
+        if ds.version == 4:  # checkpoint 2 wrote every file; checkpoint 4 only the appends since
+            assert len(puts.parts) == 1 and ds.snapshot.files.parts
+    assert rows(ds) == rows(repo.load("t")) == [*range(8), 101, 102, 103, 104, 105]
+
+
+def test_a_checkpoint_after_a_deletion_vector_rewrites_the_part_with_it(repo):
+    from cdkds.catalog.keyed.deletion import DeletionVector, DeletionVectorRef
+    ds = make(repo, files=8)
+    ds.log.write_checkpoint(ds.snapshot)
+    start = ds.log.listing.checkpoint(1)
+    path = next(p for p in start.files if "p001" in p)
+    vector = DeletionVectorRef.store(ds.store, DeletionVector.of([0]))
+    later = dataclasses.replace(start, version=2, files=start.files.apply([], [], [(path, vector)]))
+    puts = Puts(ds.store)
+    ds.log.write_checkpoint(later)
+    assert len(puts.parts) == 1 and start.files.parts[1].key in parts_named(ds.store, 2)
+    read = ds.log.listing.checkpoint(2).files
+    assert read[path].deletes == (vector,) and read[path].live_rows == 0
+    assert sorted(read) == sorted(start.files)
