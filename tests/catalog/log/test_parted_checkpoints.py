@@ -5,16 +5,22 @@ import dataclasses
 import datetime as dt
 import json
 import shutil
+import uuid
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cdkds.catalog import DatasetDescriptor, DatasetRepository
 from cdkds.catalog.errors import CorruptLogError, UnsupportedLogVersionError
+from cdkds.catalog.expressions import bind, parse
+from cdkds.catalog.expressions.pruning import FileFilter
 from cdkds.catalog.log import actions, checkpoint, checkpoint_key
 from cdkds.catalog.log.actions import PARTED_CHECKPOINT_PROTOCOL, AddFile
+from cdkds.catalog.log.live import LiveFiles
 from cdkds.catalog.log.parts import PARTS_FOLDER
 from cdkds.catalog.maintenance.check import check_dataset
 from cdkds.formats.statistics import ColumnStatistics
@@ -255,3 +261,44 @@ def test_a_checkpoint_after_a_deletion_vector_rewrites_the_part_with_it(repo):
     read = ds.log.listing.checkpoint(2).files
     assert read[path].deletes == (vector,) and read[path].live_rows == 0
     assert sorted(read) == sorted(start.files)
+
+
+@pytest.fixture(scope="module")
+def parted():
+    """A dataset of 24 files in 6 partitions, checkpointed in parts of 4 files, read back."""
+    repo = DatasetRepository(f"memory://parted-{uuid.uuid4().hex}")
+    ds = make(repo, files=0)
+    for i in range(4):
+        with ds.writer() as w:
+            w.write_batch(pa.table({"id": [i * 10 + j for j in range(6)], "g": [f"p{j:03d}" for j in range(6)]}))
+    ds.checkpoint()
+    return repo.load("t")
+
+
+COMPARISONS = st.builds(lambda field, op, value: f"{field} {op} {value}",
+                        st.sampled_from(["id", "g"]), st.sampled_from(["=", "!=", "<", "<=", ">", ">="]),
+                        st.integers(-1, 40)).map(
+    lambda text: text if not text.startswith("g") else text.rsplit(" ", 1)[0] + f" 'p{int(text.rsplit(' ', 1)[1]) % 8:03d}'")
+PREDICATE_TEXTS = st.recursive(COMPARISONS, lambda inner: st.one_of(
+    st.builds(lambda a, b: f"({a}) and ({b})", inner, inner), st.builds(lambda a, b: f"({a}) or ({b})", inner, inner),
+    st.builds(lambda a: f"not ({a})", inner)), max_leaves=4)
+
+
+@settings(max_examples=40, deadline=None)
+@given(PREDICATE_TEXTS)
+def test_a_partial_read_of_the_checkpoint_plans_the_same_files_as_a_full_one(parted, text):
+    files = parted.snapshot.files
+    assert len(files.parts) == 6
+    f = FileFilter.of(bind(parse(text), parted.descriptor.fields), parted.descriptor)
+    whole = LiveFiles.of(dict(files.items()), parted.descriptor)  # every part read
+    assert sorted(a.path for a in files.matching(f)) == sorted(a.path for a in whole.values() if f.may_match(a))
+    assert sorted(a.path for a in whole.matching(f)) == sorted(a.path for a in whole.values() if f.may_match(a))
+
+
+def test_a_point_query_reads_only_the_parts_that_may_match(parted):
+    reads = []
+    read = parted.store.read
+    parted.store.read = lambda key: (reads.append(key), read(key))[1]
+    files = parted.log.listing.checkpoint(parted.version).files
+    f = FileFilter.of(bind(parse("g = 'p002'"), parted.descriptor.fields), parted.descriptor)
+    assert len(files.matching(f)) == 4 and len([k for k in reads if k.startswith(PARTS_FOLDER)]) == 1
