@@ -20,8 +20,9 @@ Measuring: open, open + plan of ``p = x`` and open + full plan each run in a fre
 (``--runs`` of them, the median shown; the OS page cache is warm, the process's caches are
 not). "load + append one row" is the median of ``--appends`` load-then-append rounds in one
 process, each loading anew; "checkpoint write" is ``ds.checkpoint()`` on a dataset just loaded
-after an append (so the checkpoint is new). "snapshot memory" is the Python heap the loaded
-snapshot keeps (tracemalloc, in a fresh process) and the RSS growth of loading it, per file.
+after an append (so the checkpoint is new). "snapshot memory" is what a loaded snapshot keeps
+once a full plan has read every checkpoint part — the Python heap (tracemalloc) plus Arrow's
+buffers (``pa.total_allocated_bytes``), in a fresh process — and the RSS growth of that, per file.
 Inline table services are off (``CDKDS_INLINE_SERVICES=off``), so an append is only its commit.
 Writes bench/results-scale.json.
 """
@@ -206,14 +207,17 @@ def measure(system: str, what: str, root: Path, n: int, appends: int) -> dict:
             import tracemalloc
             DatasetRepository(url).load("templates")  # the modules a load imports, before measuring
             before = rss()
-            DatasetRepository(url).load(NAME)  # the RSS growth; the heap is measured on a second load
+            assert len(DatasetRepository(url).load(NAME).plan().tasks) == n  # the RSS growth; the heap: a second load
             grown = rss() - before
+            import pyarrow as pa
             tracemalloc.start()
-            base = tracemalloc.get_traced_memory()[0]
+            base, arrow = tracemalloc.get_traced_memory()[0], pa.total_allocated_bytes()
             ds = DatasetRepository(url).load(NAME)
+            assert len(ds.plan().tasks) == n  # every part read: the whole snapshot in memory
             kept, peak = tracemalloc.get_traced_memory()
-            assert len(ds.snapshot.files) == n
-            return {"heap_bytes_per_file": (kept - base) / n, "peak_heap_bytes_per_file": (peak - base) / n,
+            columns = pa.total_allocated_bytes() - arrow  # Arrow's buffers, which tracemalloc does not see
+            return {"heap_bytes_per_file": (kept - base + columns) / n, "python_heap_bytes_per_file": (kept - base) / n,
+                    "arrow_bytes_per_file": columns / n, "peak_heap_bytes_per_file": (peak - base) / n,
                     "rss_bytes_per_file": grown / n}
         if what == "profile":  # the load, the point plan and the full plan, each profiled on its own
             import cProfile
@@ -383,7 +387,8 @@ def print_table(results: list[dict]) -> None:
              {s: r.get(s, {}).get("append", {}).get("checkpoint_s") for s in SYSTEMS})
         mem, delta = r.get("cdkds", {}).get("memory", {}), r.get("delta", {}).get("memory", {})
         if mem:
-            print(f"| {n:,} | snapshot memory a file | {mem['heap_bytes_per_file']:.0f} B heap, "
+            print(f"| {n:,} | snapshot memory a file | {mem['heap_bytes_per_file']:.0f} B heap"
+                  f" ({mem.get('arrow_bytes_per_file', 0):.0f} B of it Arrow), "
                   f"{mem['rss_bytes_per_file']:.0f} B RSS | "
                   + (f"{delta['rss_bytes_per_file']:.0f} B RSS" if delta else "n/a") + " | n/a | n/a |")
 
