@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Iterable, Iterator, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Iterable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -23,16 +23,10 @@ from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.keyed.deletion import DeletionVectorRef
 from cdkds.catalog.log.actions import AddFile, evolve_statistics
 from cdkds.catalog.log.files import FileTable
+from cdkds.catalog.log.parts import CheckpointPart, PartLoader
 
 if TYPE_CHECKING:
     from cdkds.catalog.expressions.pruning import FileFilter
-    from cdkds.catalog.log.parts import CheckpointPart
-
-
-class PartLoader(Protocol):
-    """Reads one checkpoint part: :class:`CorruptLogError` naming it when it cannot."""
-
-    def load(self, part: "CheckpointPart", descriptor: DatasetDescriptor) -> FileTable: ...
 
 
 _EMPTY: Mapping = MappingProxyType({})
