@@ -234,6 +234,7 @@ def test_checkpoints_after_commits_write_only_the_parts_that_changed(repo):
     ds.checkpoint()
     assert len(puts.parts) == 1 and len(set(parts_named(ds.store, ds.version)) - set(parts_named(ds.store, 6))) == 1
     assert rows(repo.load("t")) == [0, 1, 2, 4, 5, 6, 7, 101, 102, 103, 104, 105]
+    assert check_dataset(ds.store, "t").ok  # every part read, every checkpoint equal to the replay
 
 
 def test_a_writer_goes_on_from_the_parts_of_the_checkpoint_it_wrote(repo):
