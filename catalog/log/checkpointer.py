@@ -122,7 +122,7 @@ class PartWriter:
             kept, rewritten = self._without(files)
         fresh = [FileTable.of(files.added.values(), self.descriptor)] if files.added else []
         small = [i for i in kept if files.parts[i].files < self.most // 8]
-        if len(small) + len(fresh) > SMALL_PARTS:  # many small parts: merge them with the new files
+        if len(small) + sum(len(t) < self.most // 8 for t in fresh) > SMALL_PARTS:  # many: merged with the new files
             kept = [i for i in kept if i not in small]
             fresh = [FileTable.concat([files.part_table(i) for i in small] + fresh, self.descriptor)]
         tables = [FileTable.concat(rewritten, self.descriptor), *fresh]
