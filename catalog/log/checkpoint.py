@@ -7,7 +7,7 @@ key-value metadata naming the revision, its commit uuid and timestamp and a SHA-
 rows. ``_log/_last_checkpoint`` is a hint naming the newest checkpoint; readers fall back to
 listing when it is missing or stale.
 
-The live files are held in one of two ways (``docs/FORMAT.md`` §3):
+The live files are held in one of two ways (``docs/FORMAT.md`` §4, §4.1):
 
 - version 1 (logs below protocol 4): an ``add`` row per file, with the revision that added
   it and its deletion vectors;
@@ -25,10 +25,11 @@ import json
 from dataclasses import dataclass
 from types import MappingProxyType
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from typing import Mapping, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.log.actions import (
@@ -127,7 +128,7 @@ def part_keys(data: bytes, where: str) -> list[str]:
     """The keys of the parts a checkpoint object names (none for version 1), without decoding it."""
     try:
         table = parquet_in_memory(data).read(columns=["action", "json"])
-        parted = table.filter(pa.compute.equal(table.column("action"), "part"))
+        parted = table.filter(pc.equal(table.column("action"), "part"))
         return [json.loads(text)["part"]["key"] for text in parted.column("json").to_pylist()]
     except Exception as e:  # noqa: BLE001 - any failure to parse is corruption
         raise CorruptLogError(f"checkpoint {where} is corrupt or truncated: {type(e).__name__}: {e}") from None
@@ -180,7 +181,8 @@ def _decode(data: bytes, where: str, loader: PartLoader | None) -> Snapshot:
                 transactions[txn.app_id] = txn
             else:
                 raise ValueError(f"unknown checkpoint row {action!r}")
-        parted = (table.schema.metadata or {}).get(b"cdkds.checkpoint.format") == b"2"
+        # part rows make it one of parts whatever its metadata says: they are under the checksum, it is not
+        parted = bool(parts) or (table.schema.metadata or {}).get(b"cdkds.checkpoint.format") == b"2"
         if parted and files:
             raise ValueError("a checkpoint of parts holds add rows")
         live: Mapping[str, AddFile] = MappingProxyType(files) if not parted else \
