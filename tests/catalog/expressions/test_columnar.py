@@ -1,0 +1,281 @@
+"""Property: pruning a FileTable column-wise (``may_match_mask``, ``must_match_mask``) gives,
+row by row, the per-file answer of ``FileFilter.may_match``/``must_match`` on the AddFile
+the row was made from — for random files (partition values with nulls; statistics missing,
+without bounds, all null, with a minimum but no maximum, NaN bounds) of a schema of many
+kinds under several partition strategies, and random bound predicates."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import math
+import time
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cdkds.catalog import DatasetDescriptor
+from cdkds.catalog.errors import ExpressionError
+from cdkds.catalog.expressions import ALWAYS_FALSE, ALWAYS_TRUE, BoundPredicate, Not, Predicate, bind, field
+from cdkds.catalog.expressions.columnar import may_match_mask, must_match_mask
+from cdkds.catalog.expressions.pruning import FileFilter
+from cdkds.catalog.log.actions import AddFile, partition_kinds
+from cdkds.catalog.log.files import FileTable, file_schema
+from cdkds.formats.statistics import ColumnStatistics
+
+UTC = dt.timezone.utc
+D = decimal.Decimal
+T0 = dt.datetime(2020, 1, 1)
+
+
+def _optional(avro):
+    return ["null", avro]
+
+
+FIELDS = {
+    "l": "long", "i": "int", "d": "double", "f": "float", "s": "string", "b": "bytes",
+    "fx": {"type": "fixed", "name": "F", "size": 2}, "flag": "boolean",
+    "dt": {"type": "int", "logicalType": "date"},
+    "ts": {"type": "long", "logicalType": "timestamp-micros"},
+    "lts": {"type": "long", "logicalType": "local-timestamp-micros"},
+    "tms": {"type": "long", "logicalType": "timestamp-millis"},
+    "dec": {"type": "bytes", "logicalType": "decimal", "precision": 5, "scale": 2},
+    "t": {"type": "long", "logicalType": "time-micros"},
+    "arr": {"type": "array", "items": "long"},
+}
+SCHEMA = {"type": "record", "name": "R",
+          "fields": [{"name": name, "type": _optional(avro)} for name, avro in FIELDS.items()]}
+STRATEGIES = [
+    None, "identity(s), identity(i)", "identity(dt), identity(dec), identity(flag)",
+    "year(ts), month(ts), day(ts), hour(ts)", "hash(l, 4), range(i, 3)", "identity(ts), identity(lts), day(lts)",
+    "range(s, ['a', 'b', 'c'])", "identity(l), list(i, [[1, 2], [3]]), month(dt)",
+]
+DESCRIPTORS = [DatasetDescriptor(SCHEMA, partition_strategy=s) for s in STRATEGIES]
+
+_hours = st.integers(-30_000, 30_000)
+VALUES = {
+    "l": st.integers(-4, 4) | st.sampled_from([-2 ** 63, 2 ** 63 - 1]),
+    "i": st.integers(-4, 4),
+    "d": st.floats(-4, 4) | st.sampled_from([-0.0, 0.0, math.inf, -math.inf, 0.5]),
+    "f": st.floats(-4, 4, width=32) | st.sampled_from([-0.0, 0.0, math.inf]),
+    "s": st.text(alphabet="abB\u00e9", max_size=3),
+    "b": st.binary(max_size=3),
+    "fx": st.binary(min_size=2, max_size=2),
+    "flag": st.booleans(),
+    "dt": st.dates(dt.date(2019, 11, 25), dt.date(2020, 2, 5)),
+    "ts": _hours.map(lambda h: (T0 + dt.timedelta(hours=h)).replace(tzinfo=UTC)),
+    "lts": _hours.map(lambda h: T0 + dt.timedelta(hours=h, microseconds=h % 3)),
+    "tms": _hours.map(lambda h: (T0 + dt.timedelta(hours=h, milliseconds=h % 3)).replace(tzinfo=UTC)),
+    "dec": st.decimals(-3, 3, places=2),
+    "t": st.integers(0, 86_400 * 10 ** 6 - 1).map(
+        lambda us: (dt.datetime(2000, 1, 1) + dt.timedelta(microseconds=us // 10 ** 9 * 10 ** 9)).time()),
+}
+ORDERED = set(VALUES) - {"flag"}
+PREFIXED = {"s", "b", "fx"}
+NAN = float("nan")
+
+
+def _literals(name):
+    """Literals for predicates on ``name``: its values and some that binding adjusts."""
+    values = VALUES[name]
+    if name in ("l", "i"):
+        return values | values.map(lambda v: v + 0.5) | st.sampled_from([2 ** 40, -2 ** 70])
+    if name in ("d", "f"):
+        return values | st.just(NAN) | st.floats(-4, 4, width=16)
+    if name == "dt":
+        return values | st.datetimes(dt.datetime(2019, 11, 25), dt.datetime(2020, 2, 5))
+    if name == "dec":
+        return values | st.decimals(-3, 3, places=3)
+    return values
+
+
+@st.composite
+def predicates(draw, depth=2):
+    shape = draw(st.sampled_from(["leaf"] * 3 + (["and", "or", "not"] if depth else [])))
+    if shape == "and":
+        return draw(predicates(depth - 1)) & draw(predicates(depth - 1))
+    if shape == "or":
+        return draw(predicates(depth - 1)) | draw(predicates(depth - 1))
+    if shape == "not":
+        return Not(draw(predicates(depth - 1)))
+    name = draw(st.sampled_from([*VALUES, "arr"]))
+    ops = ["is_null", "not_null"]
+    if name != "arr":
+        ops += ["eq", "ne", "in", "not_in"]
+    if name in ORDERED:
+        ops += ["lt", "le", "gt", "ge"]
+    if name in PREFIXED:
+        ops += ["starts_with", "not_starts_with"]
+    op = draw(st.sampled_from(ops))
+    if op in ("is_null", "not_null"):
+        return Predicate(op, name)
+    if op in ("in", "not_in"):
+        size = draw(st.sampled_from([3, 3, 20]))  # long lists take the binary search
+        return Predicate(op, name, values=tuple(draw(st.lists(_literals(name), max_size=size))))
+    if op in ("starts_with", "not_starts_with"):
+        return Predicate(op, name, draw(st.text(alphabet="abB\u00e9", max_size=2) if name == "s" else
+                                        st.binary(max_size=3)))
+    return Predicate(op, name, draw(_literals(name)))
+
+
+@st.composite
+def statistics(draw, name, rows):
+    nulls = draw(st.sampled_from([0, rows, draw(st.integers(0, rows))]))
+    if name == "arr":
+        return ColumnStatistics(nulls)
+    shape = draw(st.sampled_from(["bounds"] * 4 + ["none", "min only"] + (["nan"] if name in ("d", "f") else [])))
+    if shape == "none":
+        return ColumnStatistics(nulls)
+    lo, hi = draw(VALUES[name]), draw(VALUES[name])
+    try:
+        lo, hi = min(lo, hi), max(lo, hi)
+    except TypeError:
+        pass
+    if shape == "min only":
+        return ColumnStatistics(nulls, lo)
+    if shape == "nan":
+        return ColumnStatistics(nulls, draw(st.sampled_from([NAN, lo])), draw(st.sampled_from([NAN, hi])))
+    return ColumnStatistics(nulls, lo, hi)
+
+
+@st.composite
+def add_files(draw, descriptor):
+    strategy = descriptor.partition_strategy
+    fields = descriptor.fields
+    adds = []
+    for n in range(draw(st.integers(0, 12))):
+        rows = draw(st.integers(0, 4))
+        partition = {}
+        for f in strategy.functions if strategy is not None else ():
+            source = draw(st.none() | VALUES[f.source])
+            try:
+                partition[f.name] = None if source is None else f.apply(source, fields[f.source].kind)
+            except Exception:  # outside the function's domain
+                partition[f.name] = None
+        stats = {}
+        for name in (*VALUES, "arr"):
+            if draw(st.integers(0, 5)):
+                stats[name] = draw(statistics(name, rows))
+        adds.append(AddFile(f"f{n}.parquet", partition, 1, rows, stats))
+    return adds
+
+
+@st.composite
+def cases(draw):
+    descriptor = draw(st.sampled_from(DESCRIPTORS))
+    adds = draw(add_files(descriptor))
+    try:
+        bound = bind(draw(predicates()), descriptor.fields)
+    except ExpressionError:
+        bound = ALWAYS_TRUE
+    return descriptor, adds, FileFilter.of(bound, descriptor)
+
+
+def _check(file_filter: FileFilter, adds, table: FileTable):
+    may = may_match_mask(file_filter, table)
+    must = must_match_mask(file_filter, table)
+    assert may.type == pa.bool_() and may.null_count == 0 and len(may) == len(adds)
+    assert must.type == pa.bool_() and must.null_count == 0 and len(must) == len(adds)
+    assert may.to_pylist() == [file_filter.may_match(a) for a in adds]
+    assert must.to_pylist() == [file_filter.must_match(a) for a in adds]
+
+
+@settings(max_examples=300)
+@given(cases())
+def test_masks_equal_the_per_file_answers(case):
+    descriptor, adds, file_filter = case
+    _check(file_filter, adds, FileTable.of(adds, descriptor))
+
+
+@given(add_files(DESCRIPTORS[1]), st.sampled_from([
+    BoundPredicate("lt", "i", "a", kind="int"),  # the per-file comparison raises TypeError
+    BoundPredicate("eq", "s", b"a", kind="string"),
+    BoundPredicate("in", "d", values=(NAN, 1.0), kind="double"),
+    BoundPredicate("not_in", "d", values=(0.0,), kind="double"),
+    BoundPredicate("in", "d", values=(-0.0,), kind="double"),
+    BoundPredicate("starts_with", "b", "a", kind="bytes"),
+    BoundPredicate("eq", "arr", 1, kind="array"),
+    BoundPredicate("ge", "ts", T0, kind="timestamp-micros"),  # naive against aware values
+    BoundPredicate("lt", "f", 0.1, kind="float"),  # not a float32
+    BoundPredicate("eq", "i", True, kind="int"),
+    BoundPredicate("eq", "nowhere", 1, kind="int"),  # no statistics column
+]))
+@settings(max_examples=120)
+def test_literals_arrow_cannot_compare_are_decided_per_file(adds, predicate):
+    descriptor = DESCRIPTORS[1]
+    for f in (FileFilter(predicate), FileFilter(predicate, Predicate("eq", "s_copy", "a") | Predicate("lt", "i_copy", 2),
+                                                Predicate("eq", "i_copy", "zz") | Predicate("eq", "zz", 1))):
+        _check(f, adds, FileTable.of(adds, descriptor))
+
+
+def test_an_empty_table_gives_empty_masks():
+    for descriptor in DESCRIPTORS[:2]:
+        table = FileTable.empty(descriptor)
+        for predicate in (ALWAYS_TRUE, ALWAYS_FALSE, bind(field("l") < 3, descriptor.fields)):
+            f = FileFilter.of(predicate, descriptor)
+            assert may_match_mask(f, table).to_pylist() == [] == must_match_mask(f, table).to_pylist()
+
+
+def test_constants_and_a_table_without_partitions():
+    descriptor = DESCRIPTORS[0]
+    adds = [AddFile("a", {}, 1, 3, {"l": ColumnStatistics(0, 1, 5)}), AddFile("b", {}, 1, 3, {})]
+    table = FileTable.of(adds, descriptor)
+    assert "partition" not in table.table.schema.names
+    assert may_match_mask(FileFilter(ALWAYS_TRUE), table).to_pylist() == [True, True]
+    assert must_match_mask(FileFilter(ALWAYS_TRUE), table).to_pylist() == [True, True]
+    assert may_match_mask(FileFilter(ALWAYS_FALSE), table).to_pylist() == [False, False]
+    assert must_match_mask(FileFilter(ALWAYS_FALSE), table).to_pylist() == [False, False]
+    greater = bind(field("l") > 4, descriptor.fields)
+    assert may_match_mask(FileFilter(greater), table).to_pylist() == [True, True]
+    assert must_match_mask(FileFilter(greater), table).to_pylist() == [False, False]
+    # a projection onto partitions the table has none of: every file's partition is {}
+    for projected in (Predicate("eq", "p", 1), Predicate("is_null", "p")):
+        f = FileFilter(greater, projected, projected)
+        _check(f, adds, table)
+
+
+def _big_table(n: int) -> tuple[FileTable, DatasetDescriptor]:
+    """``n`` files partitioned by ``identity(s)`` with statistics on ``l``, made as columns."""
+    descriptor = DatasetDescriptor(SCHEMA, partition_strategy="identity(s)")
+    schema = file_schema(descriptor)
+    rng = np.random.default_rng(7)
+    lo = rng.integers(0, 1_000_000, n)
+    columns = {"path": pa.array([f"f{i}" for i in range(n)]), "deletes": pa.nulls(n, pa.string())}
+    for name in ("size", "rows", "schema_version", "revision", "timestamp", "deleted_rows"):
+        columns[name] = pa.array(np.full(n, 10 if name == "rows" else 0))
+    partition = pa.array(rng.choice(["x", "y", "z", "w"], n))
+    columns["partition"] = pa.StructArray.from_arrays([partition], fields=list(schema.field("partition").type))
+    stats_type = schema.field("stats").type
+    children = []
+    for i in range(stats_type.num_fields):
+        child = stats_type.field(i)
+        if child.name == str(descriptor.field_ids["l"]):
+            children.append(pa.StructArray.from_arrays(
+                [pa.array(np.zeros(n, dtype=np.int64)), pa.array(lo), pa.array(lo + 1000)], fields=list(child.type)))
+        else:
+            children.append(pa.nulls(n, child.type))
+    columns["stats"] = pa.StructArray.from_arrays(children, fields=list(stats_type))
+    return FileTable(pa.table([columns[f.name] for f in schema], schema=schema), descriptor), descriptor
+
+
+def _best_of(runs, work):
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        work()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def test_pruning_is_vectorised():
+    table, descriptor = _big_table(200_000)
+    f = FileFilter.of(bind((field("s") == "x") & (field("l") >= 500_000) & (field("l") < 600_000),
+                           descriptor.fields), descriptor)
+    mask = may_match_mask(f, table)
+    expected = [f.may_match(a) for a in FileTable(table.table.slice(0, 2000), descriptor).files()]
+    assert mask.slice(0, 2000).to_pylist() == expected and 0 < mask.true_count < 200_000
+    assert _best_of(3, lambda: may_match_mask(f, table)) < 0.5
+    assert _best_of(3, lambda: must_match_mask(f, table)) < 0.5
