@@ -298,3 +298,34 @@ def test_pruning_is_vectorised():
     assert mask.slice(0, 2000).to_pylist() == expected and 0 < mask.true_count < 200_000
     assert _best_of(3, lambda: may_match_mask(f, table)) < 0.5
     assert _best_of(3, lambda: must_match_mask(f, table)) < 0.5
+
+
+WIDE = {  # values of a few kinds spread widely enough for 'in' lists longer than a handful
+    "l": st.integers(-60, 60),
+    "i": st.integers(-60, 60),
+    "d": st.integers(-60, 60).map(float) | st.just(-0.0) | st.floats(-60, 60),
+    "dt": st.integers(0, 120).map(lambda n: dt.date(2020, 1, 1) + dt.timedelta(days=n)),
+    "ts": st.integers(0, 120).map(lambda n: (T0 + dt.timedelta(hours=n)).replace(tzinfo=UTC)),
+    "t": st.integers(0, 120).map(lambda n: dt.time(n // 60, n % 60)),
+    "dec": st.integers(-60, 60).map(lambda n: D(n) / 4),
+    "s": st.text(alphabet="abc", max_size=3),
+}
+
+
+@pytest.mark.parametrize("name", list(WIDE))
+@settings(max_examples=40)
+@given(data=st.data())
+def test_long_in_lists_equal_the_per_file_answers(name, data):
+    """'in' and 'not in' of many literals (a binary search over them for numbers and times)."""
+    descriptor = DESCRIPTORS[0]
+    adds = []
+    for n in range(data.draw(st.integers(1, 10))):
+        rows = data.draw(st.integers(1, 3))
+        lo, hi = sorted([data.draw(WIDE[name]), data.draw(WIDE[name])])
+        if name == "d" and data.draw(st.integers(0, 5)) == 0:
+            lo, hi = data.draw(st.sampled_from([(NAN, hi), (lo, NAN), (NAN, NAN)]))
+        adds.append(AddFile(f"f{n}", {}, 1, rows, {name: ColumnStatistics(data.draw(st.sampled_from([0, 0, rows])), lo, hi)}))
+    values = data.draw(st.lists(WIDE[name], min_size=17, max_size=30))
+    op = data.draw(st.sampled_from(["in", "not_in"]))
+    _check(FileFilter.of(bind(Predicate(op, name, values=tuple(values)), descriptor.fields), descriptor),
+           adds, FileTable.of(adds, descriptor))
