@@ -47,8 +47,8 @@ def may_match_mask(file_filter: FileFilter, files: "FileTable") -> pa.BooleanArr
     """For each row of ``files``: ``file_filter.may_match`` of its file (False only when no
     row of the file can match)."""
     n = len(files)
-    partition = _partition_mask(file_filter.inclusive, files)
-    if partition is False or n == 0:
+    partition = _partition_mask(file_filter.inclusive, files) if n else False
+    if partition is False:
         return _array(False, n)
     return _array(_and([partition, _metrics_mask(file_filter.predicate, files, _MayMatch)]), n)
 
@@ -127,11 +127,15 @@ def _same_kind(back: Any, value: Any) -> bool:
     return isinstance(back, type(value)) or isinstance(value, type(back))
 
 
+def _value_type(type_: pa.DataType) -> pa.DataType:
+    """The type of the values of a column of ``type_`` (a dictionary's value type)."""
+    return type_.value_type if pa.types.is_dictionary(type_) else type_
+
+
 def _comparable(column: pa.ChunkedArray) -> pa.ChunkedArray:
     """The column in a type Arrow compares (dictionaries decoded)."""
-    if pa.types.is_dictionary(column.type):
-        return column.cast(column.type.value_type)
-    return column
+    value_type = _value_type(column.type)
+    return column if value_type == column.type else column.cast(value_type)
 
 
 # ---------------------------------------------------------------- partitions
@@ -144,13 +148,15 @@ def _partition_mask(expr: Expression, files: "FileTable") -> Mask:
     if "partition" not in table.schema.names:  # every file's partition is {}
         return evaluate(expr, {}) is True
     partition = table.schema.field("partition").type
-    schema = pa.schema([partition.field(i) for i in range(partition.num_fields)])
+    stored = [partition.field(i) for i in range(partition.num_fields)]
+    schema = pa.schema([f.with_type(_value_type(f.type)) for f in stored])
     try:
         bound = transform(expr, lambda p: _bound_on_partition(p, schema))
     except _PerRow:
         values = table.column("partition").to_pylist()
         return pa.array([evaluate(expr, v or {}) is True for v in values], pa.bool_())
-    columns = {name: pc.field("partition", name) for name in schema.names}
+    columns = {f.name: pc.field("partition", f.name) if f.type == _value_type(f.type)
+               else pc.field("partition", f.name).cast(_value_type(f.type)) for f in stored}
     arrow = pc.coalesce(to_arrow(bound, schema, columns), pc.scalar(False))
     plan = acero.Declaration.from_sequence([
         acero.Declaration("table_source", acero.TableSourceNodeOptions(table.select(["partition"]))),
@@ -164,8 +170,6 @@ def _bound_on_partition(p: Predicate, schema: pa.Schema) -> Expression:
     if p.name not in schema.names:
         raise _PerRow
     type_ = schema.field(p.name).type
-    if pa.types.is_dictionary(type_):
-        raise _PerRow
     if p.op in SET_OPS:
         for v in p.values:
             _scalar(v, type_)

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from cdkds.catalog import DatasetDescriptor
 from cdkds.catalog.errors import ExpressionError
 from cdkds.catalog.expressions import ALWAYS_FALSE, ALWAYS_TRUE, BoundPredicate, Not, Predicate, bind, field
+from cdkds.catalog.expressions import columnar
 from cdkds.catalog.expressions.columnar import may_match_mask, must_match_mask
 from cdkds.catalog.expressions.pruning import FileFilter
 from cdkds.catalog.log.actions import AddFile, partition_kinds
@@ -256,6 +257,13 @@ def test_constants_and_a_table_without_partitions():
         _check(f, adds, table)
 
 
+def _forbid_per_row(monkeypatch):
+    def per_row(*args):
+        raise AssertionError("decided row by row")
+    monkeypatch.setattr(columnar, "evaluate", per_row)
+    monkeypatch.setattr(columnar._Metrics, "_per_row", per_row)
+
+
 def _big_table(n: int) -> tuple[FileTable, DatasetDescriptor]:
     """``n`` files partitioned by ``identity(s)`` with statistics on ``l``, made as columns."""
     descriptor = DatasetDescriptor(SCHEMA, partition_strategy="identity(s)")
@@ -289,12 +297,13 @@ def _best_of(runs, work):
     return min(times)
 
 
-def test_pruning_is_vectorised():
+def test_pruning_is_vectorised(monkeypatch):
     table, descriptor = _big_table(200_000)
     f = FileFilter.of(bind((field("s") == "x") & (field("l") >= 500_000) & (field("l") < 600_000),
                            descriptor.fields), descriptor)
-    mask = may_match_mask(f, table)
     expected = [f.may_match(a) for a in FileTable(table.table.slice(0, 2000), descriptor).files()]
+    _forbid_per_row(monkeypatch)
+    mask = may_match_mask(f, table)
     assert mask.slice(0, 2000).to_pylist() == expected and 0 < mask.true_count < 200_000
     assert _best_of(3, lambda: may_match_mask(f, table)) < 0.5
     assert _best_of(3, lambda: must_match_mask(f, table)) < 0.5
@@ -329,3 +338,40 @@ def test_long_in_lists_equal_the_per_file_answers(name, data):
     op = data.draw(st.sampled_from(["in", "not_in"]))
     _check(FileFilter.of(bind(Predicate(op, name, values=tuple(values)), descriptor.fields), descriptor),
            adds, FileTable.of(adds, descriptor))
+
+
+def test_dictionary_encoded_columns_prune_as_plain_ones(monkeypatch):
+    """A part read back may hold text as dictionaries: the masks are the same, and made
+    without asking the per-file rules."""
+    table, descriptor = _big_table(3000)
+    key = str(descriptor.field_ids["s"])
+    plain = table.table
+    partition = plain.column("partition").combine_chunks()
+    stats = plain.column("stats").combine_chunks()
+    text = pa.StructArray.from_arrays([pa.array(["a", "x"] * 1500), pa.array(["b", "y"] * 1500),
+                                       pa.array(["c", "z"] * 1500)], names=["nulls", "min", "max"])
+    text = pa.StructArray.from_arrays([pa.array([0, 1] * 1500), text.field("min"), text.field("max")],
+                                      names=["nulls", "min", "max"])
+    fields = [stats.type.field(i) for i in range(stats.type.num_fields)]
+    children = [text if f.name == key else stats.field(i) for i, f in enumerate(fields)]
+    plain = plain.set_column(plain.schema.get_field_index("stats"), "stats",
+                             pa.StructArray.from_arrays(children, names=[f.name for f in fields]))
+    encoded_text = pa.StructArray.from_arrays(
+        [text.field("nulls"), text.field("min").dictionary_encode(), text.field("max").dictionary_encode()],
+        names=["nulls", "min", "max"])
+    encoded = plain.set_column(plain.schema.get_field_index("partition"), "partition", pa.StructArray.from_arrays(
+        [partition.field(0).dictionary_encode()], names=[partition.type.field(0).name]))
+    encoded = encoded.set_column(encoded.schema.get_field_index("stats"), "stats", pa.StructArray.from_arrays(
+        [encoded_text if f.name == key else stats.field(i) for i, f in enumerate(fields)],
+        names=[f.name for f in fields]))
+    for e in ((field("s") == "x") & (field("l") < 400_000), field("s").isin(["x", "b"]), field("s") > "b",
+              field("s").startswith("y")):
+        f = FileFilter.of(bind(e, descriptor.fields), descriptor)
+        for mask in (may_match_mask, must_match_mask):
+            expected = mask(f, FileTable(plain, descriptor))
+            with monkeypatch.context() as m:
+                _forbid_per_row(m)
+                assert mask(f, FileTable(encoded, descriptor)).equals(expected)
+            assert expected.to_pylist() == [mask is may_match_mask and f.may_match(a) or
+                                            mask is must_match_mask and f.must_match(a)
+                                            for a in FileTable(plain, descriptor).files()]
