@@ -69,10 +69,14 @@ def must_match_mask(file_filter: FileFilter, files: "FileTable") -> pa.BooleanAr
 
 def _array(mask: Mask, n: int) -> pa.BooleanArray:
     if isinstance(mask, bool):
-        return pa.array(np.full(n, mask, dtype=bool))
+        return _filled(mask, n)
     if isinstance(mask, pa.ChunkedArray):
         mask = mask.combine_chunks() if mask.num_chunks else pa.array([], pa.bool_())
     return mask
+
+
+def _filled(value: bool, n: int) -> pa.BooleanArray:
+    return pa.array(np.full(n, value, dtype=bool))
 
 
 def _and(terms: Sequence[Mask]) -> Mask:
@@ -287,7 +291,7 @@ class _Metrics(BoundPredicateVisitor[Mask]):
             if searched is not None:
                 return searched
         if not scalars:
-            return pc.if_else(lo.is_valid(), False, False)
+            return _filled(False, len(lo))  # any() of nothing
         return _or_kleene([pc.and_kleene(pc.less_equal(lo, s), pc.less_equal(s, hi)) for s in scalars])
 
     def _prefix(self, p: BoundPredicate, column: pa.ChunkedArray) -> tuple[pa.ChunkedArray, pa.Scalar]:
@@ -303,6 +307,11 @@ class _Metrics(BoundPredicateVisitor[Mask]):
         else:
             raise _PerRow
         return column, pa.scalar(p.value, column.type)
+
+    def _both_start(self, p: BoundPredicate, lo: pa.ChunkedArray, hi: pa.ChunkedArray) -> pa.ChunkedArray:
+        """``lo.startswith(prefix) and hi.startswith(prefix)``."""
+        lo, hi = self._prefix(p, lo)[0], self._prefix(p, hi)[0]
+        return pc.and_kleene(pc.starts_with(lo, pattern=p.value), pc.starts_with(hi, pattern=p.value))
 
     def _head(self, p: BoundPredicate, column: pa.ChunkedArray) -> tuple[pa.ChunkedArray, pa.Scalar]:
         """``column[:len(prefix)]`` and the prefix (``lo[:n]`` of the per-file rule)."""
@@ -413,10 +422,7 @@ class _MayMatch(_Metrics):
 
     def visit_not_starts_with(self, p: BoundPredicate) -> Mask:
         def test(lo, hi):
-            lo, v = self._prefix(p, lo)
-            hi, _ = self._prefix(p, hi)
-            both = pc.and_kleene(pc.starts_with(lo, pattern=p.value), pc.starts_with(hi, pattern=p.value))
-            return pc.invert(both)
+            return pc.invert(self._both_start(p, lo, hi))
         return self._compare(test)
 
 
@@ -468,7 +474,7 @@ class _MustMatch(_Metrics):
         def test(lo, hi):
             scalars = [self._literal(v, lo) for v in p.values]
             if not scalars:
-                return pc.if_else(lo.is_valid(), True, True)
+                return _filled(True, len(lo))  # all() of nothing
             if len(scalars) > _LONG_IN and not pa.types.is_floating(lo.type):  # no NaN bounds: an order
                 searched = _searched_between(scalars, lo, hi)
                 if searched is not None:
@@ -478,9 +484,7 @@ class _MustMatch(_Metrics):
 
     def visit_starts_with(self, p: BoundPredicate) -> Mask:
         def test(lo, hi):
-            lo, _ = self._prefix(p, lo)
-            hi, _ = self._prefix(p, hi)
-            return pc.and_kleene(pc.starts_with(lo, pattern=p.value), pc.starts_with(hi, pattern=p.value))
+            return self._both_start(p, lo, hi)
         return self._compare(test)
 
     def visit_not_starts_with(self, p: BoundPredicate) -> Mask:

@@ -26,7 +26,7 @@ from cdkds.catalog.expressions import ALWAYS_FALSE, ALWAYS_TRUE, BoundPredicate,
 from cdkds.catalog.expressions import columnar
 from cdkds.catalog.expressions.columnar import may_match_mask, must_match_mask
 from cdkds.catalog.expressions.pruning import FileFilter
-from cdkds.catalog.log.actions import AddFile, partition_kinds
+from cdkds.catalog.log.actions import AddFile
 from cdkds.catalog.log.files import FileTable, file_schema
 from cdkds.formats.statistics import ColumnStatistics
 
@@ -401,3 +401,28 @@ def test_dictionary_encoded_columns_prune_as_plain_ones(monkeypatch):
             assert expected.to_pylist() == [mask is may_match_mask and f.may_match(a) or
                                             mask is must_match_mask and f.must_match(a)
                                             for a in FileTable(plain, descriptor).files()]
+
+
+def test_tables_of_many_chunks_give_the_masks_of_one():
+    table, descriptor = _big_table(3000)
+    chunked = FileTable(pa.concat_tables([table.table.slice(0, 1000), table.table.slice(1000, 1500),
+                                          table.table.slice(2500)]), descriptor)
+    assert chunked.table.column("stats").num_chunks == 3
+    half_bounds = pa.StructArray.from_arrays(  # statistics of 'l' with a minimum only: decided per row
+        [pa.array(np.zeros(3000, dtype=np.int64)), pa.array(np.arange(3000)), pa.nulls(3000, pa.int64())],
+        names=["nulls", "min", "max"])
+    for f in (FileFilter.of(bind((field("s") == "x") & (field("l") < 400_000), descriptor.fields), descriptor),
+              FileFilter(BoundPredicate("lt", "l", "a", kind="long")),
+              FileFilter(BoundPredicate("ge", "l", 2000, kind="long"))):
+        for mask in (may_match_mask, must_match_mask):
+            assert mask(f, chunked).equals(mask(f, table))
+    stats = table.table.column("stats").combine_chunks()
+    key = str(descriptor.field_ids["l"])
+    children = [half_bounds if stats.type.field(i).name == key else stats.field(i) for i in range(stats.type.num_fields)]
+    odd = table.table.set_column(table.table.schema.get_field_index("stats"), "stats", pa.StructArray.from_arrays(
+        children, fields=list(stats.type)))
+    f = FileFilter(BoundPredicate("ge", "l", 2000, kind="long") | BoundPredicate("lt", "l", 10, kind="long"))
+    odd_table = FileTable(odd, descriptor)
+    expected = [f.may_match(a) for a in odd_table.files()]
+    chunked_odd = FileTable(pa.concat_tables([odd.slice(0, 1000), odd.slice(1000)]), descriptor)
+    assert may_match_mask(f, chunked_odd).to_pylist() == expected == may_match_mask(f, odd_table).to_pylist()
