@@ -4,7 +4,6 @@ conflict checks and tombstones: partition projection first, then column statisti
 from __future__ import annotations
 
 from dataclasses import dataclass
-import math
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol
 
 from cdkds.catalog.expressions.metrics import may_match, must_match
@@ -74,8 +73,6 @@ class FileFilter:
 
 def _one_of(name: str, values: list[Any], kind: str) -> Expression:
     """``name`` holds one of ``values`` (of partition kind ``kind``)."""
-    if any(isinstance(v, float) and math.isnan(v) for v in values):
-        return ALWAYS_TRUE  # NaN equals nothing, itself included: its partition is not told apart
     present = tuple(v for v in values if v is not None)
     terms = [BoundPredicate("in", name, values=present, kind=kind)] if present else []
     if len(present) < len(values):
