@@ -16,6 +16,8 @@ from cdkds.formats.statistics import ColumnStatistics
 if TYPE_CHECKING:
     from cdkds.catalog.descriptor import DatasetDescriptor
 
+MAX_SET_VALUES = 64  # values of one partition name FileFilter.of_partitions lists; more: their range
+
 
 class DataFileSummary(Protocol):
     """What pruning reads of a data file (an ``AddFile``)."""
@@ -72,9 +74,16 @@ class FileFilter:
 
 
 def _one_of(name: str, values: list[Any], kind: str) -> Expression:
-    """``name`` holds one of ``values`` (of partition kind ``kind``)."""
+    """``name`` holds one of ``values`` (of partition kind ``kind``); beyond
+    :data:`MAX_SET_VALUES` of them, a value between their least and greatest (a set is
+    looked through value by value, file by file)."""
     present = tuple(v for v in values if v is not None)
-    terms = [BoundPredicate("in", name, values=present, kind=kind)] if present else []
+    terms: list[Expression] = []
+    if len(present) > MAX_SET_VALUES:
+        terms.append(all_of([BoundPredicate("ge", name, min(present), kind=kind),
+                             BoundPredicate("le", name, max(present), kind=kind)]))
+    elif present:
+        terms.append(BoundPredicate("in", name, values=present, kind=kind))
     if len(present) < len(values):
         terms.append(BoundPredicate("is_null", name, kind=kind))
     return any_of(terms)

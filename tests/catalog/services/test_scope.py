@@ -149,3 +149,15 @@ def test_a_scope_reads_only_the_parts_that_may_hold_its_partitions():
     assert parts.loaded == ["c"]
     assert sorted(f.path for f in files) == sorted(f.path for f in groups["c"])
     assert {partition_key(f) for f in files} == {((PARTITION, "c"),)}
+
+
+def test_many_partitions_are_admitted_by_their_range_and_kept_exactly():
+    descriptor = _descriptor()
+    many = [f"p{i:03d}" for i in range(0, 200, 2)]  # more than a set lists: their range
+    ff = FileFilter.of_partitions([{PARTITION: p} for p in many], descriptor)
+    assert all(ff.may_match(_add(0, p)) for p in many)
+    assert not ff.may_match(_add(0, "p999")) and not ff.may_match(_add(0, None))
+    files = [_add(i, f"p{i:03d}") for i in range(200)]
+    snapshot = Snapshot(5, 0, "u", descriptor, 0, {f.path: f for f in files})
+    scope = ServiceScope().including([_add(1000 + i, p) for i, p in enumerate(many)], snapshot)
+    assert sorted(f.partition[PARTITION] for f in scope.files(snapshot)) == many  # p001 is in the range, not in scope
