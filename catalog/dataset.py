@@ -254,7 +254,8 @@ class Dataset:
         return maintain(self, budget)
 
     def services_plan(self) -> "ServicePlan":
-        """What the table services would do next on this revision, and why."""
+        """What a pass of the table services over every file (``maintain``) would do next on
+        this revision, and why (an inline pass looks only at what its write touched)."""
         from cdkds.catalog.services.planner import plan_services
         return plan_services(self.store, self.snapshot, clock())
 
