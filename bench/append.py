@@ -58,7 +58,8 @@ def measure(url: str, rounds: int, services: str) -> dict:
             w.write({"id": -i, "p": f"p{(i * 37) % PARTITIONS:04d}", "v": 0.5})
         loads.append(loaded - start)
         appends.append(time.perf_counter() - loaded)
-    return {"load_ms": round(statistics.median(loads) * 1000, 1), "append_ms": round(statistics.median(appends) * 1000, 1),
+    return {"load_ms": round(statistics.median(loads) * 1000, 1),
+            "append_ms": round(statistics.median(appends) * 1000, 1),
             "appends_ms": [round(a * 1000, 1) for a in appends]}
 
 

@@ -10,7 +10,8 @@ from pyspark.sql.types import DoubleType, LongType, StringType, StructField, Str
 
 from cdkds.connector.streaming import plan_stream_write
 from cdkds.connector.writer import plan_write
-from tests.catalog.write.test_append_reads import Reads, assert_read_nothing_of_the_file_list, build, reads, value  # noqa: F401
+from tests.catalog.write.test_append_reads import assert_read_nothing_of_the_file_list, build, value
+from tests.catalog.write.test_append_reads import reads  # noqa: F401 - the fixture
 
 SPARK_SCHEMA = StructType([StructField("id", LongType(), False), StructField("p", StringType(), False),
                            StructField("v", DoubleType(), False)])

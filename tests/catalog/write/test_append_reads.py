@@ -10,7 +10,6 @@ services find no work in them; only the appended partition's files are theirs to
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 import pytest
