@@ -161,3 +161,20 @@ def test_an_append_with_a_transaction_does_not_read_it_either(lake, reads, monke
     reads.counting = False
     assert ds.transaction_version("query") == 4
     assert_read_nothing_of_the_file_list(reads, ds, value(9))
+
+
+def test_a_partition_overwrite_reads_only_the_partitions_it_replaces(lake, reads, monkeypatch):
+    """Not an append, but the same question: a dynamic partition overwrite finds the files it
+    replaces by pruning, not by going through every file. (Last: it changes the dataset.)"""
+    monkeypatch.setenv("CDKDS_INLINE_SERVICES", "off")
+    before = {p for p, f in DatasetRepository(lake).load("events").snapshot.files.items()
+              if f.partition[PARTITION] == value(11)}
+    ds = DatasetRepository(lake).load("events")
+    reads.counting = True
+    with ds.writer(mode="overwrite_partitions") as w:
+        w.write({"id": -3, "p": value(11), "v": 0.5})
+    reads.counting = False
+    assert_read_nothing_of_the_file_list(reads, ds, value(11))
+    (entry,) = [e for e in ds.history() if e.revision == ds.version]
+    assert entry.operation == "overwrite_partitions" and entry.removed_files == len(before) == FILES // PARTITIONS
+    assert not before & set(DatasetRepository(lake).load("events").snapshot.files)
