@@ -19,11 +19,13 @@ is readable; only the bytes are shared.
 Measuring: open, open + plan of ``p = x`` and open + full plan each run in a fresh process
 (``--runs`` of them, the median shown; the OS page cache is warm, the process's caches are
 not). "load + append one row" is the median of ``--appends`` load-then-append rounds in one
-process, each loading anew; "checkpoint write" is ``ds.checkpoint()`` on a dataset just loaded
-after an append (so the checkpoint is new). "snapshot memory" is what a loaded snapshot keeps
-once a full plan has read every checkpoint part — the Python heap (tracemalloc) plus Arrow's
-buffers (``pa.total_allocated_bytes``), in a fresh process — and the RSS growth of that, per file.
-Inline table services are off (``CDKDS_INLINE_SERVICES=off``), so an append is only its commit.
+process, each loading anew (cdkds's load and append are also printed apart); "checkpoint
+write" is ``ds.checkpoint()`` on a dataset just loaded after an append (so the checkpoint is
+new). "snapshot memory" is what a loaded snapshot keeps once a full plan has read every
+checkpoint part — the Python heap (tracemalloc) plus Arrow's buffers
+(``pa.total_allocated_bytes``), in a fresh process — and the RSS growth of that, per file.
+Inline table services are off (``CDKDS_INLINE_SERVICES=off``), so an append is only its commit
+(bench/append.py measures appends with them on and off).
 Writes bench/results-scale.json.
 """
 
@@ -248,10 +250,11 @@ def measure(system: str, what: str, root: Path, n: int, appends: int) -> dict:
         elif what == "full":
             assert len(ds.plan().tasks) == n
         elif what == "append":
-            times = []
+            times, loads = [], []
             for i in range(appends):
                 start = time.perf_counter()
                 ds = DatasetRepository(url).load(NAME)
+                loads.append(time.perf_counter() - start)
                 with ds.writer() as w:
                     w.write(one_row(i))
                 times.append(time.perf_counter() - start)
@@ -261,7 +264,8 @@ def measure(system: str, what: str, root: Path, n: int, appends: int) -> dict:
             ds = DatasetRepository(url).load(NAME)
             start = time.perf_counter()
             ds.checkpoint()
-            return {"append_s": statistics.median(times), "appends": times, "checkpoint_s": time.perf_counter() - start}
+            return {"append_s": statistics.median(times), "appends": times, "checkpoint_s": time.perf_counter() - start,
+                    "load_s": statistics.median(loads), "commit_s": statistics.median(t - l for t, l in zip(times, loads))}
         return {"s": time.perf_counter() - start}
     if system == "delta":
         import pyarrow as pa
@@ -360,6 +364,8 @@ def run_size(base: Path, n: int, systems: list[str], runs: int, appends: int, pr
                 print(result["cdkds"]["profile"][f"{step}_tottime"], flush=True)
         result[system]["append"] = in_child(system, "append", where, n, appends)
         print(f"  {system} load + append: {fmt_s(result[system]['append']['append_s'])}"
+              + (f" (load {fmt_s(result[system]['append']['load_s'])}, append {fmt_s(result[system]['append']['commit_s'])})"
+                 if "load_s" in result[system]["append"] else "")
               + (f", checkpoint write {fmt_s(result[system]['append']['checkpoint_s'])}"
                  if "checkpoint_s" in result[system]["append"] else ""), flush=True)
     return result

@@ -16,6 +16,7 @@ from cdkds.catalog.log import HistoryEntry, TransactionLog
 from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.read.arrow_scan import scan_batches, scan_table
 from cdkds.catalog.read.scan import ScanPlan, batch_reader, check_batch_rows, plan_scan
+from cdkds.catalog.services.scope import ServiceScope
 from cdkds.catalog.storage import ObjectStore
 from cdkds.catalog import maintenance
 from cdkds.catalog.write.delete import plan_delete, row_deletes
@@ -54,6 +55,7 @@ class Dataset:
         self.snapshot = snapshot
         self.last_services: "ServiceReport | None" = None  # what the services did after this object's last write
         self._serviced: Snapshot | None = None  # the services' commits after this object's last write
+        self._touched = ServiceScope()  # what this object's commits touched since its last inline pass
 
     def __repr__(self) -> str:
         return f"Dataset({self.name!r}, version={self.version}, url={self.store.url!r})"
@@ -252,17 +254,20 @@ class Dataset:
         return maintain(self, budget)
 
     def services_plan(self) -> "ServicePlan":
-        """What the table services would do next on this revision, and why."""
+        """What a pass of the table services over every file (``maintain``) would do next on
+        this revision, and why (an inline pass looks only at what its write touched)."""
         from cdkds.catalog.services.planner import plan_services
         return plan_services(self.store, self.snapshot, clock())
 
     def _after_write(self) -> "ServiceReport | None":
-        """The inline pass of the table services after one of this object's writes committed.
-        They commit through a copy, so this object keeps showing the write's revision; its
-        next write starts from their last commit (:meth:`_adopt_services`)."""
+        """The inline pass of the table services after one of this object's writes committed,
+        over the partitions its commits touched since the last pass. They commit through a
+        copy, so this object keeps showing the write's revision; its next write starts from
+        their last commit (:meth:`_adopt_services`)."""
         from cdkds.catalog.services.runner import after_write
+        scope, self._touched = self._touched, ServiceScope()
         serviced = Dataset(self.repository, self.name, self.store, self.log, self.snapshot)
-        self.last_services = after_write(serviced)
+        self.last_services = after_write(serviced, scope)
         self._serviced = serviced.snapshot if serviced.version != self.version else None
         return self.last_services
 
@@ -343,6 +348,7 @@ class Dataset:
                 commit_uuid: str | None = None, rule: ConflictRule | None = None,
                 planned_on: int | None = None) -> Snapshot:
         self.snapshot = self.log.commit(self.snapshot, operation, actions, info, commit_uuid, rule, planned_on)
+        self._touched = self._touched.including(actions, self.snapshot)
         return self.snapshot
 
 

@@ -345,6 +345,9 @@ class CdkdsWriter(DataSourceArrowWriter):
         from cdkds.connector.unborn import same_creation
 
         repo, name = self._repository()
+        if prefer_latest and self.base is not None:  # one load of the latest revision when it will do
+            latest = repo.load(name)
+            return latest if self._commits_onto(latest) else self.planned_on()
         dataset = self.planned_on()
         if self.base is None:
             try:  # a concurrent first write created it
@@ -353,10 +356,15 @@ class CdkdsWriter(DataSourceArrowWriter):
                 return dataset
         if prefer_latest:
             latest = repo.load(name)
-            if (self.operation is not None and not self.clustered) or \
-                    latest.descriptor_version == self.descriptor_version:
+            if self._commits_onto(latest):
                 return latest
         return dataset
+
+    def _commits_onto(self, latest: "Dataset") -> bool:
+        """Whether the job may commit onto ``latest`` rather than the revision it was planned
+        on: it still has the job's descriptor, or the job plans keyed rows on the driver."""
+        return (self.operation is not None and not self.clustered) or \
+            latest.descriptor_version == self.descriptor_version
 
     @property
     def base_revision(self) -> int:

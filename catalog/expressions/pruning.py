@@ -4,15 +4,19 @@ conflict checks and tombstones: partition projection first, then column statisti
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol
 
 from cdkds.catalog.expressions.metrics import may_match, must_match
 from cdkds.catalog.expressions.rows import evaluate
-from cdkds.catalog.expressions.tree import ALWAYS_FALSE, ALWAYS_TRUE, Expression
+from cdkds.catalog.expressions.tree import (
+    ALWAYS_FALSE, ALWAYS_TRUE, BoundPredicate, Expression, all_of, any_of,
+)
 from cdkds.formats.statistics import ColumnStatistics
 
 if TYPE_CHECKING:
     from cdkds.catalog.descriptor import DatasetDescriptor
+
+MAX_SET_VALUES = 64  # values of one partition name FileFilter.of_partitions lists; more: their range
 
 
 class DataFileSummary(Protocol):
@@ -42,6 +46,22 @@ class FileFilter:
         fields = descriptor.fields
         return cls(predicate, strategy.project(predicate, fields), strategy.project_strict(predicate, fields))
 
+    @classmethod
+    def of_partitions(cls, partitions: Iterable[Mapping[str, Any]], descriptor: "DatasetDescriptor") -> "FileFilter":
+        """The files of some partitions (each a mapping of partition name to value): per
+        name, its values ``in`` a set (``is null`` for a null one), all names together; so
+        it may also admit combinations of the values that were not given. None given: no file."""
+        given = list(partitions)
+        if not given:
+            return cls(ALWAYS_FALSE, ALWAYS_FALSE)
+        strategy = descriptor.partition_strategy
+        kinds = strategy.kinds(descriptor.fields) if strategy is not None else {}
+        values: dict[str, dict[Any, None]] = {name: {} for name in kinds}
+        for partition in given:
+            for name in kinds:
+                values[name][partition.get(name)] = None
+        return cls(ALWAYS_TRUE, all_of(_one_of(name, list(v), kinds[name]) for name, v in values.items()))
+
     def may_match(self, file: DataFileSummary) -> bool:
         """False only when no row of ``file`` can match."""
         return evaluate(self.inclusive, file.partition) is True and \
@@ -51,3 +71,19 @@ class FileFilter:
         """True only when every row of ``file`` matches."""
         return self.predicate is ALWAYS_TRUE or evaluate(self.strict, file.partition) is True or \
             must_match(self.predicate, file.row_count, file.statistics)
+
+
+def _one_of(name: str, values: list[Any], kind: str) -> Expression:
+    """``name`` holds one of ``values`` (of partition kind ``kind``); beyond
+    :data:`MAX_SET_VALUES` of them, a value between their least and greatest (a set is
+    looked through value by value, file by file)."""
+    present = tuple(v for v in values if v is not None)
+    terms: list[Expression] = []
+    if len(present) > MAX_SET_VALUES:
+        terms.append(all_of([BoundPredicate("ge", name, min(present), kind=kind),
+                             BoundPredicate("le", name, max(present), kind=kind)]))
+    elif present:
+        terms.append(BoundPredicate("in", name, values=present, kind=kind))
+    if len(present) < len(values):
+        terms.append(BoundPredicate("is_null", name, kind=kind))
+    return any_of(terms)

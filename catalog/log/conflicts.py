@@ -111,11 +111,20 @@ class ReplacePartitions(ConflictRule):
     partitions: frozenset[tuple]
     names: tuple[str, ...]
 
+    def replaced(self, base: "Snapshot") -> list[AddFile]:
+        """The live files of ``base`` in the partitions replaced (only the checkpoint parts
+        that may hold them are read)."""
+        wanted = FileFilter.of_partitions((dict(zip(self.names, k)) for k in self.partitions), base.descriptor)
+        return [f for f in base.files.matching(wanted) if self._replaces(f)]
+
     def specific_conflict(self, theirs: "Commit", base: "Snapshot") -> str | None:
         for add in _adds(theirs.actions):
-            if tuple(add.partition.get(n) for n in self.names) in self.partitions:
+            if self._replaces(add):
                 return f"it added {add.path} to a partition this commit replaces"
         return None
+
+    def _replaces(self, file: AddFile) -> bool:
+        return tuple(file.partition.get(n) for n in self.names) in self.partitions
 
 
 @dataclass(frozen=True)

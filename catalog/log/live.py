@@ -24,6 +24,7 @@ from cdkds.catalog.keyed.deletion import DeletionVectorRef
 from cdkds.catalog.log.actions import AddFile, evolve_statistics
 from cdkds.catalog.log.files import FileTable
 from cdkds.catalog.log.parts import CheckpointPart, PartLoader
+from cdkds.catalog.log.stacked import FilesEdit
 
 if TYPE_CHECKING:
     from cdkds.catalog.expressions.pruning import FileFilter
@@ -123,11 +124,11 @@ class LiveFiles(Mapping[str, AddFile]):
         removed = list(removed)
         if not (added or removed or deleted):
             return self
-        now = dict(self.added)
+        now = FilesEdit(self.added)  # the files since the parts: shared, not copied, when they are many
         gone = set(self.removed)
         deletes = dict(self.deletes)
         for path in removed:
-            if now.pop(path, None) is None and self._parts is not None:
+            if now.pop(path) is None and self._parts is not None:
                 gone.add(path)
             deletes.pop(path, None)
         for add in added:
@@ -138,8 +139,7 @@ class LiveFiles(Mapping[str, AddFile]):
                 now[path] = dataclasses.replace(add, deletes=add.deletes + (vector,))
             elif path not in gone and self._parts is not None:
                 deletes[path] = deletes.get(path, ()) + (vector,)
-        return LiveFiles(self.descriptor, self._parts, MappingProxyType(now), frozenset(gone),
-                         MappingProxyType(deletes))
+        return LiveFiles(self.descriptor, self._parts, now.done(), frozenset(gone), MappingProxyType(deletes))
 
     def evolve(self, after: DatasetDescriptor) -> "LiveFiles":
         """The files read under descriptor ``after``: statistics follow fields by id (the

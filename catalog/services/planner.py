@@ -36,6 +36,7 @@ from cdkds.catalog.log.checkpointer import checkpoint_interval
 from cdkds.catalog.maintenance.compaction import bin_pack
 from cdkds.catalog.maintenance.rewrite import keeps_expiry, may_have_expired
 from cdkds.catalog.read.scan import file_task, read_task
+from cdkds.catalog.services.scope import ServiceScope, partition_key
 from cdkds.catalog.services.settings import ServiceSettings
 from cdkds.formats.cache import BoundedCache
 
@@ -155,15 +156,17 @@ class ServicePlan:
 
 
 def plan_services(store: "ObjectStore", snapshot: "Snapshot", now_ms: int,
-                  settings: ServiceSettings | None = None) -> ServicePlan:
+                  settings: ServiceSettings | None = None, scope: ServiceScope | None = None) -> ServicePlan:
     """The work the services would do on ``snapshot`` at ``now_ms``, all of it (see
-    :meth:`ServicePlan.within` for one pass's share)."""
+    :meth:`ServicePlan.within` for one pass's share): in the data files of ``scope`` (an
+    inline pass's: what its write touched), of the whole dataset when it is ``None``. Index
+    buckets are always looked at (their files are few, and in the snapshot's memory)."""
     descriptor = snapshot.descriptor
     settings = settings or descriptor.services
     small_size = settings.file_size * SMALL_FILE_FRACTION
     by_partition: dict[tuple, list[AddFile]] = defaultdict(list)
-    for f in snapshot.files.values():
-        by_partition[_key(f)].append(f)
+    for f in snapshot.files.values() if scope is None else scope.files(snapshot):
+        by_partition[partition_key(f)].append(f)
     moment = now_ms - now_ms % MOMENT_MS  # expiry counted as of the minute, so that counts are remembered
     deleted: list[tuple[AddFile, float]] = []
     tombstoned = kept = 0
@@ -214,10 +217,6 @@ def plan_services(store: "ObjectStore", snapshot: "Snapshot", now_ms: int,
     return ServicePlan(settings, tuple(groups), tuple(buckets), tuple((f.path, x) for f, x in deleted), tuple(crowded),
                        tombstoned, (snapshot.version // interval + 1) * interval,
                        settings.log_retention is not None, settings.vacuum_retention is not None, kept=kept)
-
-
-def _key(f: AddFile) -> tuple:
-    return tuple(sorted(f.partition.items(), key=lambda kv: kv[0]))
 
 
 def _partition(key: tuple) -> str:

@@ -24,6 +24,7 @@ from cdkds.catalog.log.checkpointer import checkpoint_interval
 from cdkds.catalog.log.commit import clock
 from cdkds.catalog.maintenance.rewrite import Rewritten, rewrite
 from cdkds.catalog.services.planner import ServicePlan, plan_services
+from cdkds.catalog.services.scope import ServiceScope
 
 if TYPE_CHECKING:
     from cdkds.catalog.dataset import Dataset
@@ -81,11 +82,12 @@ def rewrite_here(dataset: "Dataset", plan: ServicePlan, info: Mapping[str, Any])
 
 
 def maintain(dataset: "Dataset", budget: int | None = None, trigger: str = "maintain",
-             rewriter: Rewriter = rewrite_here) -> ServiceReport:
+             rewriter: Rewriter = rewrite_here, scope: ServiceScope | None = None) -> ServiceReport:
     """One pass of the services over the latest revision of ``dataset`` (a detached pass,
     ``maintain``, refreshes it first; it moves to what the pass commits), within ``budget`` input bytes (``None``: all the work there is), its
-    rewrite done by ``rewriter`` (a Spark job passes its own). Raises what reading or the
-    store raise; a lost race is reported in ``gave_up``."""
+    rewrite done by ``rewriter`` (a Spark job passes its own), over the data files of
+    ``scope`` (``None``: every file). Raises what reading or the store raise; a lost race
+    is reported in ``gave_up``."""
     if budget is not None and (isinstance(budget, bool) or not isinstance(budget, numbers.Integral) or budget < 0):
         raise CdkdsError(f"dataset {dataset.name!r}: the services' budget must be a number of bytes, got {budget!r}")
     budget = None if budget is None else int(budget)
@@ -98,7 +100,7 @@ def maintain(dataset: "Dataset", budget: int | None = None, trigger: str = "main
     gave_up: list[str] = []
     left: tuple[str, ...] = ()
     for attempt in range(PASS_ATTEMPTS):
-        plan = plan_services(dataset.store, dataset.snapshot, clock(), settings).within(budget)
+        plan = plan_services(dataset.store, dataset.snapshot, clock(), settings, scope).within(budget)
         left = plan.left
         if not plan.groups and not plan.buckets:
             break
@@ -126,16 +128,17 @@ def maintain(dataset: "Dataset", budget: int | None = None, trigger: str = "main
     return report
 
 
-def after_write(dataset: "Dataset") -> ServiceReport | None:
+def after_write(dataset: "Dataset", scope: ServiceScope) -> ServiceReport | None:
     """The inline pass after a write's commit (``None`` when ``services.inline`` is off, or the
-    environment variable ``CDKDS_INLINE_SERVICES`` is ``off``): within ``services.budget``;
-    any failure becomes a :class:`ServiceWarning`, never the write's."""
+    environment variable ``CDKDS_INLINE_SERVICES`` is ``off``): within ``services.budget``,
+    over the files of ``scope``, what the write touched (see :mod:`.scope`); any failure
+    becomes a :class:`ServiceWarning`, never the write's."""
     settings = dataset.descriptor.services
     if not settings.runs_inline:
         return None
     start = time.monotonic()
     try:
-        return maintain(dataset, settings.budget, "inline")
+        return maintain(dataset, settings.budget, "inline", scope=scope)
     except Exception as e:  # noqa: BLE001 - the write committed; its services must not fail it
         warnings.warn(f"dataset {dataset.name!r}: the table services after revision {dataset.version} failed "
                       f"({type(e).__name__}: {e}); the write stands, and a later pass or `cdkds maintain` "

@@ -102,10 +102,8 @@ class PartitionOverwrite(WriteMode):
         self.names = tuple(names)
 
     def plan(self, base: Snapshot, adds: list[AddFile], own: set[str], first: bool) -> tuple[list[Action], ConflictRule]:
-        key = lambda f: tuple(f.partition.get(n) for n in self.names)  # noqa: E731
-        written = frozenset(key(a) for a in adds)
-        removes = [RemoveFile(p) for p, f in base.files.items() if p not in own and key(f) in written]
-        return removes, ReplacePartitions(written, self.names)
+        rule = ReplacePartitions(frozenset(tuple(a.partition.get(n) for n in self.names) for a in adds), self.names)
+        return [RemoveFile(f.path) for f in rule.replaced(base) if f.path not in own], rule
 
 
 class RewriteFiles(WriteMode):
