@@ -31,6 +31,7 @@ from cdkds.catalog.log.actions import AddFile, partition_kinds
 from cdkds.catalog.partitioning.functions import kind_arrow_type
 from cdkds.formats.statistics import ColumnStatistics
 
+_IPC_OPTIONS = pa.ipc.IpcWriteOptions()  # given, so that pyarrow does not read two environment variables a table
 _SCALARS = ("size", "rows", "schema_version", "revision", "timestamp", "deleted_rows")
 
 
@@ -111,6 +112,13 @@ class FileTable:
     def __len__(self) -> int:
         return self.table.num_rows
 
+    def __reduce__(self):
+        # as an Arrow IPC stream: only these rows (pickling a slice of a table copies its whole buffers)
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, self.table.schema, options=_IPC_OPTIONS) as stream:
+            stream.write_table(self.table)
+        return _unpickled, (sink.getvalue(), self.descriptor)
+
     @property
     def paths(self) -> pa.ChunkedArray:
         return self.table.column("path")
@@ -146,6 +154,10 @@ class FileTable:
         """The :class:`AddFile` of every row, in order, made batch by batch."""
         for batch in self.table.to_batches(max_chunksize=65536):
             yield from _adds(batch, self.descriptor)
+
+
+def _unpickled(stream: pa.Buffer, descriptor: DatasetDescriptor) -> FileTable:
+    return FileTable(pa.ipc.open_stream(stream).read_all(), descriptor)
 
 
 def _adds(batch: pa.RecordBatch, descriptor: DatasetDescriptor) -> Iterator[AddFile]:
