@@ -12,15 +12,14 @@ import pyarrow.compute as pc
 
 from cdkds.catalog.log.actions import AddFile
 from cdkds.catalog.log.files import FileTable
-from cdkds.catalog.log.live import LiveFiles
 
 
-def differing_files(stored: LiveFiles, replayed: LiveFiles, same: Callable[[AddFile, AddFile], bool]
+def differing_files(a: FileTable, b: FileTable, same: Callable[[AddFile, AddFile], bool]
                     ) -> tuple[list[str], list[str], list[str]]:
-    """The paths only in ``stored``, only in ``replayed``, and in both but recorded
-    differently (``same`` false), each sorted. A file of a ``stored`` row without a commit
-    time (``timestamp`` 0) may differ from the replayed one in it alone: ``same`` decides."""
-    a, b = stored.table(), replayed.table()
+    """The paths only in ``a`` (the stored files), only in ``b`` (the replayed ones), and
+    in both but recorded differently (``same`` false), each sorted. A file of ``a``
+    without a commit time (``timestamp`` 0) may differ from ``b``'s in it alone: ``same``
+    decides."""
     at = pc.index_in(a.paths, value_set=b.paths)  # the row of b of each file of a
     in_both = pc.is_valid(at).to_numpy(zero_copy_only=False)
     only_stored = sorted(np.asarray(a.paths.to_pylist(), dtype=object)[~in_both]) if not in_both.all() else []

@@ -15,6 +15,7 @@ from cdkds.catalog.errors import CorruptLogError, CorruptLogWarning
 from cdkds.catalog.log import checkpoint
 from cdkds.catalog.log.actions import READER_VERSION, AddFile, SetProtocol
 from cdkds.catalog.log.commit import Commit, commit_key
+from cdkds.catalog.log.files import FileTable
 from cdkds.catalog.log.listing import HINT_KEY, Listing, LogListing, checkpoint_key
 from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.maintenance.file_diff import differing_files
@@ -181,11 +182,12 @@ class LogCheck:
             self.damaged.append((r, detail(e)))
             return
         self.readable.add(r)
-        self.refs.of_snapshot(snapshot)
+        files = snapshot.files.table()
+        self.refs.of_snapshot(snapshot, files)
         if self.state is None:
             self.state = snapshot  # readers of revisions from r on start here
             return
-        differences = _differences(snapshot, self.state)
+        differences = _differences(snapshot, self.state, files)
         if differences:
             self.mismatches.append((r, "; ".join(differences)))
 
@@ -250,8 +252,9 @@ class LogCheck:
         self.problems.append(Problem(kind, key, message, cost))
 
 
-def _differences(stored: Snapshot, replayed: Snapshot) -> list[str]:
-    """How a checkpoint's state differs from the replayed one, in what a reader sees."""
+def _differences(stored: Snapshot, replayed: Snapshot, stored_files: FileTable) -> list[str]:
+    """How a checkpoint's state (its live files: ``stored_files``) differs from the replayed
+    one, in what a reader sees."""
     out = []
     if (stored.commit_uuid, stored.timestamp) != (replayed.commit_uuid, replayed.timestamp):
         out.append("its commit uuid or time differs")
@@ -260,7 +263,7 @@ def _differences(stored: Snapshot, replayed: Snapshot) -> list[str]:
     if (stored.descriptor_version, stored.descriptor.to_json()) != (replayed.descriptor_version,
                                                                      replayed.descriptor.to_json()):
         out.append("its descriptor differs")
-    files = differing_files(stored.files, replayed.files, _same_file(stored.descriptor, replayed.descriptor))
+    files = differing_files(stored_files, replayed.files.table(), _same_file(stored.descriptor, replayed.descriptor))
     for noun, (only_stored, only_replayed, changed) in (
             ("file", files),
             ("index file", _differing(stored.index, replayed.index)),

@@ -111,10 +111,11 @@ class References:
             except (ValueError, KeyError, TypeError, AttributeError):
                 continue  # a malformed action: the commit's decoding reports it
 
-    def of_snapshot(self, snapshot: Snapshot) -> None:
-        """The objects a snapshot's live files use, read from their columns batch by batch (an
-        :class:`AddFile` only for files with deletion vectors)."""
-        files = snapshot.files.table()
+    def of_snapshot(self, snapshot: Snapshot, files: FileTable | None = None) -> None:
+        """The objects a snapshot's live files (``files``, when its table is at hand) use, read
+        from their columns batch by batch (an :class:`AddFile` only for files with deletion
+        vectors)."""
+        files = snapshot.files.table() if files is None else files
         columns = files.table.select(["path", "size", "revision", "rows"])
         for batch in columns.to_batches(max_chunksize=BATCH_FILES):
             for path, size, revision, rows in zip(*(c.to_pylist() for c in batch.columns)):

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.keyed.deletion import DeletionVectorRef
 from cdkds.catalog.log.actions import AddFile
-from cdkds.catalog.log.live import LiveFiles
+from cdkds.catalog.log.files import FileTable
 from cdkds.catalog.maintenance.file_diff import differing_files
 from cdkds.formats.statistics import ColumnStatistics
 
@@ -55,4 +55,5 @@ def test_property_column_wise_differences_are_the_per_file_ones(files):
             replayed[f.path] = f
     expected = (sorted(stored.keys() - replayed.keys()), sorted(replayed.keys() - stored.keys()),
                 sorted(k for k in stored.keys() & replayed.keys() if not _same(stored[k], replayed[k])))
-    assert differing_files(LiveFiles.of(stored, DESCRIPTOR), LiveFiles.of(replayed, DESCRIPTOR), _same) == expected
+    assert differing_files(FileTable.of(stored.values(), DESCRIPTOR), FileTable.of(replayed.values(), DESCRIPTOR),
+                           _same) == expected
