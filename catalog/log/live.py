@@ -198,6 +198,16 @@ class LiveFiles(Mapping[str, AddFile]):
             oldest = min(oldest, *(getattr(p, "min_revision", -1) for p in self._parts.parts))
         return oldest
 
+    def with_deletion_vectors(self) -> list[AddFile]:
+        """The live files that have deletion vectors (found in the parts by their ``deletes``
+        column: an object only for those)."""
+        out: list[AddFile] = []
+        if self._parts is not None:
+            for part in self._parts.all():
+                table = self._visible(part)
+                out += table.filter(pc.is_valid(table.table.column("deletes"))).files()
+        return out + [f for f in self.added.values() if f.deletes]
+
     def live_rows_of(self, paths: Iterable[str]) -> dict[str, int]:
         """The live rows (:attr:`AddFile.live_rows`) of each of ``paths`` that is a live file:
         a column lookup in the parts, no object per file."""
