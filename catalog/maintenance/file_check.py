@@ -16,7 +16,7 @@ from cdkds.catalog.keyed.index import RecordIndex
 from cdkds.catalog.log.actions import AddFile
 from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.maintenance.problems import (
-    Problem, Progress, Reference, References, detail, revisions, short, with_deletion_vectors,
+    Problem, Progress, Reference, References, detail, revisions, short,
 )
 from cdkds.catalog.read.scan import FileScanTask, read_task
 from cdkds.catalog.storage import ObjectStore, store_failures
@@ -109,7 +109,7 @@ class FileCheck:
         self.progress("reading index files", len(entries), len(entries))
 
     def check_vectors(self, state: Snapshot) -> None:
-        files = list(with_deletion_vectors(state.files.table()).files())
+        files = state.files.with_deletion_vectors()
         for i, add in enumerate(files):
             if i % 100 == 0:
                 self.progress("reading deletion vectors", i, len(files))
