@@ -74,13 +74,13 @@ def next_fit(lengths: np.ndarray, max_bytes: int) -> list[np.ndarray]:
 # ---------------------------------------------------------------- task objects
 
 def _lengths(tasks: Sequence[FileScanTask]) -> np.ndarray:
+    if isinstance(tasks, FileScanTasks):
+        return tasks.lengths
     return np.fromiter((t.length for t in tasks), dtype=np.int64, count=len(tasks))
 
 
 def split_size(tasks: Sequence[FileScanTask], max_partition_bytes: int, parallelism: int) -> int:
     """Bytes per split for ``tasks`` (:func:`bytes_per_split`)."""
-    if isinstance(tasks, FileScanTasks):
-        return bytes_per_split(tasks.lengths, max_partition_bytes, parallelism)
     return bytes_per_split(_lengths(tasks), max_partition_bytes, parallelism)
 
 
