@@ -228,7 +228,7 @@ def show(url: str, where: str | None, columns: str | None, limit: int, version: 
             taken += batches[-1].num_rows
     table = pa.Table.from_batches(batches, schema=plan.output_schema)
     print_table(table, "json" if as_json else fmt,
-                f"{table.num_rows} rows shown (revision {ds.version}; {len(plan.files)} of {plan.total_files} files read)")
+                f"{table.num_rows} rows shown (revision {ds.version}; {len(plan.tasks)} of {plan.total_files} files read)")
 
 
 @cli.command()
