@@ -34,7 +34,8 @@ def differing_files(a: FileTable, b: FileTable, same: Callable[[AddFile, AddFile
     changed = []
     if len(doubtful):
         take = pa.array(doubtful, pa.int64())
-        for x, y in zip(FileTable(left.take(take), a.descriptor).files(), FileTable(right.take(take), b.descriptor).files()):
+        pairs = zip(FileTable(left.take(take), a.descriptor).files(), FileTable(right.take(take), b.descriptor).files())
+        for x, y in pairs:
             if not same(x, y):
                 changed.append(x.path)
     return only_stored, only_replayed, sorted(changed)

@@ -209,8 +209,9 @@ class FileScanTasks(Sequence[FileScanTask]):
 
     def slice(self, start: int, stop: int) -> "FileScanTasks":
         """Tasks ``start`` to ``stop`` (no copy)."""
-        return FileScanTasks(self.snapshot, FileTable(self.files.table.slice(start, stop - start), self.files.descriptor),
-                             self.now_ms, None if self.splits is None else self.splits.slice(start, stop))
+        files = FileTable(self.files.table.slice(start, stop - start), self.files.descriptor)
+        return FileScanTasks(self.snapshot, files, self.now_ms,
+                             None if self.splits is None else self.splits.slice(start, stop))
 
     def restricted(self, paths: frozenset[str] | set[str]) -> "FileScanTasks":
         """The tasks of the files among ``paths``."""
