@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
 from typing import Any, Sequence
 
 import click
 import pyarrow as pa
+import pyarrow.compute as pc
 from rich.console import Console
 from rich.table import Table
 from rich.tree import Tree
 
 from cdkds.catalog.log.commit import HistoryEntry
+from cdkds.catalog.log.files import FileTable
 from cdkds.catalog.read.scan import read_plan
 from cdkds.catalog.mirror.runner import present_mirrors
 from cdkds.catalog.services.planner import SMALL_FILE_FRACTION
@@ -46,8 +49,8 @@ def describe(url: str, storage: Sequence[str], as_json: bool) -> None:
     """
     ds = open_dataset(url, storage)
     d, s = ds.descriptor, ds.snapshot
-    files = list(s.files.values())
     small = d.services.file_size * SMALL_FILE_FRACTION  # small as the services count it
+    files = files_summary(s.files.table(), small)
     info = {
         "dataset": ds.name, "url": ds.url, "revision": ds.version,
         "committed": dt.datetime.fromtimestamp(s.timestamp / 1000, dt.timezone.utc).isoformat(),
@@ -55,11 +58,9 @@ def describe(url: str, storage: Sequence[str], as_json: bool) -> None:
         "partition_strategy": d.partition_strategy.to_text() if d.partition_strategy else None,
         "record_key": list(d.record_key) or None, "ordering_field": d.ordering_field,
         "properties": dict(d.properties),
-        "files": len(files), "rows": s.row_count, "bytes": sum(f.size for f in files),
-        "small_files": sum(1 for f in files if f.size < small),
+        **{k: files[k] for k in ("files", "rows", "bytes", "small_files")},
         "tombstones": len(s.tombstones),
-        "deletion_vectors": sum(len(f.deletes) for f in files),
-        "deleted_rows": sum(f.deleted_rows for f in files),
+        **{k: files[k] for k in ("deletion_vectors", "deleted_rows")},
         "schema": d.schema,
         "services": ds.services_plan().describe(),
         "mirrors": {m.name: m.version() for m in present_mirrors(ds.store, ds.name)},
@@ -77,6 +78,21 @@ def describe(url: str, storage: Sequence[str], as_json: bool) -> None:
             out.print(f"  {line}")
 
     emit(as_json, info, render)
+
+
+def files_summary(files: FileTable, small: float) -> dict[str, int]:
+    """What ``describe`` says of the live files, from their columns: how many, their rows
+    (less deleted ones) and bytes, how many are smaller than ``small`` bytes, their deletion
+    vectors and the rows those delete."""
+    if not len(files):
+        return {"files": 0, "rows": 0, "bytes": 0, "small_files": 0, "deletion_vectors": 0, "deleted_rows": 0}
+    table = files.table
+    sizes = table.column("size")
+    vectors = pc.drop_null(table.column("deletes")).to_pylist()  # JSON arrays, of the files that have vectors
+    return {"files": len(files), "rows": files.live_rows, "bytes": pc.sum(sizes).as_py(),
+            "small_files": pc.sum(pc.less(sizes, small).cast(pa.int64())).as_py(),
+            "deletion_vectors": sum(len(json.loads(v)) for v in vectors),
+            "deleted_rows": pc.sum(table.column("deleted_rows")).as_py()}
 
 
 def schema_tree(schema: dict) -> Tree:
@@ -212,7 +228,7 @@ def show(url: str, where: str | None, columns: str | None, limit: int, version: 
             taken += batches[-1].num_rows
     table = pa.Table.from_batches(batches, schema=plan.output_schema)
     print_table(table, "json" if as_json else fmt,
-                f"{table.num_rows} rows shown (revision {ds.version}; {len(plan.files)} of {plan.total_files} files read)")
+                f"{table.num_rows} rows shown (revision {ds.version}; {len(plan.tasks)} of {plan.total_files} files read)")
 
 
 @cli.command()

@@ -88,7 +88,7 @@ def compact(url: str, where: str | None, target_file_size: int | None, storage: 
     rows_written = entry.added_rows if entry is not None else 0
     rows = "" if rows_read is None else f" ({_rows(rows_read)} into {rows_written})"
     committed(as_json, ds, revision, f"compacted {_files(rewritten)} into {written}{rows}", files_rewritten=rewritten,
-              files_written=written, files_before=len(base.files), files_after=len(ds.files), rows_rewritten=rows_read,
+              files_written=written, files_before=len(base.files), files_after=len(ds.snapshot.files), rows_rewritten=rows_read,
               rows_written=rows_written)
 
 

@@ -174,12 +174,16 @@ def open_dataset(where: "Location", version: int | None = None, timestamp: str |
 # ---------------------------------------------------------------- reading
 
 class FileGroup(InputPartition):
-    """The files one Spark task reads, with what it needs to read them."""
+    """The files one Spark task reads, with what it needs to read them: tasks known
+    column-wise (:class:`~cdkds.catalog.read.scan.FileScanTasks`) travel as their files'
+    rows and become task objects on the executor."""
 
     def __init__(self, tasks: "Sequence[FileScanTask]", descriptor: "DatasetDescriptor", predicate: "Expression",
                  version: int):
+        from cdkds.catalog.read.scan import FileScanTasks
+
         super().__init__(len(tasks))
-        self.tasks = tuple(tasks)
+        self.tasks = tasks if isinstance(tasks, FileScanTasks) else tuple(tasks)
         self.descriptor = descriptor
         self.predicate = predicate
         self.version = version
@@ -225,10 +229,11 @@ def planned(dataset: "Dataset", predicate: "Expression", columns: list[str], onl
     import dataclasses
 
     from cdkds.catalog.errors import CdkdsError
-    from cdkds.catalog.read.scan import plan_scan
+    from cdkds.catalog.read.scan import FileScanTasks, plan_scan
 
     plan = plan_scan(dataset.name, dataset.snapshot, predicate, columns, only.now)
-    tasks = tuple(t for t in plan.tasks if t.file.path in only.paths)
+    tasks = plan.tasks.restricted(only.paths) if isinstance(plan.tasks, FileScanTasks) else \
+        tuple(t for t in plan.tasks if t.file.path in only.paths)
     if dataset.version != only.version or len(tasks) != len(only.paths):
         raise CdkdsError(f"dataset {dataset.name!r}: the files a native read left to the source are not those of "
                          f"revision {only.version} at {only.now} ms")

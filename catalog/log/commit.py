@@ -15,7 +15,7 @@ import math
 import time
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import CorruptLogError, InvalidTimeTravelError
@@ -118,6 +118,18 @@ class HistoryEntry:
             kinds.count("add"), kinds.count("remove"),
             sum(int(a["add"]["rows"]) for a in raw["actions"] if "add" in a), kinds.count("tombstone"),
             None if live_rows is None else _removed_rows(raw, live_rows))
+
+
+def touched_files(raws: Iterable[dict]) -> set[str]:
+    """The data files parsed commits remove or delete rows of: the only ones of the files
+    before them whose live rows :meth:`HistoryEntry.of` reads."""
+    out = set()
+    for raw in raws:
+        for action in raw["actions"]:
+            kind, body = next(iter(action.items()))
+            if kind in ("remove", "deleteRows"):
+                out.add(body["path"])
+    return out
 
 
 def _removed_rows(raw: dict, live_rows: dict[str, int]) -> int | None:

@@ -32,6 +32,7 @@ from cdkds.catalog.partitioning.functions import kind_arrow_type
 from cdkds.formats.projection import widened
 from cdkds.formats.statistics import ColumnStatistics
 
+_IPC_OPTIONS = pa.ipc.IpcWriteOptions()  # given, so that pyarrow does not read two environment variables a table
 _SCALARS = ("size", "rows", "schema_version", "revision", "timestamp", "deleted_rows")
 
 
@@ -176,6 +177,15 @@ class FileTable:
     def __len__(self) -> int:
         return self.table.num_rows
 
+    def __reduce__(self):
+        # as an Arrow IPC stream: only these rows (pickling a slice of a table copies its whole
+        # buffers), LZ4-compressed (a few rows' stream is mostly metadata and padding: 60% less)
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, self.table.schema, options=_IPC_OPTIONS) as stream:
+            stream.write_table(self.table)
+        stream = sink.getvalue()
+        return _unpickled, (pa.compress(stream, "lz4", asbytes=True), stream.size, self.descriptor)
+
     @property
     def paths(self) -> pa.ChunkedArray:
         return self.table.column("path")
@@ -211,6 +221,10 @@ class FileTable:
         """The :class:`AddFile` of every row, in order, made batch by batch."""
         for batch in self.table.to_batches(max_chunksize=65536):
             yield from _adds(batch, self.descriptor)
+
+
+def _unpickled(compressed: bytes, size: int, descriptor: DatasetDescriptor) -> FileTable:
+    return FileTable(pa.ipc.open_stream(pa.decompress(compressed, size, "lz4")).read_all(), descriptor)
 
 
 def _adds(batch: pa.RecordBatch, descriptor: DatasetDescriptor) -> Iterator[AddFile]:

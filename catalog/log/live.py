@@ -189,6 +189,31 @@ class LiveFiles(Mapping[str, AddFile]):
             oldest = min(oldest, *(getattr(p, "min_revision", -1) for p in self._parts.parts))
         return oldest
 
+    def with_deletion_vectors(self) -> list[AddFile]:
+        """The live files that have deletion vectors (found in the parts by their ``deletes``
+        column: an object only for those)."""
+        out: list[AddFile] = []
+        if self._parts is not None:
+            for part in self._parts.all():
+                table = self._visible(part)
+                out += table.filter(pc.is_valid(table.table.column("deletes"))).files()
+        return out + [f for f in self.added.values() if f.deletes]
+
+    def live_rows_of(self, paths: Iterable[str]) -> dict[str, int]:
+        """The live rows (:attr:`AddFile.live_rows`) of each of ``paths`` that is a live file:
+        a column lookup in the parts, no object per file."""
+        wanted = set(paths)
+        out = {p: self.added[p].live_rows for p in wanted if p in self.added}
+        rest = [p for p in wanted if p not in out and p not in self.removed]
+        if rest and self._parts is not None:
+            value_set = pa.array(rest, pa.string())
+            for i in range(len(self._parts.parts)):
+                part = self._parts.table(i)
+                found = self._visible(part.filter(pc.is_in(part.paths, value_set=value_set)))
+                live = pc.subtract(found.table.column("rows"), found.table.column("deleted_rows"))
+                out.update(zip(found.paths.to_pylist(), live.to_pylist()))
+        return out
+
     @property
     def live_rows(self) -> int:
         """Rows less those deleted by deletion vectors, over every live file."""

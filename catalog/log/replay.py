@@ -11,7 +11,7 @@ from typing import Any, Iterator
 
 from cdkds.catalog.errors import CdkdsError, CorruptLogError, DatasetNotFoundError, InvalidTimeTravelError
 from cdkds.catalog.log.actions import SetProtocol, check_readable
-from cdkds.catalog.log.commit import Commit, HistoryEntry, commit_key, millis
+from cdkds.catalog.log.commit import Commit, HistoryEntry, commit_key, millis, touched_files
 from cdkds.catalog.log.listing import Listing, LogListing
 from cdkds.catalog.log.snapshot import Snapshot
 
@@ -127,7 +127,7 @@ class Replay:
             return None
         if before is None or before.version != revision - 1:
             return HistoryEntry.of(raw)
-        return HistoryEntry.of(raw, {path: f.live_rows for path, f in before.files.items()})
+        return HistoryEntry.of(raw, before.files.live_rows_of(touched_files([raw])))
 
     def history(self) -> list[HistoryEntry]:
         """The retained commits, oldest first."""
@@ -139,15 +139,17 @@ class Replay:
                 for raw in raws]
 
     def _live_rows_before(self, listing: Listing, raws: list[dict]) -> tuple[int, dict[str, int]]:
-        """The revision after which the history counts removed rows, and each file's live rows then:
-        nothing before commit 0, or after expiry the oldest retained state (a checkpoint)."""
+        """The revision after which the history counts removed rows, and the live rows then of
+        the files later commits remove or delete rows of: nothing before commit 0, or after
+        expiry the oldest retained state (a checkpoint), looked up column-wise."""
         if not listing.expired:
             return -1, {}
         try:
             oldest = self.oldest()
         except CdkdsError:  # the history still lists the commits, without their removed rows
             return max(int(raw["revision"]) for raw in raws), {}
-        return oldest.version, {path: f.live_rows for path, f in oldest.files.items()}
+        return oldest.version, oldest.files.live_rows_of(touched_files(raw for raw in raws
+                                                                        if int(raw["revision"]) > oldest.version))
 
     # ---------------------------------------------------------------- internals
 

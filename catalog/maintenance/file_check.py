@@ -15,7 +15,9 @@ from cdkds.catalog.keyed.deletion import DeletionVectorRef
 from cdkds.catalog.keyed.index import RecordIndex
 from cdkds.catalog.log.actions import AddFile
 from cdkds.catalog.log.snapshot import Snapshot
-from cdkds.catalog.maintenance.problems import Problem, Progress, Reference, References, detail, revisions, short
+from cdkds.catalog.maintenance.problems import (
+    Problem, Progress, Reference, References, detail, revisions, short,
+)
 from cdkds.catalog.read.scan import FileScanTask, read_task
 from cdkds.catalog.storage import ObjectStore, store_failures
 from cdkds.formats.files import file_format
@@ -107,7 +109,7 @@ class FileCheck:
         self.progress("reading index files", len(entries), len(entries))
 
     def check_vectors(self, state: Snapshot) -> None:
-        files = [f for f in state.files.values() if f.deletes]
+        files = state.files.with_deletion_vectors()
         for i, add in enumerate(files):
             if i % 100 == 0:
                 self.progress("reading deletion vectors", i, len(files))
@@ -124,10 +126,10 @@ class FileCheck:
 
     def read_data(self, state: Snapshot) -> None:
         descriptor = state.descriptor
-        files = [f for f in state.files.values() if f.path not in self.absent]
-        total = sum(f.size for f in files)
+        files = state.files.table().without(self.absent)
+        total = int(pc.sum(files.table.column("size")).as_py() or 0)
         done = 0
-        for add in files:
+        for add in files.files():  # an AddFile at a time, made batch by batch
             self.progress("reading data files", done, total)
             problem = _content_problem(self.store, descriptor, add)
             if problem is not None:
@@ -138,15 +140,16 @@ class FileCheck:
             done += add.size
         self.progress("reading data files", total, total)
 
-
     def check_keys(self, state: Snapshot) -> None:
         """Every live key of a keyed dataset is in one live row, and the index points at that row."""
-        files = [f for f in state.files.values() if f.path not in self.absent and f.may_have_live_rows]
+        files = state.files.table().without(self.absent)
         index = RecordIndex(self.store, state, self.name)
         names = list(index.key.names)
         parts = []
-        for i, add in enumerate(files):
+        for i, add in enumerate(files.files()):
             self.progress("reading record keys", i, len(files))
+            if not add.may_have_live_rows:
+                continue
             task = FileScanTask(add, tuple(t.predicate for t in state.tombstones_for(add)))  # expired rows too
             try:
                 for batch in read_task(self.store, state.descriptor, ALWAYS_TRUE, names, task, positions=True):

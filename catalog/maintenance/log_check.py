@@ -9,16 +9,18 @@ import warnings
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import CorruptLogError, CorruptLogWarning, UnsupportedLogVersionError
 from cdkds.catalog.log import checkpoint
 from cdkds.catalog.log.actions import READER_VERSION, AddFile, SetProtocol
 from cdkds.catalog.log.commit import Commit, commit_key
+from cdkds.catalog.log.files import FileTable
 from cdkds.catalog.log.listing import HINT_KEY, Listing, LogListing, checkpoint_key
 from cdkds.catalog.log.parts import StoredParts
 from cdkds.catalog.log.snapshot import Snapshot
+from cdkds.catalog.maintenance.file_diff import differing_files
 from cdkds.catalog.maintenance.problems import Problem, Progress, References, detail, revisions, some
 
 PREFETCH = 32  # log objects read ahead, by a few threads (one request each)
@@ -190,11 +192,12 @@ class LogCheck:
         if not self._parts_read(r, snapshot, loader):
             return
         self.readable.add(r)
-        self.refs.of_snapshot(snapshot)
+        files = snapshot.files.table()
+        self.refs.of_snapshot(snapshot, files)
         if self.state is None:
             self.state = snapshot  # readers of revisions from r on start here
             return
-        differences = _differences(snapshot, self.state)
+        differences = _differences(snapshot, self.state, files)
         if differences:
             self.mismatches.append((r, "; ".join(differences)))
 
@@ -286,8 +289,9 @@ class LogCheck:
         self.problems.append(Problem(kind, key, message, cost))
 
 
-def _differences(stored: Snapshot, replayed: Snapshot) -> list[str]:
-    """How a checkpoint's state differs from the replayed one, in what a reader sees."""
+def _differences(stored: Snapshot, replayed: Snapshot, stored_files: FileTable) -> list[str]:
+    """How a checkpoint's state (its live files: ``stored_files``) differs from the replayed
+    one, in what a reader sees."""
     out = []
     if (stored.commit_uuid, stored.timestamp) != (replayed.commit_uuid, replayed.timestamp):
         out.append("its commit uuid or time differs")
@@ -296,13 +300,13 @@ def _differences(stored: Snapshot, replayed: Snapshot) -> list[str]:
     if (stored.descriptor_version, stored.descriptor.to_json()) != (replayed.descriptor_version,
                                                                      replayed.descriptor.to_json()):
         out.append("its descriptor differs")
-    same_file = _same_file(stored.descriptor, replayed.descriptor)
-    for noun, a, b, same in (("file", stored.files, replayed.files, same_file),
-                             ("index file", stored.index, replayed.index, _equal),
-                             ("application transaction", stored.transactions, replayed.transactions, _equal)):
-        changed = sorted(k for k in a.keys() & b.keys() if not same(a[k], b[k]))
-        for keys, what in ((sorted(a.keys() - b.keys()), "only in the checkpoint"),
-                           (sorted(b.keys() - a.keys()), "missing from it"), (changed, "recorded differently")):
+    files = differing_files(stored_files, replayed.files.table(), _same_file(stored.descriptor, replayed.descriptor))
+    for noun, (only_stored, only_replayed, changed) in (
+            ("file", files),
+            ("index file", _differing(stored.index, replayed.index)),
+            ("application transaction", _differing(stored.transactions, replayed.transactions))):
+        for keys, what in ((only_stored, "only in the checkpoint"), (only_replayed, "missing from it"),
+                           (changed, "recorded differently")):
             if keys:
                 out.append(f"{len(keys)} {noun}{'s' if len(keys) > 1 else ''} {what} ({some(keys)})")
     tombstones = [sorted((t.revision, repr(t.predicate.to_json())) for t in s.tombstones) for s in (stored, replayed)]
@@ -311,8 +315,10 @@ def _differences(stored: Snapshot, replayed: Snapshot) -> list[str]:
     return out
 
 
-def _equal(a: Any, b: Any) -> bool:
-    return a == b
+def _differing(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[list[str], list[str], list[str]]:
+    """The keys only in ``a``, only in ``b``, and in both with unequal values, each sorted."""
+    return (sorted(a.keys() - b.keys()), sorted(b.keys() - a.keys()),
+            sorted(k for k in a.keys() & b.keys() if a[k] != b[k]))
 
 
 def _same_file(stored: DatasetDescriptor, replayed: DatasetDescriptor) -> Callable[[AddFile, AddFile], bool]:

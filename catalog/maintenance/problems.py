@@ -7,8 +7,13 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
+import pyarrow.compute as pc
+
 from cdkds.catalog.errors import CorruptLogError
+from cdkds.catalog.log.files import FileTable
 from cdkds.catalog.log.snapshot import Snapshot
+
+BATCH_FILES = 65536  # files whose columns are turned into Python values at a time
 
 Progress = Callable[[str, int, int], None]
 """``progress(phase, done, total)``: called as each phase advances."""
@@ -108,9 +113,16 @@ class References:
             except (ValueError, KeyError, TypeError, AttributeError):
                 continue  # a malformed action: the commit's decoding reports it
 
-    def of_snapshot(self, snapshot: Snapshot) -> None:
-        for add in snapshot.files.values():
-            self.add(add.path, "data", add.size, add.revision, add.row_count)
+    def of_snapshot(self, snapshot: Snapshot, files: FileTable | None = None) -> None:
+        """The objects a snapshot's live files (``files``, when its table is at hand) use, read
+        from their columns batch by batch (an :class:`AddFile` only for files with deletion
+        vectors)."""
+        files = snapshot.files.table() if files is None else files
+        columns = files.table.select(["path", "size", "revision", "rows"])
+        for batch in columns.to_batches(max_chunksize=BATCH_FILES):
+            for path, size, revision, rows in zip(*(c.to_pylist() for c in batch.columns)):
+                self.add(path, "data", size, revision, rows)
+        for add in with_deletion_vectors(files).files():
             for vector in add.deletes:
                 if vector.path:
                     self.add(vector.path, "deletes", vector.size, add.revision, owner=add.path)
@@ -119,6 +131,11 @@ class References:
 
     def of_kind(self, kind: str) -> list[Reference]:
         return [r for r in self.items.values() if r.kind == kind]
+
+
+def with_deletion_vectors(files: FileTable) -> FileTable:
+    """The files that have deletion vectors."""
+    return files.filter(pc.is_valid(files.table.column("deletes")))
 
 
 def detail(error: BaseException) -> str:

@@ -11,6 +11,7 @@ and filters rows exactly.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from typing import Iterator, Sequence
@@ -125,20 +126,47 @@ def _with_live_rows(files: FileTable) -> FileTable:
     return files.filter(pa.array([keep or i in survivors for i, keep in enumerate(live.to_pylist())]))
 
 
-class FileScanTasks(Sequence[FileScanTask]):
-    """The tasks of a plan without TTL, one a file of ``files``, made when first read: a
-    plan over a million files knows them column-wise and makes their objects only for
-    whoever iterates (a task of a Spark job makes its own)."""
+@dataclass(frozen=True, eq=False)
+class Splits:
+    """The piece each of some tasks reads, as columns: bytes ``[start[i], start[i] +
+    length[i])`` of its file where ``cut[i]``, else the whole file (``length[i]`` bytes)."""
 
-    def __init__(self, snapshot: Snapshot, files: FileTable, now_ms: int):
+    start: np.ndarray
+    length: np.ndarray
+    cut: np.ndarray
+
+    def split(self, i: int) -> Split | None:
+        return Split(int(self.start[i]), int(self.length[i])) if self.cut[i] else None
+
+    def take(self, rows: np.ndarray) -> "Splits":
+        return Splits(self.start[rows], self.length[rows], self.cut[rows])
+
+    def slice(self, start: int, stop: int) -> "Splits":
+        return Splits(self.start[start:stop], self.length[start:stop], self.cut[start:stop])
+
+
+class FileScanTasks(Sequence[FileScanTask]):
+    """The tasks of a plan without TTL, one a file of ``files`` (reading the pieces
+    ``splits`` says, when given), made when first read: a plan over a million files knows
+    them column-wise and makes their objects only for whoever iterates (a task of a Spark
+    job makes its own). Pickled, it carries its files' rows and, of its snapshot, what a
+    task needs besides its file (the descriptor and tombstones), never the snapshot's
+    other files."""
+
+    def __init__(self, snapshot: Snapshot, files: FileTable, now_ms: int, splits: Splits | None = None):
         self.snapshot = snapshot
         self.files = files
         self.now_ms = now_ms
+        self.splits = splits
         self._made: tuple[FileScanTask, ...] | None = None
 
     def _tasks(self) -> tuple[FileScanTask, ...]:
         if self._made is None:
-            self._made = tuple(file_task(self.snapshot, f, self.now_ms) for f in self.files.files())
+            made = [file_task(self.snapshot, f, self.now_ms) for f in self.files.files()]
+            if self.splits is not None:
+                made = [dataclasses.replace(t, split=self.splits.split(i)) if self.splits.cut[i] else t
+                        for i, t in enumerate(made)]
+            self._made = tuple(made)
         return self._made
 
     def __len__(self) -> int:
@@ -156,9 +184,51 @@ class FileScanTasks(Sequence[FileScanTask]):
     def __hash__(self) -> int:
         return hash(tuple(self))
 
+    def __reduce__(self):
+        kept = {f.name: getattr(self.snapshot, f.name) for f in dataclasses.fields(Snapshot)
+                if f.name not in _NOT_PICKLED}
+        return _unpickled_tasks, (kept, self.files, self.now_ms, self.splits)
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """The bytes each task reads (int64)."""
+        if self.splits is not None:
+            return self.splits.length
+        return self.files.table.column("size").to_numpy()
+
     @property
     def total_bytes(self) -> int:
-        return int(pc.sum(self.files.table.column("size")).as_py() or 0)
+        return int(self.lengths.sum())
+
+    def take(self, rows: np.ndarray, splits: Splits | None = None) -> "FileScanTasks":
+        """The tasks of the files at ``rows`` (of these tasks, each reading its whole file),
+        reading the pieces ``splits`` says when given."""
+        if self.splits is not None:
+            raise ValueError("take() picks rows of whole files; these tasks are pieces already")
+        return self._at(rows, splits)
+
+    def slice(self, start: int, stop: int) -> "FileScanTasks":
+        """Tasks ``start`` to ``stop`` (no copy)."""
+        files = FileTable(self.files.table.slice(start, stop - start), self.files.descriptor)
+        return FileScanTasks(self.snapshot, files, self.now_ms,
+                             None if self.splits is None else self.splits.slice(start, stop))
+
+    def restricted(self, paths: frozenset[str] | set[str]) -> "FileScanTasks":
+        """The tasks of the files among ``paths``."""
+        keep = pc.is_in(self.files.paths, value_set=pa.array(sorted(paths), pa.string()))
+        rows = np.flatnonzero(keep.to_numpy(zero_copy_only=False))
+        return self._at(rows, None if self.splits is None else self.splits.take(rows))
+
+    def _at(self, rows: np.ndarray, splits: Splits | None) -> "FileScanTasks":
+        files = FileTable(self.files.table.take(pa.array(rows, pa.int64())), self.files.descriptor)
+        return FileScanTasks(self.snapshot, files, self.now_ms, splits)
+
+
+_NOT_PICKLED = ("files", "index", "transactions")  # of a snapshot: a task needs none of them
+
+
+def _unpickled_tasks(kept: dict, files: FileTable, now_ms: int, splits: Splits | None) -> FileScanTasks:
+    return FileScanTasks(Snapshot(files={}, **kept), files, now_ms, splits)
 
 
 def check_batch_rows(dataset: str, batch_rows: object) -> None:

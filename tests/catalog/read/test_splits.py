@@ -1,14 +1,20 @@
 """Input partitions by Spark's rules: split size, file splits, packing."""
 
 import dataclasses
+import pickle
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cdkds.catalog.log.actions import AddFile
-from cdkds.catalog.read.scan import FileScanTask
+from cdkds.catalog.descriptor import DatasetDescriptor
+from cdkds.catalog.expressions import Predicate, bind
+from cdkds.catalog.log.actions import AddFile, Tombstone
+from cdkds.catalog.log.files import FileTable
+from cdkds.catalog.log.snapshot import Snapshot
+from cdkds.catalog.read.scan import FileScanTask, FileScanTasks
 from cdkds.catalog.read.splits import FILE_OPEN_COST, MIN_SPLIT_BYTES, input_partitions, pack, split, split_size
 from cdkds.formats.files import Split
+from cdkds.formats.statistics import ColumnStatistics
 
 MB = 1024 * 1024
 
@@ -72,3 +78,69 @@ def test_split_holds_each_middle_in_exactly_one_split():
         for last in range(first + 1, 26):
             assert sum(s.holds(first, last) for s in splits) == 1
     assert dataclasses.asdict(Split(3, 4)) == {"start": 3, "length": 4}
+
+
+# ---------------------------------------------------------------- tasks known column-wise
+
+SCHEMA = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}, {"name": "p", "type": "string"}]}
+
+
+def _column_tasks(sizes: list[int], tombstones=()) -> FileScanTasks:
+    """A plan's tasks over files of ``sizes`` bytes, known column-wise."""
+    descriptor = DatasetDescriptor(SCHEMA, partition_strategy="identity(p)")
+    adds = [AddFile(f"data/p_copy=v{i % 3}/f{i}.parquet", {"p_copy": f"v{i % 3}"}, size, 10,
+                    {"id": ColumnStatistics(0, i, i + 9)}, 0, revision=i % 4) for i, size in enumerate(sizes)]
+    snapshot = Snapshot(4, 0, "", descriptor, 0, {a.path: a for a in adds}, tuple(tombstones))
+    return FileScanTasks(snapshot, FileTable.of(adds, descriptor), 0)
+
+
+def _spark_rules(tasks: list[FileScanTask], max_bytes: int, parallelism: int, splittable: bool):
+    """Spark's rules spelt out task by task (FilePartition.maxSplitBytes, splitFiles, getFilePartitions)."""
+    total = sum(t.length + FILE_OPEN_COST for t in tasks)
+    size = max(MIN_SPLIT_BYTES, min(max_bytes, max(FILE_OPEN_COST, total // parallelism)))
+    pieces = []
+    for t in tasks:
+        if splittable and t.file.size > size:
+            pieces += [dataclasses.replace(t, split=Split(s, min(size, t.file.size - s))) for s in range(0, t.file.size, size)]
+        else:
+            pieces.append(t)
+    groups, current, used = [], [], 0
+    for t in sorted(pieces, key=lambda t: t.length, reverse=True):
+        if current and used + t.length > size:
+            groups.append(current)
+            current, used = [], 0
+        current.append(t)
+        used += t.length + FILE_OPEN_COST
+    return groups + [current] if current else groups
+
+
+@given(st.lists(st.sampled_from([1, 5, 40, 127, 128, 129, 300, 1000, 3000]) | st.integers(1, 3000), max_size=40),
+       st.integers(1, 64), st.integers(1, 512), st.booleans())
+def test_property_column_wise_packing_is_spark_packing_of_the_tasks(sizes, parallelism, max_mb, splittable):
+    tasks = _column_tasks([s * 100_000 for s in sizes])
+    expected = _spark_rules(list(tasks), max_mb * MB, parallelism, splittable)
+    columnar = input_partitions(tasks, max_mb * MB, parallelism, splittable)
+    assert all(isinstance(g, FileScanTasks) for g in columnar)  # no task object made to pack them
+    assert [list(g) for g in columnar] == expected
+    assert input_partitions(list(tasks), max_mb * MB, parallelism, splittable) == expected
+
+
+def test_a_group_travels_as_its_own_rows_and_makes_its_tasks_where_it_is_read():
+    tombstone = Tombstone(bind(Predicate("eq", "id", 3), DatasetDescriptor(SCHEMA).fields), revision=2)
+    tasks = _column_tasks([10 * MB] * 2000 + [700 * MB], [tombstone])
+    groups = input_partitions(tasks, 128 * MB, 4, True)
+    assert sum(len(g) for g in groups) == 2000 + 6  # the large file in six splits
+    for group in (groups[0], groups[-1]):
+        shipped = pickle.loads(pickle.dumps(group))
+        assert isinstance(shipped, FileScanTasks)
+        assert list(shipped) == list(group)  # its splits, and the tombstones that apply to each file
+        assert len(pickle.dumps(group)) < 20_000  # its rows, not the plan's 2,001 files
+    assert [t.split for t in groups[0]] == [Split(i * 128 * MB, 128 * MB) for i in range(1)]
+    assert any(t.tombstones for g in groups for t in g) and not all(t.tombstones for g in groups for t in g)
+
+
+def test_tasks_restricted_to_some_paths():
+    tasks = _column_tasks([MB, 2 * MB, 3 * MB])
+    kept = tasks.restricted({"data/p_copy=v2/f2.parquet", "data/p_copy=v0/f0.parquet"})
+    assert isinstance(kept, FileScanTasks)
+    assert list(kept) == [tasks[0], tasks[2]]
