@@ -208,7 +208,7 @@ class FileTable:
             return FileTable.empty(descriptor)
         if len(tables) == 1:
             return tables[0]
-        return FileTable(pa.concat_tables([t.table for t in tables]).combine_chunks(), descriptor)
+        return FileTable(pa.concat_tables([t.table for t in tables]), descriptor)  # chunks kept: no copy
 
     @property
     def live_rows(self) -> int:

@@ -163,7 +163,8 @@ class LiveFiles(Mapping[str, AddFile]):
                 if self._parts.may_match(i, file_filter):
                     table = self._visible(self._parts.table(i))
                     if len(table):
-                        tables.append(table.filter(may_match_mask(file_filter, table)))
+                        mask = may_match_mask(file_filter, table)
+                        tables.append(table if pc.all(mask).as_py() else table.filter(mask))  # no copy of a whole part
         fresh = [f for f in self.added.values() if file_filter.may_match(f)]
         if fresh:
             tables.append(FileTable.of(fresh, self.descriptor))
