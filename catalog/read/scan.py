@@ -156,6 +156,10 @@ class FileScanTasks(Sequence[FileScanTask]):
     def __hash__(self) -> int:
         return hash(tuple(self))
 
+    def __reduce__(self):
+        # pickled as the tuple of tasks it equals: the snapshot (its parts' lock) stays behind
+        return tuple, (self._tasks(),)
+
     @property
     def total_bytes(self) -> int:
         return int(pc.sum(self.files.table.column("size")).as_py() or 0)
