@@ -257,7 +257,10 @@ class LiveFiles(Mapping[str, AddFile]):
             return len(self.added)
         if not self.removed:  # paths are never re-used: an added file is not in a part
             return self._parts.files + len(self.added)
-        return len(self._all())
+        if self._materialised is not None:
+            return len(self._materialised)
+        hidden = [*self.removed, *self.added]  # counted column-wise: no file object is made
+        return sum(len(t.without(hidden)) for t in self._parts.all()) + len(self.added)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._all())

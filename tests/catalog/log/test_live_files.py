@@ -108,8 +108,8 @@ def test_live_files_equal_a_model_replay(steps, data):
     for version in data.draw(st.lists(st.sampled_from(sorted(history)), min_size=1, max_size=3, unique=True)):
         files, descriptor = history[version]
         read = TransactionLog(store, "t").snapshot(version)  # afresh: from the newest checkpoint at or before it
+        assert len(read.files) == len(files)  # counted before the files are made
         assert dict(read.files.items()) == files, f"revision {version}"
-        assert len(read.files) == len(files)
         assert read.row_count == sum(f.live_rows for f in files.values())
         for path in list(files)[:3]:
             assert path in read.files and read.files[path] == files[path]
@@ -119,3 +119,27 @@ def test_live_files_equal_a_model_replay(steps, data):
             matches = FileFilter.of(bind(parse(text), read.descriptor.fields), read.descriptor)
             assert sorted(f.path for f in read.files.matching(matches)) == \
                 sorted(p for p, f in files.items() if matches.may_match(f)), (version, text)
+
+
+def test_counting_the_files_after_removals_makes_no_file_objects(monkeypatch):
+    """``len()`` of files over parts some of whose files were removed since (a plan's
+    ``total_files``) counts column-wise: it made an AddFile of every live file."""
+    from cdkds.catalog import DatasetRepository
+    from cdkds.catalog.log.files import FileTable
+
+    repo = DatasetRepository(f"memory://live-count-{uuid.uuid4().hex}")
+    ds = repo.create("t", DatasetDescriptor(SCHEMA, partition_strategy="identity(g)",
+                                            properties={"checkpoint.partFiles": "2"}))
+    for i in range(6):
+        with ds.writer() as w:
+            w.write({"id": i, "g": GROUPS[i % 3], "v": i})
+    ds.checkpoint()
+    ds.delete("g = 'a'")  # removes two files of the parts
+    with ds.writer() as w:
+        w.write({"id": 9, "g": "d", "v": None})
+    expected = len(list(repo.load("t").snapshot.files.values()))
+    files = repo.load("t").snapshot.files
+    made = []
+    real = FileTable.files
+    monkeypatch.setattr(FileTable, "files", lambda self: made.append(len(self)) or real(self))
+    assert len(files) == expected == 5 and sum(made) == 0
