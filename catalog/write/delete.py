@@ -13,12 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow.compute as pc
 
 from cdkds.catalog.errors import ExpressionError
 from cdkds.catalog.keyed.deletion import DeletionVector, DeletionVectorRef
 from cdkds.catalog.log.actions import Action, AddFile, DeleteRows, RemoveFile, Tombstone
 from cdkds.catalog.log.conflicts import ReadPartitions
 from cdkds.catalog.expressions import Expression, as_expression, bind
+from cdkds.catalog.expressions.columnar import must_match_mask
 from cdkds.catalog.expressions.pruning import FileFilter
 from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.read.scan import file_task, read_task
@@ -48,10 +50,9 @@ def plan_delete(dataset: str, snapshot: Snapshot, where: Expression | str) -> De
                               f"overwrite the dataset with nothing")
     predicate = bind(as_expression(where, dataset), snapshot.descriptor.fields, dataset)
     matches = FileFilter.of(predicate, snapshot.descriptor)
-    removed, partial = [], []
-    for f in snapshot.files.values():
-        if matches.may_match(f):
-            (removed if matches.must_match(f) else partial).append(f)
+    candidates = snapshot.files.matching_table(matches)  # only the parts and rows that may match are read
+    whole = must_match_mask(matches, candidates)
+    removed, partial = candidates.filter(whole).files(), candidates.filter(pc.invert(whole)).files()
     return DeletePlan(predicate, tuple(removed), tuple(partial), ReadPartitions(matches))
 
 

@@ -143,3 +143,26 @@ def test_counting_the_files_after_removals_makes_no_file_objects(monkeypatch):
     real = FileTable.files
     monkeypatch.setattr(FileTable, "files", lambda self: made.append(len(self)) or real(self))
     assert len(files) == expected == 5 and sum(made) == 0
+
+
+def test_a_delete_reads_only_the_files_it_may_match(monkeypatch):
+    """Planning a delete over parts makes the AddFiles of the files it may match, not of
+    every file (it went through every file one by one)."""
+    from cdkds.catalog import DatasetRepository
+    from cdkds.catalog.log.files import FileTable
+
+    repo = DatasetRepository(f"memory://live-delete-{uuid.uuid4().hex}")
+    ds = repo.create("t", DatasetDescriptor(SCHEMA, partition_strategy="identity(g)",
+                                            properties={"checkpoint.partFiles": "2"}))
+    for i in range(8):
+        with ds.writer() as w:
+            w.write({"id": i, "g": GROUPS[i % 4], "v": i})
+    ds.checkpoint()
+    ds = repo.load("t")
+    made = []
+    real = FileTable.files
+    monkeypatch.setattr(FileTable, "files", lambda self: made.append(len(self)) or real(self))
+    ds.delete("g = 'b' and id > 2")
+    assert sum(made) == 1  # of the two files of partition b, only the one holding id 5 (the other: id 1)
+    monkeypatch.undo()
+    assert sorted(r["id"] for r in repo.load("t").reader()) == [0, 1, 2, 3, 4, 6, 7]
