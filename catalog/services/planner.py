@@ -27,11 +27,17 @@ from __future__ import annotations
 import dataclasses
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
 
-from cdkds.catalog.expressions import ALWAYS_TRUE
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cdkds.catalog.expressions import ALWAYS_TRUE, bind
+from cdkds.catalog.expressions.columnar import may_match_mask
+from cdkds.catalog.expressions.pruning import FileFilter
 from cdkds.catalog.expressions.visitors import references
 from cdkds.catalog.log.actions import AddFile
+from cdkds.catalog.keyed.ttl import TimeToLive
 from cdkds.catalog.log.checkpointer import checkpoint_interval
 from cdkds.catalog.maintenance.compaction import bin_pack
 from cdkds.catalog.maintenance.rewrite import keeps_expiry, may_have_expired
@@ -165,7 +171,7 @@ def plan_services(store: "ObjectStore", snapshot: "Snapshot", now_ms: int,
     settings = settings or descriptor.services
     small_size = settings.file_size * SMALL_FILE_FRACTION
     by_partition: dict[tuple, list[AddFile]] = defaultdict(list)
-    for f in snapshot.files.values() if scope is None else scope.files(snapshot):
+    for f in _candidates(snapshot, settings) if scope is None else scope.files(snapshot):
         by_partition[partition_key(f)].append(f)
     moment = now_ms - now_ms % MOMENT_MS  # expiry counted as of the minute, so that counts are remembered
     deleted: list[tuple[AddFile, float]] = []
@@ -217,6 +223,29 @@ def plan_services(store: "ObjectStore", snapshot: "Snapshot", now_ms: int,
     return ServicePlan(settings, tuple(groups), tuple(buckets), tuple((f.path, x) for f, x in deleted), tuple(crowded),
                        tombstoned, (snapshot.version // interval + 1) * interval,
                        settings.log_retention is not None, settings.vacuum_retention is not None, kept=kept)
+
+
+def _candidates(snapshot: "Snapshot", settings: ServiceSettings) -> Iterable[AddFile]:
+    """The files the services may have work for: without TTL (whose rules are read per
+    file), the small ones, those whose deletion vectors reach the threshold and those a
+    tombstone may apply to — picked column-wise, so the files of a large dataset with
+    nothing to do are never made objects (the rest decide nothing below)."""
+    if TimeToLive.of(snapshot.descriptor) is not None:
+        return snapshot.files.values()
+    files = snapshot.files.table()
+    if not len(files):
+        return ()
+    table = files.table
+    rows = table.column("rows")
+    due = pc.or_(pc.less(table.column("size"), settings.file_size * SMALL_FILE_FRACTION),
+                 pc.and_(pc.greater(rows, 0), pc.greater_equal(
+                     pc.divide(pc.cast(table.column("deleted_rows"), pa.float64()), pc.cast(rows, pa.float64())),
+                     settings.deleted_fraction)))
+    for tombstone in snapshot.tombstones:
+        applies = FileFilter.of(bind(tombstone.predicate, snapshot.descriptor.fields), snapshot.descriptor)
+        due = pc.or_(due, pc.and_(pc.less(table.column("revision"), tombstone.revision),
+                                  may_match_mask(applies, files)))
+    return files.filter(due).files()
 
 
 def _partition(key: tuple) -> str:

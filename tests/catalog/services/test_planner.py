@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pyarrow as pa
+
 from cdkds.catalog import DatasetDescriptor
 from tests.catalog.services.conftest import TINY
 
@@ -81,3 +83,27 @@ def test_index_buckets_at_the_threshold_are_merged(mem_repo):
     expected = state(ds)
     assert len(expected) == 8 and ds.get_many(list(expected)).num_rows == 8
     assert ds.history()[-1].info["reasons"] == ["index"]
+
+
+def test_a_whole_plan_makes_objects_only_of_the_files_it_may_rewrite(mem_repo, monkeypatch):
+    """Without TTL, the files a whole-dataset plan (``describe``, ``maintain``) looks at one by
+    one are picked column-wise: small, deleted past the threshold, or under a tombstone."""
+    from cdkds.catalog.log.files import FileTable
+
+    ds = mem_repo.create("big", DatasetDescriptor(SCHEMA, properties={
+        "services.inline": "false", "services.file.size": "16384", "services.small.files": "2"}))
+    for i in range(6):
+        with ds.writer() as w:  # files over 12,288 bytes: not small
+            w.write_batch(pa.table({"id": list(range(4000 * i, 4000 * i + 4000)),
+                                    "v": [f"{j * 7919 % 100003:08d}-{i}" for j in range(4000)]}))
+    with ds.writer() as w:
+        w.write({"id": 1000, "v": "a"})  # small
+    ds.checkpoint()
+    assert sorted(f.size > 12288 for f in ds.files) == [False] + [True] * 6
+    ds.delete("id = 4500")  # a tombstone that may match one file
+    made = []
+    real = FileTable.files
+    monkeypatch.setattr(FileTable, "files", lambda self: made.append(len(self)) or real(self))
+    plan = mem_repo.load("big").services_plan()
+    assert plan.tombstoned == 1
+    assert sum(made) == 2, made  # the small file and the one the tombstone applies to, of seven
