@@ -22,7 +22,7 @@ from cdkds.catalog import maintenance
 from cdkds.catalog.write.delete import plan_delete, row_deletes
 from cdkds.catalog.errors import CommitFailedError
 from cdkds.catalog.log.actions import (
-    FIELD_ID_PROTOCOL, KEYED_PROTOCOL, AddIndex, DeleteRows, SetMetadata, SetProtocol,
+    FIELD_ID_PROTOCOL, KEYED_PROTOCOL, READER_VERSION, WRITER_VERSION, AddIndex, DeleteRows, SetMetadata, SetProtocol,
 )
 from cdkds.catalog.log.commit import clock
 from cdkds.catalog.write.writer import DEFAULT_TARGET_FILE_SIZE, DatasetWriter, delete_files
@@ -339,6 +339,18 @@ class Dataset:
         :mod:`cdkds.catalog.mirror`). Enabled mirrors are kept after every commit anyway."""
         from cdkds.catalog.mirror.runner import update_mirrors
         return update_mirrors(self.log, self.snapshot, formats or None)
+
+    def upgrade_log(self) -> int:
+        """Raise the log to the newest version this cdkds writes (4: checkpoints in parts,
+        read in part) and write a checkpoint in the new form; older cdkds versions then
+        refuse the dataset. Returns the revision; nothing is committed when the log is at
+        that version already."""
+        protocol = self.snapshot.protocol
+        if protocol.reader_version < READER_VERSION or protocol.writer_version < WRITER_VERSION:
+            self._commit("upgrade", [SetProtocol(max(protocol.reader_version, READER_VERSION),
+                                                 max(protocol.writer_version, WRITER_VERSION))])
+            self.checkpoint()
+        return self.version
 
     def checkpoint(self) -> None:
         """Write a checkpoint of the revision this dataset shows (and go on from its parts,

@@ -176,6 +176,27 @@ def checkpoint(url: str, storage: Sequence[str], as_json: bool) -> None:
          lambda out: out.print(f"checkpoint of revision {ds.version} written"))
 
 
+@cli.command()
+@click.argument("url")
+@common
+def upgrade(url: str, storage: Sequence[str], as_json: bool) -> None:
+    """Raise a dataset's log to the newest version (checkpoints in parts); older cdkds
+    versions then refuse it.
+
+    \b
+    Example:
+      cdkds upgrade lake/events
+    """
+    ds = open_dataset(url, storage)
+    before = ds.snapshot.protocol.reader_version
+    with working(f"upgrading the log of {ds.name}"):
+        revision = ds.upgrade_log()
+    after = ds.snapshot.protocol.reader_version
+    emit(as_json, {"dataset": ds.name, "revision": revision, "from": before, "to": after},
+         lambda out: out.print(f"log of {ds.name} at version {after}" + (
+             f" (was {before}), committed as revision {revision}" if after != before else ", as it was")))
+
+
 @cli.command("rebuild-index")
 @click.argument("url")
 @common

@@ -91,6 +91,7 @@ def test_maintenance_commands(lake):
     listed = json.loads(run("vacuum", url, "--retention", "0s", "--force", "--json").stdout)
     assert listed["dry_run"] and listed["files"] == []  # the compacted files are still referenced by history
     assert "checkpoint of revision 4 written" in run("checkpoint", url).stdout
+    assert json.loads(run("upgrade", url, "--json").stdout) == {"dataset": "events", "revision": 4, "from": 4, "to": 4}
     removed = json.loads(run("expire-log", url, "--older-than", "0s", "--force", "--json").stdout)
     assert removed  # commits 1-3 and older checkpoints
     doomed = json.loads(run("vacuum", url, "--retention", "0s", "--force", "--json").stdout)["files"]
@@ -137,6 +138,7 @@ def test_maintenance_commands(lake):
     (["alter", "{url}", "widen id to int"], 1, "error: dataset 'events': cannot widen field 'id' from long to int"),
     (["alter", "{url}", "add n decimal(4,2) default 1"], 1, "defaults are supported for"),
     (["rebuild", "{url}"], 1, "error: the log of dataset 'events' reads fine (revision 2)"),
+    (["upgrade", "{root}/sales/nope"], 1, "error: dataset 'nope' does not exist"),
     (["show", "{url}", "--debug"], 2, "No such option '--debug'"),  # the group's option only before the command
     (["show", "{url}", "--where", "--debug"], 1, "error: dataset 'events': cannot parse predicate '--debug'"),
     pytest.param(["list", "s3://bucket/lake", "--storage-option", "client_kwargs.endpoint_url=http://127.0.0.1:9",

@@ -303,3 +303,21 @@ def test_a_point_query_reads_only_the_parts_that_may_match(parted):
     files = parted.log.listing.checkpoint(parted.version).files
     f = FileFilter.of(bind(parse("g = 'p002'"), parted.descriptor.fields), parted.descriptor)
     assert len(files.matching(f)) == 4 and len([k for k in reads if k.startswith(PARTS_FOLDER)]) == 1
+
+
+def test_upgrading_a_legacy_log_gives_it_checkpoints_of_parts(tmp_path):
+    """``upgrade_log`` (``cdkds upgrade``) raises a dataset written before version 4 to it: one
+    commit, a checkpoint of parts, the same rows; a second upgrade commits nothing."""
+    shutil.copytree(LEGACY / "lake", tmp_path / "lake")
+    repo = DatasetRepository(f"file://{tmp_path}/lake")
+    ds = repo.load("pq")
+    expected = json.loads((LEGACY / "expected.json").read_text())["pq"][str(ds.version)]
+    before = ds.version
+    assert ds.upgrade_log() == before + 1
+    assert ds.snapshot.protocol.reader_version == PARTED_CHECKPOINT_PROTOCOL
+    names, meta = actions_in(ds.store, ds.version)
+    assert "part" in names and "add" not in names
+    assert ds.upgrade_log() == before + 1  # at the version already: nothing committed
+    fresh = repo.load("pq")
+    assert fresh.history()[-1].operation == "upgrade"
+    assert sorted(fresh.to_table().to_pylist(), key=lambda r: r["id"]) == expected
