@@ -21,13 +21,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cdkds.catalog.descriptor import DatasetDescriptor
-from cdkds.catalog.errors import CorruptLogWarning
+from cdkds.catalog.errors import CorruptLogError, CorruptLogWarning
 from cdkds.catalog.log import checkpoint
 from cdkds.catalog.log.actions import PARTED_CHECKPOINT_PROTOCOL
 from cdkds.catalog.log.files import FileTable
 from cdkds.catalog.log.listing import HINT_KEY, LogListing, checkpoint_key
 from cdkds.catalog.log.live import LiveFiles
 from cdkds.catalog.log.parts import PART_FILES, CheckpointPart, StoredParts, write_parts
+from cdkds.catalog.log.replay import Replay
 from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.storage import ObjectStore
 
@@ -59,7 +60,7 @@ class Checkpointer:
         existing = self.listing.fetch(key)
         written = None
         if existing is None or self.listing.decode_checkpoint(existing, snapshot.version) is None:
-            written = self._put(key, snapshot, damaged=existing is not None)
+            written = self._put(key, self._on_newest(snapshot), damaged=existing is not None)
         hint = self.listing.hint()
         if hint is None or hint < snapshot.version:
             self.store.put(HINT_KEY, json.dumps({"revision": snapshot.version}).encode())
@@ -67,6 +68,28 @@ class Checkpointer:
             return snapshot
         loader = StoredParts(self.store, self.listing.where(key))
         return dataclasses.replace(snapshot, files=LiveFiles.over(written, loader, snapshot.descriptor))
+
+    def _on_newest(self, snapshot: Snapshot) -> Snapshot:
+        """``snapshot``, or its state replayed from the newest readable checkpoint before it when
+        its files are over parts that checkpoint does not name: expiry deletes the parts no
+        retained checkpoint names, so the parts of an older checkpoint a writer went on from
+        (another writer's checkpoints since being the retained ones) may be gone, or be about to
+        go, and a checkpoint naming them again would make the dataset unreadable."""
+        ours = checkpoint.parts_of(snapshot)
+        if ours is None:  # no part is named again: every file goes to a new part
+            return snapshot
+        for revision in reversed([r for r in self.listing.list().checkpoints if r < snapshot.version]):
+            newest = self.listing.checkpoint(revision)
+            if newest is None:
+                continue
+            if {p.key for p in ours} <= {p.key for p in checkpoint.parts_of(newest) or ()}:
+                return snapshot
+            replayed = Replay(self.listing).forward(newest, upto=snapshot.version)
+            if replayed.version != snapshot.version:
+                raise CorruptLogError(f"dataset {self.listing.dataset!r}: revision {snapshot.version} cannot be "
+                                      f"replayed from checkpoint {revision} to write its checkpoint")
+            return replayed
+        return snapshot
 
     def _put(self, key: str, snapshot: Snapshot, damaged: bool) -> list[CheckpointPart] | None:
         """Write the checkpoint object (and its parts first); the parts it names when it is ours."""

@@ -179,6 +179,29 @@ def test_a_checkpoint_writers_fresh_parts_are_safe_from_expiry(repo):
     assert stray in part_objects(ds.store)
 
 
+def test_a_writer_on_parts_of_an_expired_checkpoint_checkpoints_from_the_retained_one(repo):
+    """Two writers, each going on from its own checkpoints' parts: an expiry that keeps the
+    other's checkpoint deletes this one's parts, which its next checkpoint must not name."""
+    repo.create("t", DatasetDescriptor(SCHEMA, "identity(g)", properties={
+        "checkpoint.interval": "2", "checkpoint.partFiles": "1"}))
+    a, b = repo.load("t"), repo.load("t")
+
+    def append(ds, i):
+        with ds.writer() as w:
+            w.write_batch(pa.table({"id": [i], "g": [f"p{i:03d}"]}))
+
+    append(a, 1)
+    append(a, 2)  # checkpoint 2: a's parts, a goes on from them
+    append(b, 3)
+    append(b, 4)  # checkpoint 4: b's parts (b read revision 0, held in memory)
+    append(a, 5)  # a catches up to revision 5, its files still over checkpoint 2's parts
+    a.log.expire(dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=1), force=True)  # keeps checkpoint 4
+    append(a, 6)  # checkpoint 6
+    assert rows(repo.load("t")) == [1, 2, 3, 4, 5, 6]
+    assert set(parts_named(a.store, 6)) <= set(part_objects(a.store))
+    assert check_dataset(a.store, "t").ok
+
+
 def test_vacuum_leaves_every_log_object(repo):
     ds = make(repo, files=4)
     ds.log.write_checkpoint(ds.snapshot)
