@@ -21,7 +21,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cdkds.catalog.descriptor import DatasetDescriptor
-from cdkds.catalog.errors import CorruptLogError, CorruptLogWarning
+from cdkds.catalog.errors import CorruptLogError, CorruptLogWarning, InvalidDescriptorError
+from cdkds.catalog.keyed.properties import count_property
 from cdkds.catalog.log import checkpoint
 from cdkds.catalog.log.actions import PARTED_CHECKPOINT_PROTOCOL
 from cdkds.catalog.log.files import FileTable
@@ -42,7 +43,10 @@ def checkpoint_interval(descriptor: DatasetDescriptor) -> int:
 
 def part_files(descriptor: DatasetDescriptor) -> int:
     """The most data files a checkpoint part holds (``checkpoint.partFiles``)."""
-    return max(1, int(descriptor.properties.get("checkpoint.partFiles", PART_FILES)))
+    try:
+        return count_property(descriptor.properties, "checkpoint.partFiles", PART_FILES)
+    except InvalidDescriptorError:  # recorded before it was checked
+        return PART_FILES
 
 
 class Checkpointer:
