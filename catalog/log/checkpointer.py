@@ -70,7 +70,7 @@ class Checkpointer:
             self.store.put(HINT_KEY, json.dumps({"revision": snapshot.version}).encode())
         if written is None:
             return snapshot
-        loader = StoredParts(self.store, self.listing.where(key))
+        loader = StoredParts(self.store, self.listing.where(key), key)
         return dataclasses.replace(snapshot, files=LiveFiles.over(written, loader, snapshot.descriptor))
 
     def _on_newest(self, snapshot: Snapshot) -> Snapshot:

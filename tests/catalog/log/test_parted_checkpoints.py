@@ -202,6 +202,18 @@ def test_a_writer_on_parts_of_an_expired_checkpoint_checkpoints_from_the_retaine
     assert check_dataset(a.store, "t").ok
 
 
+def test_a_state_whose_checkpoint_was_expired_since_it_was_read_says_so(repo):
+    ds = make(repo, files=4, interval=2, part_files=1)
+    ds.log.write_checkpoint(ds.snapshot)
+    reader = repo.load("t")  # over checkpoint 1's parts, none read yet
+    for i in range(2):
+        repo.load("t").delete(f"id = {i}")  # rewrites the parts holding them
+    ds.log.expire(dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=1), force=True)
+    with pytest.raises(CorruptLogError, match="was expired since this state was read: read the dataset again"):
+        rows(reader)
+    assert rows(reader.refresh()) == [2, 3]
+
+
 def test_vacuum_leaves_every_log_object(repo):
     ds = make(repo, files=4)
     ds.log.write_checkpoint(ds.snapshot)
