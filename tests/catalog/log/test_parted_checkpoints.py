@@ -214,6 +214,24 @@ def test_a_state_whose_checkpoint_was_expired_since_it_was_read_says_so(repo):
     assert rows(reader.refresh()) == [2, 3]
 
 
+def test_expiry_refuses_to_keep_a_checkpoint_whose_part_is_missing(repo):
+    """Reads around a checkpoint with a missing part need the commits before it: expiring them
+    would make the damage permanent."""
+    ds = make(repo, files=4, interval=1000, part_files=2)
+    ds.log.write_checkpoint(ds.snapshot)
+    with ds.writer() as w:
+        w.write_batch(pa.table({"id": [50], "g": ["p050"]}))
+    ds.log.write_checkpoint(ds.snapshot)
+    lost = next(k for k in parts_named(ds.store, 2) if k not in parts_named(ds.store, 1))
+    ds.store.delete(lost)
+    before = sorted(ds.store.list("_log"))
+    with pytest.raises(CorruptLogError, match=f"{lost}.*is missing"):
+        ds.log.expire(dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=1), force=True)
+    assert sorted(ds.store.list("_log")) == before  # nothing expired
+    ds.store.delete(checkpoint_key(2))  # the remedy cdkds check names still works
+    assert rows(repo.load("t")) == [0, 1, 2, 3, 50]
+
+
 def test_vacuum_leaves_every_log_object(repo):
     ds = make(repo, files=4)
     ds.log.write_checkpoint(ds.snapshot)
