@@ -28,7 +28,7 @@ from cdkds.catalog.log.actions import PARTED_CHECKPOINT_PROTOCOL
 from cdkds.catalog.log.files import FileTable
 from cdkds.catalog.log.listing import HINT_KEY, LogListing, checkpoint_key
 from cdkds.catalog.log.live import LiveFiles
-from cdkds.catalog.log.parts import PART_FILES, CheckpointPart, StoredParts, write_parts
+from cdkds.catalog.log.parts import PART_FILES, PARTS_FOLDER, CheckpointPart, StoredParts, write_parts
 from cdkds.catalog.log.replay import Replay
 from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.storage import ObjectStore
@@ -95,10 +95,25 @@ class Checkpointer:
             return replayed
         return snapshot
 
+    def _check_parts_there(self, snapshot: Snapshot) -> None:
+        """:class:`CorruptLogError` when a part ``snapshot``'s files are over (which the checkpoint
+        may name again unread) is missing: named by this checkpoint too, it would outlive the
+        remedy of deleting the checkpoint that lost it."""
+        ours = checkpoint.parts_of(snapshot)
+        if not ours:
+            return
+        there = {f"{PARTS_FOLDER}/{name}" for name in self.store.list(PARTS_FOLDER)}
+        for part in ours:
+            if part.key not in there:
+                raise CorruptLogError(f"dataset {self.listing.dataset!r}: part {self.store.display(part.key)} of the "
+                                      f"checkpoint the state of revision {snapshot.version} was read from is "
+                                      f"missing; no checkpoint of revision {snapshot.version} was written")
+
     def _put(self, key: str, snapshot: Snapshot, damaged: bool) -> list[CheckpointPart] | None:
         """Write the checkpoint object (and its parts first); the parts it names when it is ours."""
         parts = None
         if snapshot.protocol.reader_version >= PARTED_CHECKPOINT_PROTOCOL:
+            self._check_parts_there(snapshot)
             parts = PartWriter(self.store, snapshot).parts()
         data = checkpoint.encode(snapshot, parts)
         if damaged:

@@ -232,6 +232,22 @@ def test_expiry_refuses_to_keep_a_checkpoint_whose_part_is_missing(repo):
     assert rows(repo.load("t")) == [0, 1, 2, 3, 50]
 
 
+def test_a_checkpoint_does_not_name_again_a_part_that_is_missing(repo):
+    """Otherwise every later checkpoint names it too, and deleting the damaged checkpoint (the
+    remedy cdkds check names) no longer lets reads go around it."""
+    make(repo, files=4, interval=1000, part_files=2).checkpoint()
+    ds = repo.load("t")  # over checkpoint 1's parts
+    lost = ds.snapshot.files.parts[0].key
+    ds.store.delete(lost)
+    with ds.writer() as w:
+        w.write_batch(pa.table({"id": [50], "g": ["p050"]}))
+    with pytest.raises(CorruptLogError, match=f"{lost}.*is missing"):
+        ds.log.write_checkpoint(ds.snapshot)
+    assert checkpoint_key(2) not in [f"_log/{n}" for n in ds.store.list("_log")]
+    ds.store.delete(checkpoint_key(1))
+    assert rows(repo.load("t")) == [0, 1, 2, 3, 50]
+
+
 def test_vacuum_leaves_every_log_object(repo):
     ds = make(repo, files=4)
     ds.log.write_checkpoint(ds.snapshot)
