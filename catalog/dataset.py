@@ -341,8 +341,9 @@ class Dataset:
         return update_mirrors(self.log, self.snapshot, formats or None)
 
     def checkpoint(self) -> None:
-        """Write a checkpoint of the revision this dataset shows."""
-        self.log.write_checkpoint(self.snapshot)
+        """Write a checkpoint of the revision this dataset shows (its files then read from the
+        checkpoint's parts, so its next checkpoint rewrites only what changed)."""
+        self.snapshot = self.log.write_checkpoint(self.snapshot)
 
     def _commit(self, operation: str, actions: Sequence[Action], info: Mapping[str, Any] | None = None,
                 commit_uuid: str | None = None, rule: ConflictRule | None = None,

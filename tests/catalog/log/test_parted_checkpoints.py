@@ -248,6 +248,18 @@ def test_a_checkpoint_does_not_name_again_a_part_that_is_missing(repo):
     assert rows(repo.load("t")) == [0, 1, 2, 3, 50]
 
 
+def test_a_dataset_goes_on_from_the_parts_of_the_checkpoint_it_was_asked_for(repo):
+    ds = make(repo, files=8, interval=3)  # revision 1, its files in memory
+    ds.checkpoint()
+    with ds.writer() as w:  # revision 2
+        w.write_batch(pa.table({"id": [100], "g": ["p100"]}))
+    puts = Puts(ds.store)
+    with ds.writer() as w:  # revision 3: a checkpoint of the new files only
+        w.write_batch(pa.table({"id": [101], "g": ["p101"]}))
+    assert len(puts.parts) == 1
+    assert rows(ds) == rows(repo.load("t")) == [*range(8), 100, 101]
+
+
 def test_vacuum_leaves_every_log_object(repo):
     ds = make(repo, files=4)
     ds.log.write_checkpoint(ds.snapshot)
