@@ -353,8 +353,8 @@ class Dataset:
         return self.version
 
     def checkpoint(self) -> None:
-        """Write a checkpoint of the revision this dataset shows (and go on from its parts,
-        so the next checkpoint rewrites only what changes)."""
+        """Write a checkpoint of the revision this dataset shows (its files then read from the
+        checkpoint's parts, so its next checkpoint rewrites only what changed)."""
         self.snapshot = self.log.write_checkpoint(self.snapshot)
 
     def _commit(self, operation: str, actions: Sequence[Action], info: Mapping[str, Any] | None = None,

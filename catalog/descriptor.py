@@ -35,7 +35,7 @@ DEFAULT_FORMAT = "parquet"
 DEFAULT_COMPRESSION = "snappy"
 # the properties cdkds reads (README, "Descriptor properties"); a descriptor keeps any other
 # string pair for its users, so entry points that take properties from people refuse the rest
-KNOWN_PROPERTIES = ("checkpoint.interval", "index.buckets", "index.compaction.deltas", "ttl", "ttl.field", "gc.grace",
+KNOWN_PROPERTIES = ("checkpoint.interval", "checkpoint.partFiles", "index.buckets", "index.compaction.deltas", "ttl", "ttl.field", "gc.grace",
                     "sort.by", *SERVICE_PROPERTIES, *MIRROR_PROPERTIES)
 _KEY_KINDS = {"int", "long", "string", "uuid", "enum", "date", "timestamp-millis", "timestamp-micros",
               "local-timestamp-millis", "local-timestamp-micros", "decimal", "boolean", "bytes", "fixed"}
@@ -124,6 +124,8 @@ class DatasetDescriptor:
         if bad:
             raise InvalidDescriptorError(f"properties must map strings to strings; bad entries: {bad!r:.200}")
         count_property(props, "checkpoint.interval", 10)
+        if not recorded:  # a log that recorded a bad one before it was checked still reads (the default applies)
+            count_property(props, "checkpoint.partFiles", 1)
         KeyedProperties.parse(props, fields, self.ordering_field, recorded)
         ServiceSettings.parse(props, recorded)
         enabled_mirrors(props, recorded)

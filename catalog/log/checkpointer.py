@@ -21,13 +21,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cdkds.catalog.descriptor import DatasetDescriptor
-from cdkds.catalog.errors import CorruptLogWarning
+from cdkds.catalog.errors import CorruptLogError, CorruptLogWarning, InvalidDescriptorError
+from cdkds.catalog.keyed.properties import count_property
 from cdkds.catalog.log import checkpoint
 from cdkds.catalog.log.actions import PARTED_CHECKPOINT_PROTOCOL
 from cdkds.catalog.log.files import FileTable
 from cdkds.catalog.log.listing import HINT_KEY, LogListing, checkpoint_key
 from cdkds.catalog.log.live import LiveFiles
-from cdkds.catalog.log.parts import PART_FILES, CheckpointPart, StoredParts, write_parts
+from cdkds.catalog.log.parts import PART_FILES, PARTS_FOLDER, CheckpointPart, StoredParts, write_parts
+from cdkds.catalog.log.replay import Replay
 from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.storage import ObjectStore
 
@@ -41,7 +43,10 @@ def checkpoint_interval(descriptor: DatasetDescriptor) -> int:
 
 def part_files(descriptor: DatasetDescriptor) -> int:
     """The most data files a checkpoint part holds (``checkpoint.partFiles``)."""
-    return max(1, int(descriptor.properties.get("checkpoint.partFiles", PART_FILES)))
+    try:
+        return count_property(descriptor.properties, "checkpoint.partFiles", PART_FILES)
+    except InvalidDescriptorError:  # recorded before it was checked
+        return PART_FILES
 
 
 class Checkpointer:
@@ -59,19 +64,56 @@ class Checkpointer:
         existing = self.listing.fetch(key)
         written = None
         if existing is None or self.listing.decode_checkpoint(existing, snapshot.version) is None:
-            written = self._put(key, snapshot, damaged=existing is not None)
+            written = self._put(key, self._on_newest(snapshot), damaged=existing is not None)
         hint = self.listing.hint()
         if hint is None or hint < snapshot.version:
             self.store.put(HINT_KEY, json.dumps({"revision": snapshot.version}).encode())
         if written is None:
             return snapshot
-        loader = StoredParts(self.store, self.listing.where(key))
+        loader = StoredParts(self.store, self.listing.where(key), key)
         return dataclasses.replace(snapshot, files=LiveFiles.over(written, loader, snapshot.descriptor))
+
+    def _on_newest(self, snapshot: Snapshot) -> Snapshot:
+        """``snapshot``, or its state replayed from the newest readable checkpoint before it when
+        its files are over parts that checkpoint does not name: expiry deletes the parts no
+        retained checkpoint names, so the parts of an older checkpoint a writer went on from
+        (another writer's checkpoints since being the retained ones) may be gone, or be about to
+        go, and a checkpoint naming them again would make the dataset unreadable."""
+        ours = checkpoint.parts_of(snapshot)
+        if ours is None:  # no part is named again: every file goes to a new part
+            return snapshot
+        for revision in reversed([r for r in self.listing.list().checkpoints if r < snapshot.version]):
+            newest = self.listing.checkpoint(revision)
+            if newest is None:
+                continue
+            if {p.key for p in ours} <= {p.key for p in checkpoint.parts_of(newest) or ()}:
+                return snapshot
+            replayed = Replay(self.listing).forward(newest, upto=snapshot.version)
+            if replayed.version != snapshot.version:
+                raise CorruptLogError(f"dataset {self.listing.dataset!r}: revision {snapshot.version} cannot be "
+                                      f"replayed from checkpoint {revision} to write its checkpoint")
+            return replayed
+        return snapshot
+
+    def _check_parts_there(self, snapshot: Snapshot) -> None:
+        """:class:`CorruptLogError` when a part ``snapshot``'s files are over (which the checkpoint
+        may name again unread) is missing: named by this checkpoint too, it would outlive the
+        remedy of deleting the checkpoint that lost it."""
+        ours = checkpoint.parts_of(snapshot)
+        if not ours:
+            return
+        there = {f"{PARTS_FOLDER}/{name}" for name in self.store.list(PARTS_FOLDER)}
+        for part in ours:
+            if part.key not in there:
+                raise CorruptLogError(f"dataset {self.listing.dataset!r}: part {self.store.display(part.key)} of the "
+                                      f"checkpoint the state of revision {snapshot.version} was read from is "
+                                      f"missing; no checkpoint of revision {snapshot.version} was written")
 
     def _put(self, key: str, snapshot: Snapshot, damaged: bool) -> list[CheckpointPart] | None:
         """Write the checkpoint object (and its parts first); the parts it names when it is ours."""
         parts = None
         if snapshot.protocol.reader_version >= PARTED_CHECKPOINT_PROTOCOL:
+            self._check_parts_there(snapshot)
             parts = PartWriter(self.store, snapshot).parts()
         data = checkpoint.encode(snapshot, parts)
         if damaged:

@@ -13,6 +13,7 @@ from cdkds.catalog.log import checkpoint
 from cdkds.catalog.log.listing import EXPIRED_KEY, ExpiryMarker, Listing, checkpoint_key
 from cdkds.catalog.log.parts import PARTS_FOLDER, part_revision
 from cdkds.catalog.log.replay import Replay
+from cdkds.catalog.log.snapshot import Snapshot
 
 MINIMUM_LOG_AGE = dt.timedelta(hours=1)
 
@@ -50,6 +51,7 @@ class LogExpiry:
         doomed += [commit_key(r) for r in listing.commits if 0 < r < keep.version]
         if not doomed:
             return []
+        self._check_parts(keep)
         ours = ExpiryMarker(keep.version, self._commit1_timestamp(listing))
         self._mark(ours)  # before any commit's name is freed: committers check it (committer.py)
         for key in doomed:
@@ -59,6 +61,21 @@ class LogExpiry:
         for key in parts:
             self.listing.store.delete(key)
         return doomed + parts
+
+    def _check_parts(self, keep: Snapshot) -> None:
+        """:class:`CorruptLogError` when a part of ``keep``, the checkpoint to keep, is missing:
+        reads can go around it only from the commits before it, which expiring would delete."""
+        parts = checkpoint.parts_of(keep) or ()
+        if not parts:
+            return
+        store = self.listing.store
+        there = {f"{PARTS_FOLDER}/{name}" for name in store.list(PARTS_FOLDER)}
+        for part in parts:
+            if part.key not in there:
+                raise CorruptLogError(
+                    f"dataset {self.dataset!r}: part {store.display(part.key)} of checkpoint {keep.version}, the "
+                    f"one expiry would keep, is missing; reads can go around it only from the commits before it, "
+                    f"so nothing was expired (cdkds check names the remedy)")
 
     def _unnamed_parts(self, oldest: int) -> list[str]:
         """The checkpoint parts no retained checkpoint names, of checkpoints older than ``oldest``

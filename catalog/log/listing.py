@@ -145,7 +145,7 @@ class LogListing:
         """The state in a checkpoint object's bytes; ``None`` (and a warning) when they are damaged."""
         where = self.where(checkpoint_key(revision))
         try:
-            snapshot = checkpoint.decode(data, where, StoredParts(self.store, where))
+            snapshot = checkpoint.decode(data, where, StoredParts(self.store, where, checkpoint_key(revision)))
             if snapshot.version != revision:
                 raise CorruptLogError(f"checkpoint {where} says it is revision {snapshot.version}")
             return snapshot

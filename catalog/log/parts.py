@@ -257,17 +257,22 @@ class PartLoader(Protocol):
 
 class StoredParts:
     """Reads the parts a checkpoint names from the dataset's store (a :class:`PartLoader`);
-    ``checkpoint``: the checkpoint object, as errors name it."""
+    ``checkpoint``: the checkpoint object, as errors name it; ``key``: its key, to tell a
+    part expired with it (the state was read before an expiry) from a lost one."""
 
-    def __init__(self, store: "ObjectStore", checkpoint: str):
+    def __init__(self, store: "ObjectStore", checkpoint: str, key: str | None = None):
         self.store = store
         self.checkpoint = checkpoint
+        self.key = key
 
     def load(self, part: CheckpointPart, descriptor: DatasetDescriptor) -> FileTable:
         where = f"part {self.store.display(part.key)} of checkpoint {self.checkpoint}"
         try:
             data = self.store.read(part.key)
         except FileNotFoundError:
+            if self.key is not None and not self.store.exists(self.key):
+                raise CorruptLogError(f"{where} is missing: the checkpoint was expired since this state was read: "
+                                      f"read the dataset again") from None
             raise CorruptLogError(f"{where} is missing; the files it holds cannot be known") from None
         return FileTable(conform(read_part(data, part, where), descriptor), descriptor)
 

@@ -78,7 +78,7 @@ class Snapshot:
             raise IncompatibleDescriptorError(f"dataset {dataset!r}: {e}") from None
         renames = top_level_renames(self.descriptor, evolved)
         old_ids, new_ids = self.descriptor.field_ids, evolved.field_ids
-        for t in _applying(self):
+        for t in applying(self):
             try:
                 bind(rename(t.predicate, renames), evolved.fields)
                 # a field dropped and added again under its name is another field: the delete must not read it
@@ -140,7 +140,7 @@ class Snapshot:
                 files = settle()
                 if descriptor is not None:
                     if tombstones:  # spent ones go, so the new schema need not read them (see evolve)
-                        tombstones = _applying(dataclasses.replace(
+                        tombstones = applying(dataclasses.replace(
                             self, descriptor=descriptor, files=files, tombstones=tuple(tombstones)))
                     renames = top_level_renames(descriptor, action.descriptor)
                     tombstones = [dataclasses.replace(t, predicate=rename(t.predicate, renames)) for t in tombstones]
@@ -173,7 +173,7 @@ class Snapshot:
         return empty.apply(commit)
 
 
-def _applying(snapshot: Snapshot) -> list[Tombstone]:
+def applying(snapshot: Snapshot) -> list[Tombstone]:
     """The tombstones of ``snapshot`` that are not spent; all of them in a log whose schema
     already lost a field a tombstone reads (older versions allowed it: its reads fail until
     an update gives the field back, which must stay possible)."""

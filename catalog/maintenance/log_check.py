@@ -180,7 +180,7 @@ class LogCheck:
         key = checkpoint_key(r)
         if data is None:  # deleted since the listing
             return
-        loader = StoredParts(self.listing.store, self.listing.where(key))
+        loader = StoredParts(self.listing.store, self.listing.where(key), key)
         try:
             snapshot = checkpoint.decode(data, self.listing.where(key), loader)
             if snapshot.version != r:

@@ -181,7 +181,7 @@ def lake(tmp_path):
     (["create", "{root}/new", "--like", "{in}/good.csv", "--partition-by", "hash(nope, 4)"], 1,
      "error: dataset 'new': partition source 'nope' of hash(nope, 4) is not a field of the schema"),
     (["create", "{root}/new", "--like", "{in}/good.csv", "--property", "colour=blue"], 1,
-     "error: dataset 'new': unknown property 'colour'; the properties are checkpoint.interval, index.buckets"),
+     "error: dataset 'new': unknown property 'colour'; the properties are checkpoint.interval, checkpoint.partFiles, index.buckets"),
     (["create", "{root}/new", "--like", "{in}/good.csv", "--property", "checkpoint.interval=0"], 1,
      "error: dataset 'new': property checkpoint.interval must be a positive integer, got '0'"),
     (["create", "{root}/new", "--like", "{in}/good.csv", "--property", "novalue"], 2, "expected k=v, got 'novalue'"),

@@ -154,6 +154,17 @@ def test_bad_checkpoint_interval():
         DatasetDescriptor(SCHEMA, properties={"checkpoint.interval": "0"})
 
 
+@pytest.mark.parametrize("value", ["abc", "0", "1.5", "-3"])
+def test_bad_checkpoint_part_files(value):
+    with pytest.raises(InvalidDescriptorError, match="checkpoint.partFiles must be a positive integer"):
+        DatasetDescriptor(SCHEMA, properties={"checkpoint.partFiles": value})
+
+
+def test_checkpoint_part_files_is_a_known_property():
+    from cdkds.catalog.descriptor import KNOWN_PROPERTIES
+    assert "checkpoint.partFiles" in KNOWN_PROPERTIES  # the CLI and Spark options take it
+
+
 class _no_warning:
     def __enter__(self):
         import warnings

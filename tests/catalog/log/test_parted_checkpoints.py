@@ -179,6 +179,87 @@ def test_a_checkpoint_writers_fresh_parts_are_safe_from_expiry(repo):
     assert stray in part_objects(ds.store)
 
 
+def test_a_writer_on_parts_of_an_expired_checkpoint_checkpoints_from_the_retained_one(repo):
+    """Two writers, each going on from its own checkpoints' parts: an expiry that keeps the
+    other's checkpoint deletes this one's parts, which its next checkpoint must not name."""
+    repo.create("t", DatasetDescriptor(SCHEMA, "identity(g)", properties={
+        "checkpoint.interval": "2", "checkpoint.partFiles": "1"}))
+    a, b = repo.load("t"), repo.load("t")
+
+    def append(ds, i):
+        with ds.writer() as w:
+            w.write_batch(pa.table({"id": [i], "g": [f"p{i:03d}"]}))
+
+    append(a, 1)
+    append(a, 2)  # checkpoint 2: a's parts, a goes on from them
+    append(b, 3)
+    append(b, 4)  # checkpoint 4: b's parts (b read revision 0, held in memory)
+    append(a, 5)  # a catches up to revision 5, its files still over checkpoint 2's parts
+    a.log.expire(dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=1), force=True)  # keeps checkpoint 4
+    append(a, 6)  # checkpoint 6
+    assert rows(repo.load("t")) == [1, 2, 3, 4, 5, 6]
+    assert set(parts_named(a.store, 6)) <= set(part_objects(a.store))
+    assert check_dataset(a.store, "t").ok
+
+
+def test_a_state_whose_checkpoint_was_expired_since_it_was_read_says_so(repo):
+    ds = make(repo, files=4, interval=2, part_files=1)
+    ds.log.write_checkpoint(ds.snapshot)
+    reader = repo.load("t")  # over checkpoint 1's parts, none read yet
+    for i in range(2):
+        repo.load("t").delete(f"id = {i}")  # rewrites the parts holding them
+    ds.log.expire(dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=1), force=True)
+    with pytest.raises(CorruptLogError, match="was expired since this state was read: read the dataset again"):
+        rows(reader)
+    assert rows(reader.refresh()) == [2, 3]
+
+
+def test_expiry_refuses_to_keep_a_checkpoint_whose_part_is_missing(repo):
+    """Reads around a checkpoint with a missing part need the commits before it: expiring them
+    would make the damage permanent."""
+    ds = make(repo, files=4, interval=1000, part_files=2)
+    ds.log.write_checkpoint(ds.snapshot)
+    with ds.writer() as w:
+        w.write_batch(pa.table({"id": [50], "g": ["p050"]}))
+    ds.log.write_checkpoint(ds.snapshot)
+    lost = next(k for k in parts_named(ds.store, 2) if k not in parts_named(ds.store, 1))
+    ds.store.delete(lost)
+    before = sorted(ds.store.list("_log"))
+    with pytest.raises(CorruptLogError, match=f"{lost}.*is missing"):
+        ds.log.expire(dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=1), force=True)
+    assert sorted(ds.store.list("_log")) == before  # nothing expired
+    ds.store.delete(checkpoint_key(2))  # the remedy cdkds check names still works
+    assert rows(repo.load("t")) == [0, 1, 2, 3, 50]
+
+
+def test_a_checkpoint_does_not_name_again_a_part_that_is_missing(repo):
+    """Otherwise every later checkpoint names it too, and deleting the damaged checkpoint (the
+    remedy cdkds check names) no longer lets reads go around it."""
+    make(repo, files=4, interval=1000, part_files=2).checkpoint()
+    ds = repo.load("t")  # over checkpoint 1's parts
+    lost = ds.snapshot.files.parts[0].key
+    ds.store.delete(lost)
+    with ds.writer() as w:
+        w.write_batch(pa.table({"id": [50], "g": ["p050"]}))
+    with pytest.raises(CorruptLogError, match=f"{lost}.*is missing"):
+        ds.log.write_checkpoint(ds.snapshot)
+    assert checkpoint_key(2) not in [f"_log/{n}" for n in ds.store.list("_log")]
+    ds.store.delete(checkpoint_key(1))
+    assert rows(repo.load("t")) == [0, 1, 2, 3, 50]
+
+
+def test_a_dataset_goes_on_from_the_parts_of_the_checkpoint_it_was_asked_for(repo):
+    ds = make(repo, files=8, interval=3)  # revision 1, its files in memory
+    ds.checkpoint()
+    with ds.writer() as w:  # revision 2
+        w.write_batch(pa.table({"id": [100], "g": ["p100"]}))
+    puts = Puts(ds.store)
+    with ds.writer() as w:  # revision 3: a checkpoint of the new files only
+        w.write_batch(pa.table({"id": [101], "g": ["p101"]}))
+    assert len(puts.parts) == 1
+    assert rows(ds) == rows(repo.load("t")) == [*range(8), 100, 101]
+
+
 def test_vacuum_leaves_every_log_object(repo):
     ds = make(repo, files=4)
     ds.log.write_checkpoint(ds.snapshot)

@@ -96,6 +96,25 @@ def test_a_partitioned_dataset_compacted_and_altered_is_healthy(repo):
     assert report.data_files > len(ds.files)  # the compacted files too: time travel still reads them
 
 
+def test_a_delete_spent_by_a_compaction_after_a_checkpoint_of_parts_is_healthy(repo):
+    """A replay from a checkpoint's parts keeps a tombstone no live file predates (it cannot
+    tell without reading them); it deletes nothing, so it is no difference from the log."""
+    ds = repo.create("spent", DatasetDescriptor(EVENT_SCHEMA, "identity(country)",
+                                                properties={"checkpoint.interval": "1000"}))
+    for ids in ([0, 1], [2, 3]):
+        with ds.writer() as w:
+            for i in ids:
+                w.write({"id": i, "userId": i, "country": "nz", "ts": dt.datetime(2026, 1, 1, tzinfo=UTC)})
+    ds.checkpoint()
+    ds = ds.refresh()  # its files over the checkpoint's parts
+    ds.delete("id = 1")  # a tombstone
+    ds.compact()  # rewrites both files: the tombstone is spent
+    ds.checkpoint()
+    assert sorted(r["id"] for r in ds.reader()) == [0, 2, 3]
+    report = checked(ds)
+    assert report.ok and report.problems == (), report.problems
+
+
 def test_a_keyed_dataset_with_deletion_vectors_and_an_index_is_healthy(repo):
     ds = keyed(repo)
     report = checked(ds, read_data=True)
