@@ -196,10 +196,6 @@ class FileScanTasks(Sequence[FileScanTask]):
             return self.splits.length
         return self.files.table.column("size").to_numpy()
 
-    @property
-    def total_bytes(self) -> int:
-        return int(self.lengths.sum())
-
     def take(self, rows: np.ndarray, splits: Splits | None = None) -> "FileScanTasks":
         """The tasks of the files at ``rows`` (of these tasks, each reading its whole file),
         reading the pieces ``splits`` says when given."""
