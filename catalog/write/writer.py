@@ -258,9 +258,8 @@ class PartitionedWriter:
 
     def placements(self) -> tuple[np.ndarray, pa.StringArray, np.ndarray]:
         """Where the rows written so far went, for the files already closed: the input row
-        numbers (in write order across calls), each row's file (an Arrow array, taken from the
-        files' paths: a list of a path per row costs a Python object per row) and position in
-        it (in a sorted file, its position after sorting)."""
+        numbers (in write order across calls), each row's file (taken from the paths in Arrow:
+        no Python string per row) and position in it (in a sorted file, after sorting)."""
         rows, files, positions = [], [], []
         paths: dict[str, int] = {}
         for input_rows, token, start in self._placed:
@@ -272,8 +271,8 @@ class PartitionedWriter:
                                  else rank[start:start + len(input_rows)])
         if not rows:
             return np.zeros(0, np.int64), pa.array([], pa.string()), np.zeros(0, np.int64)
-        return np.concatenate(rows), pa.array(list(paths), pa.string()).take(np.concatenate(files)), \
-            np.concatenate(positions)
+        each_file = pa.array(list(paths), pa.string()).take(np.concatenate(files))
+        return np.concatenate(rows), each_file, np.concatenate(positions)
 
     def _route(self, batch: pa.RecordBatch) -> None:
         base = self._rows_seen
