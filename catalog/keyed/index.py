@@ -393,7 +393,8 @@ class RecordIndex:
         return IndexFile(AddIndex(path, bucket, base, rows.num_rows, len(data), hashlib.sha256(data).hexdigest(), lo, hi,
                                   footer_crc32=zlib.crc32(_footer_of(data))), data)
 
-    def entries(self, rows: pa.Table | pa.RecordBatch, files: list[str] | pa.Array, positions: np.ndarray,
+    def entries(self, rows: pa.Table | pa.RecordBatch, files: list[str] | pa.Array | pa.ChunkedArray,
+                positions: np.ndarray,
                 hashes: np.ndarray | None = None) -> pa.Table:
         """Index entries for live rows (with their key, ordering and TTL columns) that were
         written at ``files``/``positions``."""
@@ -402,7 +403,7 @@ class RecordIndex:
         order = rows.column(self.descriptor.ordering_field) if self.descriptor.ordering_field else pa.nulls(n, pa.int8())
         expires = self.ttl.expiry(rows) if self.ttl is not None else None
         return pa.table([pa.array(hashes, pa.uint64()), *(rows.column(k) for k in self.key.names),
-                         pa.array(files, pa.string()), pa.array(positions, pa.int64()), order,
+                         _strings(files), pa.array(positions, pa.int64()), order,
                          expires if expires is not None else pa.nulls(n, EXPIRY_TYPE),
                          pa.array(np.zeros(n, dtype=bool))], schema=self.schema)
 
@@ -486,6 +487,14 @@ def _join(found: pa.Table, keys: pa.Table, hashes: np.ndarray, names: Iterable[s
         given = keys.column(name).take(pa.array(key_rows))
         same &= pc.fill_null(pc.equal(stored, given), False).to_numpy(zero_copy_only=False)
     return entry_rows[same], key_rows[same].astype(np.int64)
+
+
+def _strings(values: "list[str] | pa.Array | pa.ChunkedArray") -> pa.Array:
+    """``values`` as one Arrow string array; an Arrow array is cast, not converted value by
+    value (a Python object per row costs more than the rest of an index entry)."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    return values.cast(pa.string()) if isinstance(values, pa.Array) else pa.array(values, pa.string())
 
 
 def _in_sorted(values: np.ndarray, members: np.ndarray) -> np.ndarray:

@@ -280,7 +280,7 @@ def _plan_write(dataset: "Dataset", snapshot: "Snapshot", change: KeyedChange, i
         raise
     placed, files, positions = writer.placements()
     order = np.argsort(placed, kind="stable")
-    files = [files[i] for i in order]
+    files = files.take(order)
     change.entries = index.entries(written, files, positions[order], hashes[winners])
 
 

@@ -5,7 +5,7 @@
 - ``services.budget`` — bytes of data and index files one inline pass may rewrite (default
   256m); work beyond it waits for the next commit or ``cdkds maintain``;
 - ``services.deleted.fraction`` — rewrite a data file once this fraction of its rows is
-  deleted (deletion vectors, tombstones) or expired (TTL); default 0.2, from 0.01 to 1;
+  deleted (deletion vectors, tombstones) or expired (TTL); default 0.15, from 0.01 to 1;
 - ``services.tombstones`` — ``true`` (default) or ``false``: rewrite the files a tombstone
   (a delete on a dataset without a record key) applies to, without the rows it hides;
 - ``services.small.files`` — bin-pack a partition's small files (under three quarters of
@@ -33,7 +33,7 @@ from cdkds.catalog.errors import InvalidDescriptorError
 from cdkds.catalog.keyed.properties import count_property
 
 DEFAULT_BUDGET = 256 * 1024 * 1024
-DEFAULT_DELETED_FRACTION = 0.2
+DEFAULT_DELETED_FRACTION = 0.15  # two 10% upserts of random keys: 19% gone; see docs/PERFORMANCE.md
 DEFAULT_SMALL_FILES = 8
 DEFAULT_FILE_SIZE = 128 * 1024 * 1024  # the writer's DEFAULT_TARGET_FILE_SIZE
 MIN_FILE_SIZE = 1024

@@ -256,21 +256,23 @@ class PartitionedWriter:
         delete_files(self.store, [a.path for a in self._written])
         self._written = []
 
-    def placements(self) -> tuple[np.ndarray, list[str], np.ndarray]:
+    def placements(self) -> tuple[np.ndarray, pa.StringArray, np.ndarray]:
         """Where the rows written so far went, for the files already closed: the input row
-        numbers (in write order across calls), each row's file and position in it (in a
-        sorted file, its position after sorting)."""
+        numbers (in write order across calls), each row's file (taken from the paths in Arrow:
+        no Python string per row) and position in it (in a sorted file, after sorting)."""
         rows, files, positions = [], [], []
+        paths: dict[str, int] = {}
         for input_rows, token, start in self._placed:
             if token in self._paths:
                 rows.append(input_rows)
-                files.extend([self._paths[token]] * len(input_rows))
+                files.append(np.full(len(input_rows), paths.setdefault(self._paths[token], len(paths)), np.int32))
                 rank = self._ranks.get(token)
                 positions.append(np.arange(start, start + len(input_rows), dtype=np.int64) if rank is None
                                  else rank[start:start + len(input_rows)])
         if not rows:
-            return np.zeros(0, np.int64), [], np.zeros(0, np.int64)
-        return np.concatenate(rows), files, np.concatenate(positions)
+            return np.zeros(0, np.int64), pa.array([], pa.string()), np.zeros(0, np.int64)
+        each_file = pa.array(list(paths), pa.string()).take(np.concatenate(files))
+        return np.concatenate(rows), each_file, np.concatenate(positions)
 
     def _route(self, batch: pa.RecordBatch) -> None:
         base = self._rows_seen

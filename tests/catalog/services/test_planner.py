@@ -107,3 +107,18 @@ def test_a_whole_plan_makes_objects_only_of_the_files_it_may_rewrite(mem_repo, m
     plan = mem_repo.load("big").services_plan()
     assert plan.tombstoned == 1
     assert sum(made) == 2, made  # the small file and the one the tombstone applies to, of seven
+
+
+def test_by_default_a_file_is_rewritten_once_15_percent_of_its_rows_are_deleted(mem_repo):
+    """Two 10% upserts of random keys leave ~19% of a file's rows deleted: the default
+    threshold rewrites it then, not after a third (a scan pays for every deleted row it
+    decodes and for filtering the rest: 1.4-1.7x the same rows compacted before then)."""
+    from tests.catalog.keyed.conftest import user, users_descriptor
+
+    ds = mem_repo.create("k", users_descriptor(**{"services.inline": "false"}))
+    ds.upsert([user("nz", i, 0) for i in range(100)])
+    base = next(iter(ds.files)).path
+    ds.upsert([user("nz", i, 1) for i in range(10)])
+    assert not ds.services_plan().deleted  # 10%
+    ds.upsert([user("nz", i, 2) for i in range(10, 16)])
+    assert [f for f, _ in ds.services_plan().deleted] == [base]  # 16%
