@@ -133,7 +133,7 @@ class RecordIndex:
         tasks = []
         for i, start in enumerate(starts):
             bucket = int(sorted_buckets[start])
-            wanted = np.unique(hashes[order[start:bounds[i + 1]]])
+            wanted = _distinct_sorted(hashes[order[start:bounds[i + 1]]])
             tasks.extend((entry, _file_rank(bucket, seq), wanted)
                          for seq, entry in enumerate(self.snapshot.index_files(bucket)))
         if len(tasks) <= 1 or len(hashes) <= INLINE_KEYS:  # a handful of keys: threads cost more than they save
@@ -190,7 +190,8 @@ class RecordIndex:
                     at = seen + hits  # in the read of ``groups``
                     group_of_hit = np.searchsorted(starts, at, "right") - 1
                     ranks = (seq << 32) + footer.offsets[groups[group_of_hit]] + at - starts[group_of_hit]
-                    pieces.append(pa.Table.from_batches([batch.take(pa.array(hits))])
+                    # a table's take: a record batch's is forty times slower (pyarrow 26)
+                    pieces.append(pa.Table.from_batches([batch]).take(pa.array(hits))
                                   .append_column(_RANK, pa.array(ranks, pa.int64())))
                 seen += batch.num_rows
             return _entries(pa.concat_tables(pieces), self._ranked_schema()) if pieces else None
@@ -488,6 +489,12 @@ def _join(found: pa.Table, keys: pa.Table, hashes: np.ndarray, names: Iterable[s
     return entry_rows[same], key_rows[same].astype(np.int64)
 
 
+def _distinct_sorted(values: np.ndarray) -> np.ndarray:
+    """``values`` sorted, each once: ``np.unique`` without its hash table (slower here, numpy 2.4)."""
+    values = np.sort(values)
+    return values[np.r_[True, values[1:] != values[:-1]]] if len(values) else values
+
+
 def _in_sorted(values: np.ndarray, members: np.ndarray) -> np.ndarray:
     """For each value, whether it is one of ``members`` (sorted): a binary search each."""
     if not len(members):
@@ -498,7 +505,15 @@ def _in_sorted(values: np.ndarray, members: np.ndarray) -> np.ndarray:
 
 def _matches(hashes: np.ndarray, wanted: np.ndarray) -> np.ndarray:
     """The rows of sorted ``hashes`` whose value is one of sorted, unique ``wanted``, in order."""
+    if not len(hashes) or not len(wanted):
+        return np.zeros(0, dtype=np.int64)
+    # only the wanted hashes within the range of ``hashes`` are searched for
+    lo, hi = int(np.searchsorted(wanted, hashes[0], "left")), int(np.searchsorted(wanted, hashes[-1], "right"))
+    wanted = wanted[lo:hi]
     left = np.searchsorted(hashes, wanted, "left")
+    if not (hashes[1:] == hashes[:-1]).any():  # distinct hashes (the usual case): one search each
+        at = left[left < len(hashes)]
+        return at[hashes[at] == wanted[:len(at)]].astype(np.int64)
     counts = np.searchsorted(hashes, wanted, "right") - left
     total = int(counts.sum())
     if total == 0:

@@ -211,3 +211,14 @@ def test_a_lookup_of_many_keys_decodes_one_row_group_at_a_time(repo, monkeypatch
     found = ds.get_many([("nz", i) for i in range(0, 220, 2)])
     assert found.column("email").to_pylist() == [f"a{i}" for i in range(0, 200, 2)]
     assert sum(reads) == 200 and max(reads) == 16  # 13 row groups' worth, one at a time
+
+
+@settings(max_examples=60)
+@given(stored=st.lists(st.integers(0, 40), max_size=60), wanted=st.sets(st.integers(0, 45), max_size=30))
+def test_matching_hashes_are_every_row_of_a_wanted_hash_duplicates_included(stored, wanted):
+    from cdkds.catalog.keyed.index import _matches
+
+    hashes = np.array(sorted(stored), dtype=np.uint64)
+    want = np.array(sorted(wanted), dtype=np.uint64)
+    expected = [i for i, h in enumerate(hashes.tolist()) if h in wanted]
+    assert _matches(hashes, want).tolist() == expected
