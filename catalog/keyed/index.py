@@ -403,6 +403,7 @@ class RecordIndex:
         order = rows.column(self.descriptor.ordering_field) if self.descriptor.ordering_field else pa.nulls(n, pa.int8())
         expires = self.ttl.expiry(rows) if self.ttl is not None else None
         return pa.table([pa.array(hashes, pa.uint64()), *(rows.column(k) for k in self.key.names),
+                         files.cast(pa.string()) if isinstance(files, (pa.Array, pa.ChunkedArray)) else
                          pa.array(files, pa.string()), pa.array(positions, pa.int64()), order,
                          expires if expires is not None else pa.nulls(n, EXPIRY_TYPE),
                          pa.array(np.zeros(n, dtype=bool))], schema=self.schema)

@@ -280,8 +280,7 @@ def _plan_write(dataset: "Dataset", snapshot: "Snapshot", change: KeyedChange, i
         raise
     placed, files, positions = writer.placements()
     order = np.argsort(placed, kind="stable")
-    files = [files[i] for i in order]
-    change.entries = index.entries(written, files, positions[order], hashes[winners])
+    change.entries = index.entries(written, files.take(pa.array(order)), positions[order], hashes[winners])
 
 
 def _ties(dataset: "Dataset", snapshot: "Snapshot", table: pa.Table, stored: _Stored, against: np.ndarray) -> np.ndarray:

@@ -193,20 +193,23 @@ class PartitionedWriter:
         delete_files(self.store, [a.path for a in self._written])
         self._written = []
 
-    def placements(self) -> tuple[np.ndarray, list[str], np.ndarray]:
+    def placements(self) -> tuple[np.ndarray, pa.DictionaryArray, np.ndarray]:
         """Where the rows written so far went, for the files already closed: the input row
-        numbers (in write order across calls), each row's file and position in it (in a
-        sorted file, its position after sorting)."""
-        rows, files, positions = [], [], []
+        numbers (in write order across calls), each row's file (dictionary-encoded: a file
+        path per row would be a Python string each) and position in it (in a sorted file,
+        its position after sorting)."""
+        rows, codes, positions, paths = [], [], [], {}
         for input_rows, token, start in self._placed:
             if token in self._paths:
                 rows.append(input_rows)
-                files.extend([self._paths[token]] * len(input_rows))
+                codes.append(np.full(len(input_rows), paths.setdefault(self._paths[token], len(paths)), np.int32))
                 rank = self._ranks.get(token)
                 positions.append(np.arange(start, start + len(input_rows), dtype=np.int64) if rank is None
                                  else rank[start:start + len(input_rows)])
         if not rows:
-            return np.zeros(0, np.int64), [], np.zeros(0, np.int64)
+            return np.zeros(0, np.int64), pa.DictionaryArray.from_arrays(pa.array([], pa.int32()), pa.array([], pa.string())), \
+                np.zeros(0, np.int64)
+        files = pa.DictionaryArray.from_arrays(pa.array(np.concatenate(codes)), pa.array(list(paths), pa.string()))
         return np.concatenate(rows), files, np.concatenate(positions)
 
     def _route(self, batch: pa.RecordBatch) -> None:
