@@ -318,14 +318,18 @@ class RecordIndex:
             return []
         hashes = entries.column("_hash").to_numpy(zero_copy_only=False)
         buckets = self.key.buckets(hashes, self.buckets)
-        order = np.argsort(buckets.astype(np.int16), kind="stable")  # radix sort: at most 4,096 buckets
+        # by bucket, then hash (as files store them), equal hashes in the order given (later
+        # rows win): one take, and each bucket's rows a slice of it that needs no sorting
+        order = np.argsort(hashes, kind="stable")
+        order = order[np.argsort(buckets[order].astype(np.int16), kind="stable")]  # radix sort: at most 4,096 buckets
         sorted_buckets = buckets[order]
         starts = np.flatnonzero(np.r_[True, sorted_buckets[1:] != sorted_buckets[:-1]])
         bounds = [*starts, len(order)]
+        entries = entries.take(pa.array(order))
 
         def bucket_actions(i: int) -> list[Action | IndexFile]:
             bucket = int(sorted_buckets[starts[i]])
-            rows = entries.take(pa.array(np.sort(order[starts[i]:bounds[i + 1]])))
+            rows = entries.slice(starts[i], bounds[i + 1] - starts[i])
             existing = self.snapshot.index_files(bucket)
             deltas = [f for f in existing if not f.base]
             if len(deltas) + 1 >= self.merge_deltas:
@@ -378,8 +382,10 @@ class RecordIndex:
 
     def _encode_file(self, bucket: int, rows: pa.Table, base: bool) -> "IndexFile":
         """An index file of ``rows`` for ``bucket``, not stored yet."""
-        rows = rows.sort_by([("_hash", "ascending")])
         hashes = rows.column("_hash").to_numpy()
+        if (hashes[1:] < hashes[:-1]).any():
+            rows = rows.sort_by([("_hash", "ascending")])
+            hashes = rows.column("_hash").to_numpy()
         bloom = HashBloom.of(hashes)
         sink = io.BytesIO()
         with pq.ParquetWriter(sink, rows.schema, compression=COMPRESSION, use_dictionary=["_file"],
