@@ -36,6 +36,7 @@ from cdkds.catalog.expressions import ALWAYS_TRUE
 from cdkds.catalog.keyed.bloom import HashBloom
 from cdkds.catalog.keyed.caches import FOOTERS, IndexFooter, deleted_positions
 from cdkds.catalog.keyed.keys import RecordKey
+from cdkds.catalog.keyed.matching import KEY_ROW, distinct_sorted, in_sorted, join, matches, same_keys, with_key_rows
 from cdkds.catalog.keyed.reconcile import distinct_hashes
 from cdkds.catalog.keyed.ttl import EXPIRY_TYPE, TimeToLive, files_timestamps
 from cdkds.catalog.log.actions import Action, AddIndex, RemoveIndex
@@ -52,8 +53,8 @@ INDEX_FOLDER = "_index"
 WRITE_MERGE_FACTOR = 3  # with inline services, a write merges a bucket at this many times index.compaction.deltas
 ROW_GROUP_ENTRIES = 16384
 COMPRESSION = "lz4"  # LZ4_RAW: decodes twice as fast as zstd for 30% more bytes
-INLINE_KEYS = 64
-BLOOM_KEYS_PER_GROUP = 4
+INLINEKEY_ROWS = 64
+BLOOMKEY_ROWS_PER_GROUP = 4
 READ_THREADS = max(2, min(8, os.cpu_count() or 2))
 FOOTER_READ = 64 << 10  # bytes read from an index file's end to get its footer: one request for most
 _RANK = "_rank"
@@ -130,13 +131,18 @@ class RecordIndex:
         sorted_buckets = buckets[order]
         starts = np.flatnonzero(np.r_[True, sorted_buckets[1:] != sorted_buckets[:-1]]) if len(order) else []
         bounds = [*starts, len(order)]
-        tasks = []
+        tasks, carried = [], True
         for i, start in enumerate(starts):
             bucket = int(sorted_buckets[start])
-            wanted = _distinct_sorted(hashes[order[start:bounds[i + 1]]])
-            tasks.extend((entry, _file_rank(bucket, seq), wanted)
+            rows = order[start:bounds[i + 1]]
+            rows = rows[np.argsort(hashes[rows], kind="stable")]
+            wanted = hashes[rows]
+            carried &= not (wanted[1:] == wanted[:-1]).any()  # else keys of equal hash: joined by values below
+            tasks.extend((entry, _file_rank(bucket, seq), wanted, rows)
                          for seq, entry in enumerate(self.snapshot.index_files(bucket)))
-        if len(tasks) <= 1 or len(hashes) <= INLINE_KEYS:  # a handful of keys: threads cost more than they save
+        if not carried:
+            tasks = [(entry, rank, distinct_sorted(wanted), None) for entry, rank, wanted, _ in tasks]
+        if len(tasks) <= 1 or len(hashes) <= INLINEKEY_ROWS:  # a handful of keys: threads cost more than they save
             pieces = [self._read_matching(*task) for task in tasks]
         else:
             pieces = list(_reading_pool().map(lambda task: self._read_matching(*task), tasks))
@@ -144,26 +150,34 @@ class RecordIndex:
         if not pieces:
             return self._with_row(self.schema.empty_table(), np.zeros(0, np.int64))
         found = pa.concat_tables(pieces)
-        entry_rows, key_rows = _join(found, keys, hashes, self.key.names)
+        if carried:  # each entry read knows the one key row of its hash: compared by values (a collision)
+            key_rows = found.column(KEY_ROW).to_numpy()
+            entry_rows = np.flatnonzero(same_keys(found, keys, None, key_rows, self.key.names))
+            key_rows = key_rows[entry_rows]
+        else:
+            entry_rows, key_rows = join(found, keys, hashes, self.key.names)
         # the latest entry (highest rank) of each key row
         ranks = found.column(_RANK).to_numpy()[entry_rows]
         order = np.lexsort((ranks, key_rows))
         last = order[np.r_[key_rows[order][1:] != key_rows[order][:-1], True]] if len(order) else order
         return self._with_row(found.take(pa.array(entry_rows[last])).select(self.schema.names), key_rows[last])
 
-    def _read_matching(self, entry: AddIndex, seq: int, wanted: np.ndarray) -> pa.Table | None:
+    def _read_matching(self, entry: AddIndex, seq: int, wanted: np.ndarray, key_rows: np.ndarray | None = None
+                       ) -> pa.Table | None:
         """The entries of ``entry`` whose hash is wanted, ranked ``seq << 32 | row`` (unique
-        across buckets, and later files rank higher)."""
+        across buckets, and later files rank higher); with ``key_rows`` (the key row of each
+        wanted hash), the key row of each entry's hash as ``_key``."""
         if entry.max_hash < int(wanted[0]) or entry.min_hash > int(wanted[-1]):
             return None
         groups_about = max(1, -(-entry.rows // ROW_GROUP_ENTRIES))
-        footer = self._footer(entry, bloom=len(wanted) <= BLOOM_KEYS_PER_GROUP * groups_about)
-        if footer.has_bloom and len(wanted) <= BLOOM_KEYS_PER_GROUP * len(footer.low):
+        footer = self._footer(entry, bloom=len(wanted) <= BLOOMKEY_ROWS_PER_GROUP * groups_about)
+        if footer.has_bloom and len(wanted) <= BLOOMKEY_ROWS_PER_GROUP * len(footer.low):
             # few keys: the filter may spare the whole file; with many, every row group
             # holds some anyway and probing costs more than it saves
             if footer.bloom is None:
                 footer = self._footer(entry, bloom=True)
-            wanted = wanted[footer.bloom.might_hold(wanted)]
+            maybe = footer.bloom.might_hold(wanted)
+            wanted, key_rows = wanted[maybe], key_rows[maybe] if key_rows is not None else None
             if not len(wanted):
                 return None
         groups = footer.groups_for(wanted)
@@ -174,7 +188,9 @@ class RecordIndex:
         starts = np.cumsum(sizes) - sizes  # of each group in a read of ``groups``
         if not footer.has_bloom and len(wanted) <= len(groups):
             # few keys, no filter: most groups read may hold none of them; their hashes tell
-            hits = _matches(reader.read_row_groups(groups.tolist(), ["_hash"]).column(0).to_numpy(), wanted)
+            read = reader.read_row_groups(groups.tolist(), ["_hash"]).column(0).to_numpy()
+            hits = matches(read, wanted)
+            hit_hashes = read[hits]
             group_of_hit = np.searchsorted(starts, hits, "right") - 1
             chosen = np.unique(group_of_hit)
             slot = np.zeros(len(groups), dtype=np.int64)
@@ -183,9 +199,10 @@ class RecordIndex:
             rows = hits - starts[group_of_hit] + slot[group_of_hit]  # in the read of the chosen groups
         else:
             # a row group's entries at a time: what a read holds is not a whole (growing) file's
-            pieces, seen = [], 0
+            pieces, hit_hashes, seen = [], [], 0
             for batch in reader.batches(groups.tolist()):
-                hits = _matches(batch.column("_hash").to_numpy(), wanted)
+                read = batch.column("_hash").to_numpy()
+                hits = matches(read, wanted)
                 if len(hits):
                     at = seen + hits  # in the read of ``groups``
                     group_of_hit = np.searchsorted(starts, at, "right") - 1
@@ -193,13 +210,17 @@ class RecordIndex:
                     # a table's take: a record batch's is forty times slower (pyarrow 26)
                     pieces.append(pa.Table.from_batches([batch]).take(pa.array(hits))
                                   .append_column(_RANK, pa.array(ranks, pa.int64())))
+                    hit_hashes.append(read[hits])
                 seen += batch.num_rows
-            return _entries(pa.concat_tables(pieces), self._ranked_schema()) if pieces else None
+            if not pieces:
+                return None
+            return with_key_rows(_entries(pa.concat_tables(pieces), self._ranked_schema()), wanted, key_rows,
+                                  np.concatenate(hit_hashes))
         if not len(hits):
             return None
         positions = footer.offsets[groups[group_of_hit]] + hits - starts[group_of_hit]
         table = table.take(pa.array(rows)).append_column(_RANK, pa.array((seq << 32) + positions, pa.int64()))
-        return _entries(table, self._ranked_schema())
+        return with_key_rows(_entries(table, self._ranked_schema()), wanted, key_rows, hit_hashes)
 
     def _ranked_schema(self) -> pa.Schema:
         return self.schema.append(pa.field(_RANK, pa.int64()))
@@ -293,7 +314,7 @@ class RecordIndex:
             if add is None:
                 alive[rows] = False
             elif add.deletes:
-                alive[rows] &= ~_in_sorted(positions[rows], deleted_positions(self.store, add.deletes))
+                alive[rows] &= ~in_sorted(positions[rows], deleted_positions(self.store, add.deletes))
         if self.ttl is not None and entries.num_rows:
             alive &= self.ttl.alive(entries.column("_expires").combine_chunks()
                                     if isinstance(entries.column("_expires"), pa.ChunkedArray)
@@ -476,57 +497,6 @@ class RecordIndex:
             return self.schema.empty_table()
         latest = self._latest(pa.concat_tables(pieces), ["_hash", *self.key.names]).drop_columns([_RANK])
         return latest.filter(pa.array(self.tombstone_alive(latest, now_ms)))
-
-
-def _join(found: pa.Table, keys: pa.Table, hashes: np.ndarray, names: Iterable[str]) -> tuple[np.ndarray, np.ndarray]:
-    """The pairs (row of ``found``, row of ``keys``) of equal hash and equal key values."""
-    order = np.argsort(hashes, kind="stable")
-    ordered = hashes[order]
-    wanted = found.column("_hash").to_numpy()
-    left = np.searchsorted(ordered, wanted, "left")
-    counts = np.searchsorted(ordered, wanted, "right") - left
-    ends = np.cumsum(counts)
-    entry_rows = np.repeat(np.arange(len(wanted), dtype=np.int64), counts)
-    key_rows = order[np.repeat(left - (ends - counts), counts) + np.arange(int(ends[-1]) if len(ends) else 0)]
-    same = np.ones(len(entry_rows), dtype=bool)
-    for name in names:  # equal hashes of unequal keys: a collision
-        stored = found.column(name).take(pa.array(entry_rows))
-        given = keys.column(name).take(pa.array(key_rows))
-        same &= pc.fill_null(pc.equal(stored, given), False).to_numpy(zero_copy_only=False)
-    return entry_rows[same], key_rows[same].astype(np.int64)
-
-
-def _distinct_sorted(values: np.ndarray) -> np.ndarray:
-    """``values`` sorted, each once: ``np.unique`` without its hash table (slower here, numpy 2.4)."""
-    values = np.sort(values)
-    return values[np.r_[True, values[1:] != values[:-1]]] if len(values) else values
-
-
-def _in_sorted(values: np.ndarray, members: np.ndarray) -> np.ndarray:
-    """For each value, whether it is one of ``members`` (sorted): a binary search each."""
-    if not len(members):
-        return np.zeros(len(values), dtype=bool)
-    at = np.minimum(np.searchsorted(members, values), len(members) - 1)
-    return members[at] == values
-
-
-def _matches(hashes: np.ndarray, wanted: np.ndarray) -> np.ndarray:
-    """The rows of sorted ``hashes`` whose value is one of sorted, unique ``wanted``, in order."""
-    if not len(hashes) or not len(wanted):
-        return np.zeros(0, dtype=np.int64)
-    # only the wanted hashes within the range of ``hashes`` are searched for
-    lo, hi = int(np.searchsorted(wanted, hashes[0], "left")), int(np.searchsorted(wanted, hashes[-1], "right"))
-    wanted = wanted[lo:hi]
-    left = np.searchsorted(hashes, wanted, "left")
-    if not (hashes[1:] == hashes[:-1]).any():  # distinct hashes (the usual case): one search each
-        at = left[left < len(hashes)]
-        return at[hashes[at] == wanted[:len(at)]].astype(np.int64)
-    counts = np.searchsorted(hashes, wanted, "right") - left
-    total = int(counts.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    ends = np.cumsum(counts)
-    return (np.repeat(left - (ends - counts), counts) + np.arange(total)).astype(np.int64)
 
 
 def _footer_length(data: bytes) -> int:

@@ -268,7 +268,7 @@ def _plan_write(dataset: "Dataset", snapshot: "Snapshot", change: KeyedChange, i
     _mark(change, stored, np.flatnonzero(wins & (stored.live | stored.dead_row)))
     if not len(winners):
         return
-    written = table.take(pa.array(winners))
+    written = table if len(winners) == n else table.take(pa.array(winners))
     writer = PartitionedWriter(dataset.store, dataset.name, descriptor, snapshot.descriptor_version, snapshot.version,
                                uuid.uuid4().hex, change.operation, target_file_size=files.target_file_size,
                                max_open_files=files.max_open_files, sort_by=list(files.sort_by))
