@@ -405,6 +405,7 @@ def commit(dataset: "Dataset", changes: Sequence[KeyedChange], info: Mapping[str
             actions.append(SetProtocol(KEYED_PROTOCOL, KEYED_PROTOCOL))
         actions.extend(removes)
         actions.extend(adds)
+        sidecars: dict[str, bytes] = {}
         for path, parts in positions.items():
             deleted = np.unique(np.concatenate(parts))
             earlier = load_deletes(dataset.store, snapshot.files[path].deletes) if path in snapshot.files else None
@@ -412,10 +413,12 @@ def commit(dataset: "Dataset", changes: Sequence[KeyedChange], info: Mapping[str
                 deleted = np.setdiff1d(deleted, earlier.to_numpy())
             if not len(deleted):
                 continue
-            ref = DeletionVectorRef.store(dataset.store, DeletionVector.of(deleted))
-            if ref.path:
+            ref, sidecar = DeletionVectorRef.planned(DeletionVector.of(deleted))
+            if sidecar is not None:
+                sidecars[ref.path] = sidecar
                 written.append(ref.path)
             actions.append(DeleteRows(path, ref))
+        dataset.store.put_all(sidecars)  # together: their syncs overlap
         if entries:
             index_actions = RecordIndex(dataset.store, snapshot, dataset.name).write(pa.concat_tables(entries), now)
             written.extend(a.path for a in index_actions if isinstance(a, AddIndex))
