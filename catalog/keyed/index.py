@@ -160,7 +160,15 @@ class RecordIndex:
         ranks = found.column(_RANK).to_numpy()[entry_rows]
         order = np.lexsort((ranks, key_rows))
         last = order[np.r_[key_rows[order][1:] != key_rows[order][:-1], True]] if len(order) else order
-        return self._with_row(found.take(pa.array(entry_rows[last])).select(self.schema.names), key_rows[last])
+        if not carried:  # an entry may be the latest of several key rows (a key looked up twice)
+            return self._with_row(found.take(pa.array(entry_rows[last])).select(self.schema.names), key_rows[last])
+        # each entry is one key row's: kept by a mask, in found's order (a filter keeps to each
+        # piece read, a take would join them first)
+        keep = np.zeros(found.num_rows, dtype=bool)
+        keep[entry_rows[last]] = True
+        row_of = np.zeros(found.num_rows, dtype=np.int64)
+        row_of[entry_rows[last]] = key_rows[last]
+        return self._with_row(found.select(self.schema.names).filter(pa.array(keep)), row_of[keep])
 
     def _read_matching(self, entry: AddIndex, seq: int, wanted: np.ndarray, key_rows: np.ndarray | None = None
                        ) -> pa.Table | None:

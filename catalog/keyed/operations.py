@@ -166,7 +166,7 @@ class _Stored:
     """What the index holds for each incoming row: live row, tombstone, neither."""
 
     def __init__(self, index: RecordIndex, found: pa.Table, n: int, now: int):
-        self.found = found
+        self.found = found = found.combine_chunks()  # a lookup's entries come in a piece per index file read
         rows = found.column("_row").to_numpy(zero_copy_only=False)
         self.slot = np.full(n, -1, dtype=np.int64)
         self.slot[rows] = np.arange(found.num_rows)
