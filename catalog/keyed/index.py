@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
 import uuid
 import zlib
 from concurrent.futures import ThreadPoolExecutor
@@ -42,7 +41,7 @@ from cdkds.catalog.keyed.ttl import EXPIRY_TYPE, TimeToLive, files_timestamps
 from cdkds.catalog.log.actions import Action, AddIndex, RemoveIndex
 from cdkds.catalog.read.scan import file_task, read_task
 from cdkds.catalog.storage import ObjectStore, store_failure, store_failures
-from cdkds.formats.threads import LazyPool
+from cdkds.formats.threads import WORKERS
 from cdkds.formats.files import open_data_file
 from cdkds.formats.parquet import parquet_in_memory
 
@@ -55,7 +54,6 @@ ROW_GROUP_ENTRIES = 16384
 COMPRESSION = "lz4"  # LZ4_RAW: decodes twice as fast as zstd for 30% more bytes
 INLINEKEY_ROWS = 64
 BLOOMKEY_ROWS_PER_GROUP = 4
-READ_THREADS = max(2, min(8, os.cpu_count() or 2))
 FOOTER_READ = 64 << 10  # bytes read from an index file's end to get its footer: one request for most
 _RANK = "_rank"
 
@@ -72,7 +70,7 @@ def entry_schema(descriptor: DatasetDescriptor) -> pa.Schema:
     ])
 
 
-_READERS = LazyPool(READ_THREADS, "cdkds-index")  # pyarrow decodes index files without holding Python's lock
+_READERS = WORKERS  # pyarrow decodes index files without holding Python's lock
 
 
 def _reading_pool() -> ThreadPoolExecutor:

@@ -17,7 +17,6 @@ rows are held in memory until it closes (see :class:`PartitionedWriter`).
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
@@ -40,7 +39,7 @@ from cdkds.formats.conversion import RefusedValue
 from cdkds.formats.errors import SchemaMismatchError
 from cdkds.formats.files import DataFileWriter, WrittenFile, file_format
 from cdkds.formats.records import batch_conformer, record_validator
-from cdkds.formats.threads import LazyPool
+from cdkds.formats.threads import WORKERS
 
 if TYPE_CHECKING:
     from cdkds.catalog.dataset import Dataset
@@ -54,7 +53,7 @@ COMBINE_TABLE_BYTES = 1024 * 1024 * 1024  # tables up to this size are routed as
 RECORD_BUFFER_ROWS = 8192
 MAX_SORT_RATIO = 4.0  # a sorted file rolls at no more than this many times target_file_size of Arrow bytes
 SORTED_BATCH_ROWS = 65_536  # a sorted file's rows reach its file writer in batches of this many
-_ENCODERS = LazyPool(max(2, min(8, os.cpu_count() or 2)), "cdkds-encode")  # sorted files closed together
+_ENCODERS = WORKERS  # sorted files closed together, on the threads that read the index (memory they keep)
 
 
 class _OpenFile:
