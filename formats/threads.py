@@ -37,3 +37,8 @@ def _after_fork() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork)
+
+# the threads decoding index files and encoding data files, shared: each thread keeps the
+# memory its allocations freed (allocator heaps per thread), so fewer threads hold less. A
+# task on them must not wait for another task on them.
+WORKERS = LazyPool(max(2, min(8, os.cpu_count() or 2)), "cdkds-work")

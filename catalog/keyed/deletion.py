@@ -91,12 +91,20 @@ class DeletionVectorRef:
     @classmethod
     def store(cls, store: ObjectStore, vector: DeletionVector) -> "DeletionVectorRef":
         """A reference to ``vector``: inline when small, else written as a sidecar first."""
+        ref, sidecar = cls.planned(vector)
+        if sidecar is not None:
+            store.put(ref.path, sidecar)
+        return ref
+
+    @classmethod
+    def planned(cls, vector: DeletionVector) -> "tuple[DeletionVectorRef, bytes | None]":
+        """A reference to ``vector`` and the bytes of its sidecar, to store at ``ref.path``
+        before the reference is committed (``None``: the vector is inline)."""
         data = vector.serialize()
         if len(data) <= INLINE_LIMIT:
-            return cls(len(vector), inline=data)
+            return cls(len(vector), inline=data), None
         path = f"{DELETES_FOLDER}/{uuid.uuid4()}.roaring"
-        store.put(path, data)
-        return cls(len(vector), path=path, size=len(data), sha256=hashlib.sha256(data).hexdigest())
+        return cls(len(vector), path=path, size=len(data), sha256=hashlib.sha256(data).hexdigest()), data
 
     def load(self, store: ObjectStore) -> DeletionVector:
         """The vector; :class:`CorruptIndexError` if its sidecar is missing or damaged."""

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
 import uuid
 import zlib
 from concurrent.futures import ThreadPoolExecutor
@@ -36,12 +35,13 @@ from cdkds.catalog.expressions import ALWAYS_TRUE
 from cdkds.catalog.keyed.bloom import HashBloom
 from cdkds.catalog.keyed.caches import FOOTERS, IndexFooter, deleted_positions
 from cdkds.catalog.keyed.keys import RecordKey
+from cdkds.catalog.keyed.matching import KEY_ROW, distinct_sorted, in_sorted, join, matches, same_keys, with_key_rows
 from cdkds.catalog.keyed.reconcile import distinct_hashes
 from cdkds.catalog.keyed.ttl import EXPIRY_TYPE, TimeToLive, files_timestamps
 from cdkds.catalog.log.actions import Action, AddIndex, RemoveIndex
 from cdkds.catalog.read.scan import file_task, read_task
 from cdkds.catalog.storage import ObjectStore, store_failure, store_failures
-from cdkds.formats.threads import LazyPool
+from cdkds.formats.threads import WORKERS
 from cdkds.formats.files import open_data_file
 from cdkds.formats.parquet import parquet_in_memory
 
@@ -52,9 +52,8 @@ INDEX_FOLDER = "_index"
 WRITE_MERGE_FACTOR = 3  # with inline services, a write merges a bucket at this many times index.compaction.deltas
 ROW_GROUP_ENTRIES = 16384
 COMPRESSION = "lz4"  # LZ4_RAW: decodes twice as fast as zstd for 30% more bytes
-INLINE_KEYS = 64
-BLOOM_KEYS_PER_GROUP = 4
-READ_THREADS = max(2, min(8, os.cpu_count() or 2))
+INLINEKEY_ROWS = 64
+BLOOMKEY_ROWS_PER_GROUP = 4
 FOOTER_READ = 64 << 10  # bytes read from an index file's end to get its footer: one request for most
 _RANK = "_rank"
 
@@ -71,7 +70,7 @@ def entry_schema(descriptor: DatasetDescriptor) -> pa.Schema:
     ])
 
 
-_READERS = LazyPool(READ_THREADS, "cdkds-index")  # pyarrow decodes index files without holding Python's lock
+_READERS = WORKERS  # pyarrow decodes index files without holding Python's lock
 
 
 def _reading_pool() -> ThreadPoolExecutor:
@@ -130,13 +129,18 @@ class RecordIndex:
         sorted_buckets = buckets[order]
         starts = np.flatnonzero(np.r_[True, sorted_buckets[1:] != sorted_buckets[:-1]]) if len(order) else []
         bounds = [*starts, len(order)]
-        tasks = []
+        tasks, carried = [], True
         for i, start in enumerate(starts):
             bucket = int(sorted_buckets[start])
-            wanted = np.unique(hashes[order[start:bounds[i + 1]]])
-            tasks.extend((entry, _file_rank(bucket, seq), wanted)
+            rows = order[start:bounds[i + 1]]
+            rows = rows[np.argsort(hashes[rows], kind="stable")]
+            wanted = hashes[rows]
+            carried &= not (wanted[1:] == wanted[:-1]).any()  # else keys of equal hash: joined by values below
+            tasks.extend((entry, _file_rank(bucket, seq), wanted, rows)
                          for seq, entry in enumerate(self.snapshot.index_files(bucket)))
-        if len(tasks) <= 1 or len(hashes) <= INLINE_KEYS:  # a handful of keys: threads cost more than they save
+        if not carried:
+            tasks = [(entry, rank, distinct_sorted(wanted), None) for entry, rank, wanted, _ in tasks]
+        if len(tasks) <= 1 or len(hashes) <= INLINEKEY_ROWS:  # a handful of keys: threads cost more than they save
             pieces = [self._read_matching(*task) for task in tasks]
         else:
             pieces = list(_reading_pool().map(lambda task: self._read_matching(*task), tasks))
@@ -144,26 +148,42 @@ class RecordIndex:
         if not pieces:
             return self._with_row(self.schema.empty_table(), np.zeros(0, np.int64))
         found = pa.concat_tables(pieces)
-        entry_rows, key_rows = _join(found, keys, hashes, self.key.names)
+        if carried:  # each entry read knows the one key row of its hash: compared by values (a collision)
+            key_rows = found.column(KEY_ROW).to_numpy()
+            entry_rows = np.flatnonzero(same_keys(found, keys, None, key_rows, self.key.names))
+            key_rows = key_rows[entry_rows]
+        else:
+            entry_rows, key_rows = join(found, keys, hashes, self.key.names)
         # the latest entry (highest rank) of each key row
         ranks = found.column(_RANK).to_numpy()[entry_rows]
         order = np.lexsort((ranks, key_rows))
         last = order[np.r_[key_rows[order][1:] != key_rows[order][:-1], True]] if len(order) else order
-        return self._with_row(found.take(pa.array(entry_rows[last])).select(self.schema.names), key_rows[last])
+        if not carried:  # an entry may be the latest of several key rows (a key looked up twice)
+            return self._with_row(found.take(pa.array(entry_rows[last])).select(self.schema.names), key_rows[last])
+        # each entry is one key row's: kept by a mask, in found's order (a filter keeps to each
+        # piece read, a take would join them first)
+        keep = np.zeros(found.num_rows, dtype=bool)
+        keep[entry_rows[last]] = True
+        row_of = np.zeros(found.num_rows, dtype=np.int64)
+        row_of[entry_rows[last]] = key_rows[last]
+        return self._with_row(found.select(self.schema.names).filter(pa.array(keep)), row_of[keep])
 
-    def _read_matching(self, entry: AddIndex, seq: int, wanted: np.ndarray) -> pa.Table | None:
+    def _read_matching(self, entry: AddIndex, seq: int, wanted: np.ndarray, key_rows: np.ndarray | None = None
+                       ) -> pa.Table | None:
         """The entries of ``entry`` whose hash is wanted, ranked ``seq << 32 | row`` (unique
-        across buckets, and later files rank higher)."""
+        across buckets, and later files rank higher); with ``key_rows`` (the key row of each
+        wanted hash), the key row of each entry's hash as ``_key``."""
         if entry.max_hash < int(wanted[0]) or entry.min_hash > int(wanted[-1]):
             return None
         groups_about = max(1, -(-entry.rows // ROW_GROUP_ENTRIES))
-        footer = self._footer(entry, bloom=len(wanted) <= BLOOM_KEYS_PER_GROUP * groups_about)
-        if footer.has_bloom and len(wanted) <= BLOOM_KEYS_PER_GROUP * len(footer.low):
+        footer = self._footer(entry, bloom=len(wanted) <= BLOOMKEY_ROWS_PER_GROUP * groups_about)
+        if footer.has_bloom and len(wanted) <= BLOOMKEY_ROWS_PER_GROUP * len(footer.low):
             # few keys: the filter may spare the whole file; with many, every row group
             # holds some anyway and probing costs more than it saves
             if footer.bloom is None:
                 footer = self._footer(entry, bloom=True)
-            wanted = wanted[footer.bloom.might_hold(wanted)]
+            maybe = footer.bloom.might_hold(wanted)
+            wanted, key_rows = wanted[maybe], key_rows[maybe] if key_rows is not None else None
             if not len(wanted):
                 return None
         groups = footer.groups_for(wanted)
@@ -174,7 +194,9 @@ class RecordIndex:
         starts = np.cumsum(sizes) - sizes  # of each group in a read of ``groups``
         if not footer.has_bloom and len(wanted) <= len(groups):
             # few keys, no filter: most groups read may hold none of them; their hashes tell
-            hits = _matches(reader.read_row_groups(groups.tolist(), ["_hash"]).column(0).to_numpy(), wanted)
+            read = reader.read_row_groups(groups.tolist(), ["_hash"]).column(0).to_numpy()
+            hits = matches(read, wanted)
+            hit_hashes = read[hits]
             group_of_hit = np.searchsorted(starts, hits, "right") - 1
             chosen = np.unique(group_of_hit)
             slot = np.zeros(len(groups), dtype=np.int64)
@@ -183,22 +205,28 @@ class RecordIndex:
             rows = hits - starts[group_of_hit] + slot[group_of_hit]  # in the read of the chosen groups
         else:
             # a row group's entries at a time: what a read holds is not a whole (growing) file's
-            pieces, seen = [], 0
+            pieces, hit_hashes, seen = [], [], 0
             for batch in reader.batches(groups.tolist()):
-                hits = _matches(batch.column("_hash").to_numpy(), wanted)
+                read = batch.column("_hash").to_numpy()
+                hits = matches(read, wanted)
                 if len(hits):
                     at = seen + hits  # in the read of ``groups``
                     group_of_hit = np.searchsorted(starts, at, "right") - 1
                     ranks = (seq << 32) + footer.offsets[groups[group_of_hit]] + at - starts[group_of_hit]
-                    pieces.append(pa.Table.from_batches([batch.take(pa.array(hits))])
+                    # a table's take: a record batch's is forty times slower (pyarrow 26)
+                    pieces.append(pa.Table.from_batches([batch]).take(pa.array(hits))
                                   .append_column(_RANK, pa.array(ranks, pa.int64())))
+                    hit_hashes.append(read[hits])
                 seen += batch.num_rows
-            return _entries(pa.concat_tables(pieces), self._ranked_schema()) if pieces else None
+            if not pieces:
+                return None
+            return with_key_rows(_entries(pa.concat_tables(pieces), self._ranked_schema()), wanted, key_rows,
+                                  np.concatenate(hit_hashes))
         if not len(hits):
             return None
         positions = footer.offsets[groups[group_of_hit]] + hits - starts[group_of_hit]
         table = table.take(pa.array(rows)).append_column(_RANK, pa.array((seq << 32) + positions, pa.int64()))
-        return _entries(table, self._ranked_schema())
+        return with_key_rows(_entries(table, self._ranked_schema()), wanted, key_rows, hit_hashes)
 
     def _ranked_schema(self) -> pa.Schema:
         return self.schema.append(pa.field(_RANK, pa.int64()))
@@ -292,7 +320,7 @@ class RecordIndex:
             if add is None:
                 alive[rows] = False
             elif add.deletes:
-                alive[rows] &= ~_in_sorted(positions[rows], deleted_positions(self.store, add.deletes))
+                alive[rows] &= ~in_sorted(positions[rows], deleted_positions(self.store, add.deletes))
         if self.ttl is not None and entries.num_rows:
             alive &= self.ttl.alive(entries.column("_expires").combine_chunks()
                                     if isinstance(entries.column("_expires"), pa.ChunkedArray)
@@ -317,14 +345,18 @@ class RecordIndex:
             return []
         hashes = entries.column("_hash").to_numpy(zero_copy_only=False)
         buckets = self.key.buckets(hashes, self.buckets)
-        order = np.argsort(buckets.astype(np.int16), kind="stable")  # radix sort: at most 4,096 buckets
+        # by bucket, then hash (as files store them), equal hashes in the order given (later
+        # rows win): one take, and each bucket's rows a slice of it that needs no sorting
+        order = np.argsort(hashes, kind="stable")
+        order = order[np.argsort(buckets[order].astype(np.int16), kind="stable")]  # radix sort: at most 4,096 buckets
         sorted_buckets = buckets[order]
         starts = np.flatnonzero(np.r_[True, sorted_buckets[1:] != sorted_buckets[:-1]])
         bounds = [*starts, len(order)]
+        entries = entries.take(pa.array(order))
 
         def bucket_actions(i: int) -> list[Action | IndexFile]:
             bucket = int(sorted_buckets[starts[i]])
-            rows = entries.take(pa.array(np.sort(order[starts[i]:bounds[i + 1]])))
+            rows = entries.slice(starts[i], bounds[i + 1] - starts[i])
             existing = self.snapshot.index_files(bucket)
             deltas = [f for f in existing if not f.base]
             if len(deltas) + 1 >= self.merge_deltas:
@@ -377,8 +409,10 @@ class RecordIndex:
 
     def _encode_file(self, bucket: int, rows: pa.Table, base: bool) -> "IndexFile":
         """An index file of ``rows`` for ``bucket``, not stored yet."""
-        rows = rows.sort_by([("_hash", "ascending")])
         hashes = rows.column("_hash").to_numpy()
+        if (hashes[1:] < hashes[:-1]).any():
+            rows = rows.sort_by([("_hash", "ascending")])
+            hashes = rows.column("_hash").to_numpy()
         bloom = HashBloom.of(hashes)
         sink = io.BytesIO()
         with pq.ParquetWriter(sink, rows.schema, compression=COMPRESSION, use_dictionary=["_file"],
@@ -403,7 +437,8 @@ class RecordIndex:
         order = rows.column(self.descriptor.ordering_field) if self.descriptor.ordering_field else pa.nulls(n, pa.int8())
         expires = self.ttl.expiry(rows) if self.ttl is not None else None
         return pa.table([pa.array(hashes, pa.uint64()), *(rows.column(k) for k in self.key.names),
-                         _strings(files), pa.array(positions, pa.int64()), order,
+                         files.cast(pa.string()) if isinstance(files, (pa.Array, pa.ChunkedArray)) else
+                         pa.array(files, pa.string()), pa.array(positions, pa.int64()), order,
                          expires if expires is not None else pa.nulls(n, EXPIRY_TYPE),
                          pa.array(np.zeros(n, dtype=bool))], schema=self.schema)
 
@@ -469,51 +504,6 @@ class RecordIndex:
             return self.schema.empty_table()
         latest = self._latest(pa.concat_tables(pieces), ["_hash", *self.key.names]).drop_columns([_RANK])
         return latest.filter(pa.array(self.tombstone_alive(latest, now_ms)))
-
-
-def _join(found: pa.Table, keys: pa.Table, hashes: np.ndarray, names: Iterable[str]) -> tuple[np.ndarray, np.ndarray]:
-    """The pairs (row of ``found``, row of ``keys``) of equal hash and equal key values."""
-    order = np.argsort(hashes, kind="stable")
-    ordered = hashes[order]
-    wanted = found.column("_hash").to_numpy()
-    left = np.searchsorted(ordered, wanted, "left")
-    counts = np.searchsorted(ordered, wanted, "right") - left
-    ends = np.cumsum(counts)
-    entry_rows = np.repeat(np.arange(len(wanted), dtype=np.int64), counts)
-    key_rows = order[np.repeat(left - (ends - counts), counts) + np.arange(int(ends[-1]) if len(ends) else 0)]
-    same = np.ones(len(entry_rows), dtype=bool)
-    for name in names:  # equal hashes of unequal keys: a collision
-        stored = found.column(name).take(pa.array(entry_rows))
-        given = keys.column(name).take(pa.array(key_rows))
-        same &= pc.fill_null(pc.equal(stored, given), False).to_numpy(zero_copy_only=False)
-    return entry_rows[same], key_rows[same].astype(np.int64)
-
-
-def _strings(values: "list[str] | pa.Array | pa.ChunkedArray") -> pa.Array:
-    """``values`` as one Arrow string array; an Arrow array is cast, not converted value by
-    value (a Python object per row costs more than the rest of an index entry)."""
-    if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks()
-    return values.cast(pa.string()) if isinstance(values, pa.Array) else pa.array(values, pa.string())
-
-
-def _in_sorted(values: np.ndarray, members: np.ndarray) -> np.ndarray:
-    """For each value, whether it is one of ``members`` (sorted): a binary search each."""
-    if not len(members):
-        return np.zeros(len(values), dtype=bool)
-    at = np.minimum(np.searchsorted(members, values), len(members) - 1)
-    return members[at] == values
-
-
-def _matches(hashes: np.ndarray, wanted: np.ndarray) -> np.ndarray:
-    """The rows of sorted ``hashes`` whose value is one of sorted, unique ``wanted``, in order."""
-    left = np.searchsorted(hashes, wanted, "left")
-    counts = np.searchsorted(hashes, wanted, "right") - left
-    total = int(counts.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    ends = np.cumsum(counts)
-    return (np.repeat(left - (ends - counts), counts) + np.arange(total)).astype(np.int64)
 
 
 def _footer_length(data: bytes) -> int:

@@ -166,7 +166,7 @@ class _Stored:
     """What the index holds for each incoming row: live row, tombstone, neither."""
 
     def __init__(self, index: RecordIndex, found: pa.Table, n: int, now: int):
-        self.found = found
+        self.found = found = found.combine_chunks()  # a lookup's entries come in a piece per index file read
         rows = found.column("_row").to_numpy(zero_copy_only=False)
         self.slot = np.full(n, -1, dtype=np.int64)
         self.slot[rows] = np.arange(found.num_rows)
@@ -268,7 +268,7 @@ def _plan_write(dataset: "Dataset", snapshot: "Snapshot", change: KeyedChange, i
     _mark(change, stored, np.flatnonzero(wins & (stored.live | stored.dead_row)))
     if not len(winners):
         return
-    written = table.take(pa.array(winners))
+    written = table if len(winners) == n else table.take(pa.array(winners))
     writer = PartitionedWriter(dataset.store, dataset.name, descriptor, snapshot.descriptor_version, snapshot.version,
                                uuid.uuid4().hex, change.operation, target_file_size=files.target_file_size,
                                max_open_files=files.max_open_files, sort_by=list(files.sort_by))
@@ -280,8 +280,7 @@ def _plan_write(dataset: "Dataset", snapshot: "Snapshot", change: KeyedChange, i
         raise
     placed, files, positions = writer.placements()
     order = np.argsort(placed, kind="stable")
-    files = files.take(order)
-    change.entries = index.entries(written, files, positions[order], hashes[winners])
+    change.entries = index.entries(written, files.take(pa.array(order)), positions[order], hashes[winners])
 
 
 def _ties(dataset: "Dataset", snapshot: "Snapshot", table: pa.Table, stored: _Stored, against: np.ndarray) -> np.ndarray:
@@ -406,6 +405,7 @@ def commit(dataset: "Dataset", changes: Sequence[KeyedChange], info: Mapping[str
             actions.append(SetProtocol(KEYED_PROTOCOL, KEYED_PROTOCOL))
         actions.extend(removes)
         actions.extend(adds)
+        sidecars: dict[str, bytes] = {}
         for path, parts in positions.items():
             deleted = np.unique(np.concatenate(parts))
             earlier = load_deletes(dataset.store, snapshot.files[path].deletes) if path in snapshot.files else None
@@ -413,10 +413,12 @@ def commit(dataset: "Dataset", changes: Sequence[KeyedChange], info: Mapping[str
                 deleted = np.setdiff1d(deleted, earlier.to_numpy())
             if not len(deleted):
                 continue
-            ref = DeletionVectorRef.store(dataset.store, DeletionVector.of(deleted))
-            if ref.path:
+            ref, sidecar = DeletionVectorRef.planned(DeletionVector.of(deleted))
+            if sidecar is not None:
+                sidecars[ref.path] = sidecar
                 written.append(ref.path)
             actions.append(DeleteRows(path, ref))
+        dataset.store.put_all(sidecars)  # together: their syncs overlap
         if entries:
             index_actions = RecordIndex(dataset.store, snapshot, dataset.name).write(pa.concat_tables(entries), now)
             written.extend(a.path for a in index_actions if isinstance(a, AddIndex))

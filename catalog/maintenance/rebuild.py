@@ -50,7 +50,8 @@ from cdkds.catalog.log import LOG_FOLDER, TransactionLog
 from cdkds.catalog.log.actions import Action, AddFile, SetMetadata
 from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.storage import ObjectStore, modified, store_failures
-from cdkds.catalog.write.writer import DATA_FOLDER, Append, Overwrite, RewriteFiles, WriteMode, write_mode
+from cdkds.catalog.write.modes import Append, Overwrite, RewriteFiles, WriteMode, write_mode
+from cdkds.catalog.write.writer import DATA_FOLDER
 from cdkds.formats import values
 from cdkds.formats.files import file_format
 from cdkds.formats.statistics import StatisticsCollector

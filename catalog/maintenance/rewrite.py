@@ -121,7 +121,7 @@ def write_files(store: "ObjectStore", dataset: str, descriptor: "DatasetDescript
         placed, paths, positions = writer.placements()
         order = np.argsort(placed, kind="stable")  # placements in the order the rows were read
         rows = pa.concat_tables(moved)
-        rows = rows.append_column(PLACED_FILE, paths.take(order)) \
+        rows = rows.append_column(PLACED_FILE, paths.take(pa.array(order)).cast(pa.string())) \
             .append_column(PLACED_POSITION, pa.array(positions[order], pa.int64()))
         return WrittenFiles(tuple(adds), rows)
     except BaseException:

@@ -7,9 +7,7 @@ the rest; leaving a ``with`` block by an exception commits nothing and deletes t
 files written since the last commit. A commit's files are deleted only when it is known
 not to have landed (:class:`CommitFailedError`); when its outcome is unknown they stay.
 
-The :class:`WriteMode` decides what else a commit does: nothing (append), remove every
-live file (overwrite), remove the live files of the partitions written (dynamic
-partition overwrite), or remove the files a compaction rewrote.
+The :class:`WriteMode` (:mod:`.modes`) decides what else a commit does.
 
 Each file's rows are sorted when the dataset says so (property ``sort.by``, a keyed
 dataset's record key by default) or the writer's ``sort_by`` option does; a sorted file's
@@ -20,28 +18,28 @@ from __future__ import annotations
 
 import json
 import uuid
-from abc import ABC, abstractmethod
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cdkds.catalog.log.actions import Action, AddFile, RemoveFile
-from cdkds.catalog.log.conflicts import BlindAppend, ConflictRule, ReadPartitions, ReplacePartitions, Rewrite, replanned
+from cdkds.catalog.log.actions import AddFile
+from cdkds.catalog.log.conflicts import replanned
 from cdkds.catalog.errors import CdkdsError, CommitFailedError, InvalidRecordError
 from cdkds.catalog.descriptor import DatasetDescriptor
-from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.storage import ObjectStore, store_failures
 from cdkds.catalog.partitioning.functions import IdentityFunction
 from cdkds.catalog.partitioning.layout import partition_path
+from cdkds.catalog.write.modes import RewriteFiles, WriteMode, write_mode
 from cdkds.catalog.write.sorting import sort_order, write_sort
 from cdkds.formats import values
 from cdkds.formats.conversion import RefusedValue
 from cdkds.formats.errors import SchemaMismatchError
 from cdkds.formats.files import DataFileWriter, WrittenFile, file_format
 from cdkds.formats.records import batch_conformer, record_validator
+from cdkds.formats.threads import WORKERS
 
 if TYPE_CHECKING:
     from cdkds.catalog.dataset import Dataset
@@ -55,83 +53,7 @@ COMBINE_TABLE_BYTES = 1024 * 1024 * 1024  # tables up to this size are routed as
 RECORD_BUFFER_ROWS = 8192
 MAX_SORT_RATIO = 4.0  # a sorted file rolls at no more than this many times target_file_size of Arrow bytes
 SORTED_BATCH_ROWS = 65_536  # a sorted file's rows reach its file writer in batches of this many
-
-
-class WriteMode(ABC):
-    """What a writer's commit removes besides adding its files, and what it assumes."""
-
-    operation: str
-
-    @abstractmethod
-    def plan(self, base: Snapshot, adds: list[AddFile], own: set[str], first: bool) -> tuple[list[Action], ConflictRule]:
-        """The removals for a commit of ``adds`` on ``base``; ``own`` holds the files this writer
-        committed before, ``first`` says whether this is its first commit."""
-
-    def commits_without_files(self, first: bool) -> bool:
-        """Whether a commit that adds no file still changes the dataset (so must be made)."""
-        return False
-
-
-class Append(WriteMode):
-    operation = "append"
-
-    def plan(self, base: Snapshot, adds: list[AddFile], own: set[str], first: bool) -> tuple[list[Action], ConflictRule]:
-        return [], BlindAppend()
-
-
-class Overwrite(WriteMode):
-    """Replace the whole dataset, atomically: the first commit removes every live file."""
-
-    operation = "overwrite"
-
-    def plan(self, base: Snapshot, adds: list[AddFile], own: set[str], first: bool) -> tuple[list[Action], ConflictRule]:
-        if not first:
-            return [], BlindAppend()  # a later flush of the same overwrite only adds
-        return [RemoveFile(p) for p in base.files], ReadPartitions()
-
-    def commits_without_files(self, first: bool) -> bool:
-        return first  # an overwrite with no rows still empties the dataset
-
-
-class PartitionOverwrite(WriteMode):
-    """Replace only the partitions written (Spark's dynamic partition overwrite)."""
-
-    operation = "overwrite_partitions"
-
-    def __init__(self, names: list[str]):
-        self.names = tuple(names)
-
-    def plan(self, base: Snapshot, adds: list[AddFile], own: set[str], first: bool) -> tuple[list[Action], ConflictRule]:
-        rule = ReplacePartitions(frozenset(tuple(a.partition.get(n) for n in self.names) for a in adds), self.names)
-        return [RemoveFile(f.path) for f in rule.replaced(base) if f.path not in own], rule
-
-
-class RewriteFiles(WriteMode):
-    """Compaction: the new files replace ``files``, whose rows (less tombstoned ones) they hold."""
-
-    operation = "compact"
-
-    def __init__(self, files: list[AddFile]):
-        self.files = tuple(files)
-
-    def plan(self, base: Snapshot, adds: list[AddFile], own: set[str], first: bool) -> tuple[list[Action], ConflictRule]:
-        return [RemoveFile(f.path) for f in self.files], Rewrite(self.files)
-
-    def commits_without_files(self, first: bool) -> bool:
-        return first  # files whose rows are all deleted are removed and replaced by nothing
-
-
-def write_mode(mode: "str | WriteMode", descriptor: DatasetDescriptor) -> WriteMode:
-    """The write mode named ``mode`` for a dataset with ``descriptor``."""
-    if isinstance(mode, WriteMode):
-        return mode
-    modes = {"append": Append, "overwrite": Overwrite}
-    if mode in modes:
-        return modes[mode]()
-    if mode in ("overwrite_partitions", "dynamic"):
-        strategy = descriptor.partition_strategy
-        return PartitionOverwrite(strategy.names if strategy is not None else [])
-    raise CdkdsError(f"unknown write mode {mode!r}; use 'append', 'overwrite' or 'overwrite_partitions'")
+_ENCODERS = WORKERS  # sorted files closed together, on the threads that read the index (memory they keep)
 
 
 class _OpenFile:
@@ -165,7 +87,8 @@ class PartitionedWriter:
     the ratio of Arrow bytes to file bytes of the files this writer closed so far (1 until
     one closed; at most :data:`MAX_SORT_RATIO`), and when all open files hold more than
     ``max(DEFAULT_MEMORY_BUDGET, that roll size)`` the largest is closed early. So a sorted
-    write holds up to about that many Arrow bytes, twice that for one file while it is sorted."""
+    write holds up to about that many Arrow bytes, plus a sorted copy of each file being
+    encoded (at ``close()``, one per encoding thread)."""
 
     def __init__(self, store: ObjectStore, dataset: str, descriptor: DatasetDescriptor, descriptor_version: int,
                  base_revision: int, transaction: str, operation: str = "append",
@@ -237,10 +160,23 @@ class PartitionedWriter:
             self._route(batch)
 
     def close(self) -> list[AddFile]:
-        """Close every open file; the files written since the last call."""
+        """Close every open file; the files written since the last call. Sorted files are
+        sorted and encoded on threads of their own (pyarrow does both without Python's lock)."""
         with store_failures(self._writing()):
-            for key in list(self._open):
-                self._close_file(key)
+            keys = list(self._open)
+            if len(keys) < 2 or not self.sort_by:
+                for key in keys:
+                    self._close_file(key)
+            else:
+                finishing = [(k, _ENCODERS.get().submit(self._finish, k, self._open[k])) for k in keys]
+                failure = None
+                for key, done in finishing:  # every file finished (or failed) before the first failure is raised
+                    try:
+                        self._close_file(key, done.result)
+                    except BaseException as e:  # noqa: BLE001 - raised below, once the others are closed
+                        failure = failure or e
+                if failure is not None:
+                    raise failure
         written, self._written = self._written, []
         return written
 
@@ -256,23 +192,24 @@ class PartitionedWriter:
         delete_files(self.store, [a.path for a in self._written])
         self._written = []
 
-    def placements(self) -> tuple[np.ndarray, pa.StringArray, np.ndarray]:
+    def placements(self) -> tuple[np.ndarray, pa.DictionaryArray, np.ndarray]:
         """Where the rows written so far went, for the files already closed: the input row
-        numbers (in write order across calls), each row's file (taken from the paths in Arrow:
-        no Python string per row) and position in it (in a sorted file, after sorting)."""
-        rows, files, positions = [], [], []
-        paths: dict[str, int] = {}
+        numbers (in write order across calls), each row's file (dictionary-encoded: a file
+        path per row would be a Python string each) and position in it (in a sorted file,
+        its position after sorting)."""
+        rows, codes, positions, paths = [], [], [], {}
         for input_rows, token, start in self._placed:
             if token in self._paths:
                 rows.append(input_rows)
-                files.append(np.full(len(input_rows), paths.setdefault(self._paths[token], len(paths)), np.int32))
+                codes.append(np.full(len(input_rows), paths.setdefault(self._paths[token], len(paths)), np.int32))
                 rank = self._ranks.get(token)
                 positions.append(np.arange(start, start + len(input_rows), dtype=np.int64) if rank is None
                                  else rank[start:start + len(input_rows)])
         if not rows:
-            return np.zeros(0, np.int64), pa.array([], pa.string()), np.zeros(0, np.int64)
-        each_file = pa.array(list(paths), pa.string()).take(np.concatenate(files))
-        return np.concatenate(rows), each_file, np.concatenate(positions)
+            return np.zeros(0, np.int64), pa.DictionaryArray.from_arrays(pa.array([], pa.int32()), pa.array([], pa.string())), \
+                np.zeros(0, np.int64)
+        files = pa.DictionaryArray.from_arrays(pa.array(np.concatenate(codes)), pa.array(list(paths), pa.string()))
+        return np.concatenate(rows), files, np.concatenate(positions)
 
     def _route(self, batch: pa.RecordBatch) -> None:
         base = self._rows_seen
@@ -371,10 +308,11 @@ class PartitionedWriter:
         return self._format.open_writer(self.store.fs, self.store.open_output(relative), self.descriptor.schema, self._schema,
                                         self.descriptor.compression, metadata, keyed=bool(self.descriptor.record_key))
 
-    def _close_file(self, key: tuple) -> None:
+    def _close_file(self, key: tuple, finished: "Callable[[], WrittenFile] | None" = None) -> None:
+        """Close the file of ``key`` (``finished``: its writer's close, done elsewhere)."""
         entry = self._open[key]
         try:
-            written = self._finish(key, entry)
+            written = finished() if finished is not None else self._finish(key, entry)
         except BaseException:
             # the file leaves the open list only now, so that an abort after a failed close
             # still finds what was written of it
@@ -389,6 +327,9 @@ class PartitionedWriter:
         root = self.store.root + "/"
         path = written.path[len(root):] if written.path.startswith(root) else written.path
         self._paths[entry.token] = path
+        if entry.token in self._ranks:  # a sorted file
+            self._arrow_bytes += entry.held_bytes
+            self._file_bytes += written.size
         self._written.append(AddFile(path, entry.partition, written.size, written.row_count,
                                      dict(written.statistics), self.descriptor_version))
 
@@ -407,8 +348,6 @@ class PartitionedWriter:
                 entry.writer.write(batch)
             written = entry.writer.close()
             self._ranks[entry.token] = rank
-            self._arrow_bytes += entry.held_bytes
-            self._file_bytes += written.size
             return written
         return entry.writer.close()
 

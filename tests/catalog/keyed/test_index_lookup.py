@@ -211,3 +211,18 @@ def test_a_lookup_of_many_keys_decodes_one_row_group_at_a_time(repo, monkeypatch
     found = ds.get_many([("nz", i) for i in range(0, 220, 2)])
     assert found.column("email").to_pylist() == [f"a{i}" for i in range(0, 200, 2)]
     assert sum(reads) == 200 and max(reads) == 16  # 13 row groups' worth, one at a time
+
+
+
+def test_a_new_key_of_the_hash_of_a_stored_key_is_inserted_not_an_update_of_it(repo, monkeypatch):
+    from cdkds.catalog.keyed import keys as keys_module
+
+    real = keys_module.RecordKey.hashes
+    monkeypatch.setattr(keys_module.RecordKey, "hashes", lambda self, table: real(self, table) % np.uint64(3))
+    ds = repo.create("collide_one", users_descriptor())
+    ds.upsert([user("nz", i, 1, f"a{i}") for i in range(20)])
+    for new in (("au", 1), ("au", 2), ("au", 3)):  # one key a write: its hash is one of the stored keys'
+        result = ds.upsert([user(*new, 2, "new")])
+        assert (result.inserted, result.updated) == (1, 0)
+    assert [ds.get(("nz", i))["email"] for i in range(20)] == [f"a{i}" for i in range(20)]
+    assert [ds.get(("au", i))["email"] for i in (1, 2, 3)] == ["new"] * 3
