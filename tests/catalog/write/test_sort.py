@@ -332,7 +332,7 @@ def test_placements_name_each_rows_file_and_position_as_arrow(tmp_path):
     writer.write_batch(table.slice(4))
     writer.close()
     rows, files, positions = writer.placements()
-    assert isinstance(files, pa.Array) and files.type == pa.string()
+    assert isinstance(files, pa.DictionaryArray) and files.type.value_type == pa.string()  # a path per file, not per row
     for row, path, position in zip(rows, files.to_pylist(), positions):
         stored = pq.read_table(ds.store.path(path))
         assert stored.column("id")[int(position)].as_py() == table.column("id")[int(row)].as_py()
