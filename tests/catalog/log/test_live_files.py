@@ -121,47 +121,50 @@ def test_live_files_equal_a_model_replay(steps, data):
                 sorted(p for p, f in files.items() if matches.may_match(f)), (version, text)
 
 
+def _parted(files: int, groups: int):
+    """A repository and a dataset of ``files`` one-row files over ``groups`` partitions,
+    checkpointed in parts of two files."""
+    from cdkds.catalog import DatasetRepository
+
+    repo = DatasetRepository(f"memory://live-parts-{uuid.uuid4().hex}")
+    ds = repo.create("t", DatasetDescriptor(SCHEMA, partition_strategy="identity(g)",
+                                            properties={"checkpoint.partFiles": "2"}))
+    for i in range(files):
+        with ds.writer() as w:
+            w.write({"id": i, "g": GROUPS[i % groups], "v": i})
+    ds.checkpoint()
+    return repo, ds
+
+
+def _count_made(monkeypatch) -> list[int]:
+    """The sizes of the file tables whose AddFiles are made from now on."""
+    from cdkds.catalog.log.files import FileTable
+
+    made: list[int] = []
+    real = FileTable.files
+    monkeypatch.setattr(FileTable, "files", lambda self: made.append(len(self)) or real(self))
+    return made
+
+
 def test_counting_the_files_after_removals_makes_no_file_objects(monkeypatch):
     """``len()`` of files over parts some of whose files were removed since (a plan's
     ``total_files``) counts column-wise: it made an AddFile of every live file."""
-    from cdkds.catalog import DatasetRepository
-    from cdkds.catalog.log.files import FileTable
-
-    repo = DatasetRepository(f"memory://live-count-{uuid.uuid4().hex}")
-    ds = repo.create("t", DatasetDescriptor(SCHEMA, partition_strategy="identity(g)",
-                                            properties={"checkpoint.partFiles": "2"}))
-    for i in range(6):
-        with ds.writer() as w:
-            w.write({"id": i, "g": GROUPS[i % 3], "v": i})
-    ds.checkpoint()
+    repo, ds = _parted(6, 3)
     ds.delete("g = 'a'")  # removes two files of the parts
     with ds.writer() as w:
         w.write({"id": 9, "g": "d", "v": None})
     expected = len(list(repo.load("t").snapshot.files.values()))
     files = repo.load("t").snapshot.files
-    made = []
-    real = FileTable.files
-    monkeypatch.setattr(FileTable, "files", lambda self: made.append(len(self)) or real(self))
+    made = _count_made(monkeypatch)
     assert len(files) == expected == 5 and sum(made) == 0
 
 
 def test_a_delete_reads_only_the_files_it_may_match(monkeypatch):
     """Planning a delete over parts makes the AddFiles of the files it may match, not of
     every file (it went through every file one by one)."""
-    from cdkds.catalog import DatasetRepository
-    from cdkds.catalog.log.files import FileTable
-
-    repo = DatasetRepository(f"memory://live-delete-{uuid.uuid4().hex}")
-    ds = repo.create("t", DatasetDescriptor(SCHEMA, partition_strategy="identity(g)",
-                                            properties={"checkpoint.partFiles": "2"}))
-    for i in range(8):
-        with ds.writer() as w:
-            w.write({"id": i, "g": GROUPS[i % 4], "v": i})
-    ds.checkpoint()
+    repo, _ = _parted(8, 4)
     ds = repo.load("t")
-    made = []
-    real = FileTable.files
-    monkeypatch.setattr(FileTable, "files", lambda self: made.append(len(self)) or real(self))
+    made = _count_made(monkeypatch)
     ds.delete("g = 'b' and id > 2")
     assert sum(made) == 1  # of the two files of partition b, only the one holding id 5 (the other: id 1)
     monkeypatch.undo()
