@@ -22,7 +22,7 @@ from cdkds.catalog import maintenance
 from cdkds.catalog.write.delete import plan_delete, row_deletes
 from cdkds.catalog.errors import CommitFailedError
 from cdkds.catalog.log.actions import (
-    FIELD_ID_PROTOCOL, KEYED_PROTOCOL, READER_VERSION, WRITER_VERSION, AddIndex, DeleteRows, SetMetadata, SetProtocol,
+    FIELD_ID_PROTOCOL, KEYED_PROTOCOL, LAYOUT_PROTOCOL, PARTED_CHECKPOINT_PROTOCOL, AddIndex, DeleteRows, SetMetadata, SetProtocol,
 )
 from cdkds.catalog.log.commit import clock
 from cdkds.catalog.write.writer import DEFAULT_TARGET_FILE_SIZE, DatasetWriter, delete_files
@@ -319,6 +319,8 @@ class Dataset:
         protocol = self.snapshot.protocol.reader_version
         if misread_by_name(self.descriptor.schema, evolved.schema):
             protocol = max(protocol, FIELD_ID_PROTOCOL)
+        if evolved.partition_spec_id != self.descriptor.partition_spec_id:  # v4 readers would prune by one strategy
+            protocol = max(protocol, LAYOUT_PROTOCOL)
         if evolved.record_key and not self.descriptor.record_key:
             from cdkds.catalog.keyed.index import RecordIndex
             view = dataclasses.replace(self.snapshot, descriptor=evolved)
@@ -341,14 +343,14 @@ class Dataset:
         return update_mirrors(self.log, self.snapshot, formats or None)
 
     def upgrade_log(self) -> int:
-        """Raise the log to the newest version this cdkds writes (4: checkpoints in parts,
-        read in part) and write a checkpoint in the new form; older cdkds versions then
-        refuse the dataset. Returns the revision; nothing is committed when the log is at
-        that version already."""
-        protocol = self.snapshot.protocol
-        if protocol.reader_version < READER_VERSION or protocol.writer_version < WRITER_VERSION:
-            self._commit("upgrade", [SetProtocol(max(protocol.reader_version, READER_VERSION),
-                                                 max(protocol.writer_version, WRITER_VERSION))])
+        """Raise the log to version 4 (checkpoints in parts, read in part) and write a
+        checkpoint in the new form; older cdkds versions then refuse the dataset. Version 5
+        comes with the first partition-spec change, tag or branch, which need it. Returns the
+        revision; nothing is committed when the log is at 4 or above already."""
+        protocol, wanted = self.snapshot.protocol, PARTED_CHECKPOINT_PROTOCOL
+        if protocol.reader_version < wanted or protocol.writer_version < wanted:
+            self._commit("upgrade", [SetProtocol(max(protocol.reader_version, wanted),
+                                                 max(protocol.writer_version, wanted))])
             self.checkpoint()
         return self.version
 

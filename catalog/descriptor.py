@@ -57,7 +57,9 @@ class DatasetDescriptor:
     """
 
     _schema_json: str = field(repr=False)
-    partition_strategy: PartitionStrategy | None
+    partition_strategy: PartitionStrategy | None  # the current one: new files are written with it
+    partition_spec_id: int  # the current strategy's id in the log (``AddFile.spec_id``)
+    _past_specs: tuple[tuple[int, PartitionStrategy | None], ...] = field(repr=False)  # older strategies by id
     format: str
     compression: str
     record_key: tuple[str, ...]
@@ -70,7 +72,9 @@ class DatasetDescriptor:
     def __init__(self, schema: Any, partition_strategy: PartitionStrategy | str | list | None = None,
                  format: str = DEFAULT_FORMAT, compression: str | None = None,
                  record_key: str | Iterable[str] | None = None, ordering_field: str | None = None,
-                 properties: Mapping[str, str] | None = None, *, _recorded: bool = False):
+                 properties: Mapping[str, str] | None = None, *,
+                 partition_specs: Mapping[int, PartitionStrategy | str | list | None] | None = None,
+                 partition_spec_id: int = 0, _recorded: bool = False):
         try:
             avro = schemas.load_schema(schema, None if _recorded else check_schema)
         except InvalidSchemaError as e:
@@ -81,6 +85,8 @@ class DatasetDescriptor:
         set_(self, "_given_json", json.dumps(avro))
         set_(self, "_schema_json", json.dumps(schemas.assign_ids(avro), sort_keys=True))
         set_(self, "partition_strategy", _strategy(partition_strategy))
+        set_(self, "partition_spec_id", partition_spec_id)
+        set_(self, "_past_specs", _past_specs(partition_specs, partition_spec_id))
         set_(self, "format", format)
         set_(self, "compression", compression if compression is not None else DEFAULT_COMPRESSION)
         key = (record_key,) if isinstance(record_key, str) else tuple(record_key or ())
@@ -91,6 +97,9 @@ class DatasetDescriptor:
         self._validate(props, _recorded)
         if self.partition_strategy is not None:
             set_(self, "partition_strategy", self.partition_strategy.bind(self.fields))
+        set_(self, "_past_specs", tuple((i, s.bind(self.fields) if s is not None else None)
+                                        for i, s in self._past_specs))
+        _check_specs(self.partition_specs, self.fields)
         if not _recorded:
             check_mirrors(self)
 
@@ -109,6 +118,12 @@ class DatasetDescriptor:
             self.partition_strategy.check(fields)
             if not recorded:
                 self.partition_strategy.check_limits()
+        for spec_id, strategy in self._past_specs:
+            if strategy is not None:
+                try:
+                    strategy.check(fields)
+                except InvalidPartitionStrategyError as e:
+                    raise InvalidPartitionStrategyError(f"partition spec {spec_id} (a past strategy): {e}") from None
         for name in self.record_key:
             if name not in fields:
                 raise InvalidDescriptorError(f"record key field {name!r} is not in the schema {list(fields)}")
@@ -180,13 +195,14 @@ class DatasetDescriptor:
     def _schema_given(self) -> dict:
         return json.loads(self._given_json)
 
-    def projection(self, names: Iterable[str] | None = None, partition: Mapping[str, Any] | None = None) -> Projection:
+    def projection(self, names: Iterable[str] | None = None, partition: Mapping[str, Any] | None = None,
+                   spec_id: int | None = None) -> Projection:
         """How to read fields ``names`` (default: all) out of the dataset's data files, by id;
-        given a file's ``partition`` values, how to read that file: a source field of an
-        identity partition function that the file lacks reads the file's partition value
-        (docs/FORMAT.md §8)."""
-        constants = self.partition_strategy.source_values(partition) \
-            if partition and self.partition_strategy is not None else None
+        given a file's ``partition`` values (of partition spec ``spec_id``, default the
+        current one), how to read that file: a source field of an identity partition
+        function that the file lacks reads the file's partition value (docs/FORMAT.md §8)."""
+        strategy = self.partition_strategy if spec_id is None else self.strategy_of(spec_id)
+        constants = strategy.source_values(partition) if partition and strategy is not None else None
         return Projection(json.loads(self._schema_json), list(self.fields) if names is None else list(names),
                           constants)
 
@@ -197,6 +213,45 @@ class DatasetDescriptor:
     @property
     def is_partitioned(self) -> bool:
         return self.partition_strategy is not None
+
+    # ---------------------------------------------------------------- partition specs
+
+    @property
+    def partition_specs(self) -> Mapping[int, PartitionStrategy | None]:
+        """Every partition strategy the dataset's files may have been written with, by spec
+        id: the past ones and the current one (:attr:`partition_spec_id`)."""
+        return MappingProxyType({**dict(self._past_specs), self.partition_spec_id: self.partition_strategy})
+
+    @property
+    def has_past_specs(self) -> bool:
+        """Whether the partition strategy was ever changed (files may carry several specs)."""
+        return bool(self._past_specs)
+
+    def strategy_of(self, spec_id: int) -> PartitionStrategy | None:
+        """The strategy of spec ``spec_id``; ``ValueError`` naming it when the descriptor has none."""
+        if spec_id == self.partition_spec_id:
+            return self.partition_strategy
+        for i, strategy in self._past_specs:
+            if i == spec_id:
+                return strategy
+        raise ValueError(f"partition spec {spec_id!r} is not one of the descriptor's ({sorted(self.partition_specs)})")
+
+    def with_partitioning(self, strategy: PartitionStrategy | str | list | None) -> "DatasetDescriptor":
+        """This descriptor with ``strategy`` as the current partition strategy (None:
+        unpartitioned); the current one joins the past specs, which files written with it keep.
+        A strategy equal to a past one takes that spec's id back.
+        :class:`IncompatibleDescriptorError` when it is the current strategy already."""
+        new = _strategy(strategy)
+        if new is not None:
+            new = new.bind(self.fields)
+        if new == self.partition_strategy:
+            raise IncompatibleDescriptorError(f"the dataset is partitioned by {_text(new)} already")
+        specs = dict(self.partition_specs)
+        reused = [i for i, s in specs.items() if s == new]
+        spec_id = reused[0] if reused else max(specs) + 1
+        return DatasetDescriptor(self.schema, new, self.format, self.compression, self.record_key,
+                                 self.ordering_field, self.properties, partition_specs=specs,
+                                 partition_spec_id=spec_id)
 
     # ---------------------------------------------------------------- building
 
@@ -218,6 +273,7 @@ class DatasetDescriptor:
             "schema": self.schema, "partition_strategy": self.partition_strategy, "format": self.format,
             "compression": self.compression, "record_key": self.record_key,
             "ordering_field": self.ordering_field, "properties": dict(self.properties),
+            "partition_specs": dict(self._past_specs), "partition_spec_id": self.partition_spec_id,
         }
         unknown = set(changes) - set(current)
         if unknown:
@@ -241,6 +297,11 @@ class DatasetDescriptor:
                                "compression": self.compression}
         if self.partition_strategy is not None:
             out["partitionStrategy"] = self.partition_strategy.to_json()
+        if self.partition_spec_id or self._past_specs:
+            out["partitionSpecId"] = self.partition_spec_id
+        if self._past_specs:
+            out["partitionSpecs"] = [{"specId": i, "partitionStrategy": s.to_json() if s is not None else None}
+                                     for i, s in self._past_specs]
         if self.record_key:
             out["recordKey"] = list(self.record_key)
         if self.ordering_field is not None:
@@ -258,7 +319,9 @@ class DatasetDescriptor:
         strategy = data.get("partitionStrategy")
         return cls(data["schema"], PartitionStrategy.from_json(strategy) if strategy is not None else None,
                    data.get("format", DEFAULT_FORMAT), data.get("compression"), data.get("recordKey"),
-                   data.get("orderingField"), data.get("properties"), _recorded=_recorded)
+                   data.get("orderingField"), data.get("properties"),
+                   partition_specs=_specs_from_json(data.get("partitionSpecs", [])),
+                   partition_spec_id=data.get("partitionSpecId", 0), _recorded=_recorded)
 
     @classmethod
     def as_recorded(cls, data: Mapping[str, Any] | str) -> "DatasetDescriptor":
@@ -288,9 +351,13 @@ class DatasetDescriptor:
         def name(n: str) -> str:
             return renames.get(n, n)
 
-        strategy = self.partition_strategy
-        if strategy is not None:
-            strategy = PartitionStrategy(tuple(dataclasses.replace(f, source=name(f.source)) for f in strategy.functions))
+        def renamed(strategy: PartitionStrategy | None) -> PartitionStrategy | None:
+            if strategy is None:
+                return None
+            return PartitionStrategy(tuple(dataclasses.replace(f, source=name(f.source)) for f in strategy.functions))
+
+        strategy = renamed(self.partition_strategy)
+        past = {i: renamed(s) for i, s in self._past_specs}
         props = dict(self.properties)
         if "ttl.field" in props:
             props["ttl.field"] = name(props["ttl.field"])
@@ -302,13 +369,14 @@ class DatasetDescriptor:
             raise InvalidDatasetSchemaError(f"schema: {e}") from None
         return DatasetDescriptor(schema, strategy, self.format, self.compression, [name(k) for k in self.record_key],
                                  name(self.ordering_field) if self.ordering_field else None, props,
+                                 partition_specs=past, partition_spec_id=self.partition_spec_id,
                                  _recorded=self._recorded)
 
     def check_drops(self, dropped: Iterable[str]) -> None:
         """Raise :class:`IncompatibleDescriptorError` if a top-level field in ``dropped`` is
         a record key field, the ordering field, ``ttl.field``, a ``sort.by`` field or a partition source."""
         dropped = set(dropped)
-        strategy = self.partition_strategy.functions if self.partition_strategy else ()
+        strategy = [f for s in self.partition_specs.values() if s is not None for f in s.functions]
         for what, names in (("record key field", self.record_key), ("ordering field", [self.ordering_field]),
                             ("ttl.field", [self.properties.get("ttl.field")]),
                             ("sort.by field (change property sort.by first)",
@@ -336,7 +404,8 @@ class DatasetDescriptor:
         (:func:`cdkds.formats.evolution.align_ids`). The format stays; the partition
         strategy, record key and ordering field stay, following renames (the recorded
         strategy keeps the source types its partitions were made with: a hash bucket must
-        not move when its source widens); a key field keeps its type; no partition source,
+        not move when its source widens) unless ``new`` has another strategy, which becomes a new
+        partition spec (:meth:`with_partitioning`); a key field keeps its type; no partition source,
         key, ordering or ``ttl.field`` is dropped; every file written so far must read under
         the new schema (:func:`cdkds.formats.evolution.read_problems`); ``new`` obeys every
         rule of a new descriptor (:meth:`check_rules`)."""
@@ -354,9 +423,6 @@ class DatasetDescriptor:
         if problems:
             raise IncompatibleDescriptorError("the new schema cannot read existing data: " + "; ".join(problems))
         before = self.with_schema(schema)
-        if new.partition_strategy != before.partition_strategy:
-            raise IncompatibleDescriptorError(
-                f"the partition strategy cannot change ({_text(before.partition_strategy)} -> {_text(new.partition_strategy)})")
         if self.record_key and new.record_key != before.record_key:  # setting one bootstraps the index
             raise IncompatibleDescriptorError(f"the record key cannot change ({before.record_key} -> {new.record_key})")
         if self.record_key and new.ordering_field != before.ordering_field:
@@ -372,9 +438,62 @@ class DatasetDescriptor:
                 raise IncompatibleDescriptorError(
                     f"record key field {renames[key]!r} cannot change its type ({evolution.type_text(old_types[key])} "
                     f"-> {evolution.type_text(new_types[renames[key]])}): rows would move between keys")
-        return DatasetDescriptor(schema, before.partition_strategy, new.format, new.compression, new.record_key,
-                                 new.ordering_field, new.properties)
+        evolved = DatasetDescriptor(schema, before.partition_strategy, new.format, new.compression, new.record_key,
+                                    new.ordering_field, new.properties, partition_specs=dict(before._past_specs),
+                                    partition_spec_id=before.partition_spec_id)
+        if new.partition_strategy != before.partition_strategy:  # a new partition spec: files keep theirs
+            return evolved.with_partitioning(new.partition_strategy)
+        return evolved
 
+
+
+def _past_specs(specs: Mapping[int, Any] | None, current: int) -> tuple[tuple[int, PartitionStrategy | None], ...]:
+    """The specs other than ``current``, by id, their strategies parsed."""
+    if not isinstance(current, int) or isinstance(current, bool) or current < 0:
+        raise InvalidDescriptorError(f"partitionSpecId must be a non-negative integer, got {current!r:.100}")
+    if specs is None:
+        return ()
+    if not isinstance(specs, Mapping):
+        raise InvalidDescriptorError(f"partition specs must map spec ids to strategies, got {specs!r:.200}")
+    out = []
+    for spec_id, strategy in sorted(specs.items(), key=lambda kv: str(kv[0])):
+        if not isinstance(spec_id, int) or isinstance(spec_id, bool) or spec_id < 0:
+            raise InvalidDescriptorError(f"a partition spec id must be a non-negative integer, got {spec_id!r:.100}")
+        if spec_id != current:
+            out.append((spec_id, _strategy(strategy)))
+    return tuple(sorted(out, key=lambda kv: kv[0]))
+
+
+def _specs_from_json(data: Any) -> dict[int, Any]:
+    if not isinstance(data, list) or not all(isinstance(d, Mapping) and "specId" in d for d in data):
+        raise InvalidDescriptorError(f"partitionSpecs must be a list of {{'specId', 'partitionStrategy'}}, got {data!r:.200}")
+    specs: dict[int, Any] = {}
+    for d in data:
+        if d["specId"] in specs:
+            raise InvalidDescriptorError(f"partitionSpecs repeats spec id {d['specId']!r}")
+        strategy = d.get("partitionStrategy")
+        specs[d["specId"]] = PartitionStrategy.from_json(strategy) if strategy is not None else None
+    return specs
+
+
+def _check_specs(specs: Mapping[int, PartitionStrategy | None], fields: Mapping[str, FieldType]) -> None:
+    """Refuse specs that give one partition name values of two kinds (files of every spec
+    share one column per name in the log's file table)."""
+    seen: dict[str, tuple[str, str, int]] = {}
+    for spec_id, strategy in sorted(specs.items()):
+        if strategy is None:
+            continue
+        for f in strategy.functions:
+            if f.name.startswith("#"):
+                raise InvalidPartitionStrategyError(f"partition name {f.name!r} may not start with '#'")
+            kind = f.result_kind(fields[f.source].kind)
+            shape = kind if kind != "decimal" else f"{kind} of {fields[f.source].kind} {f.source}"
+            if f.name in seen and seen[f.name][0] != shape:
+                raise InvalidPartitionStrategyError(
+                    f"partition name {f.name!r} of {f.to_text()} (spec {spec_id}) holds {shape} values but spec "
+                    f"{seen[f.name][2]} gives it {seen[f.name][0]} values ({seen[f.name][1]}); give it another "
+                    f"name, e.g. '{f.to_text().split(' as ')[0]} as {f.name}_{spec_id}'")
+            seen.setdefault(f.name, (shape, f.to_text(), spec_id))
 
 
 def _text(strategy: PartitionStrategy | None) -> str:

@@ -16,8 +16,10 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from cdkds.catalog.errors import (
-    IncompatibleDescriptorError, InvalidDescriptorError, InvalidSchemaError, SchemaMismatchError,
+    IncompatibleDescriptorError, InvalidDescriptorError, InvalidPartitionStrategyError, InvalidSchemaError,
+    SchemaMismatchError,
 )
+from cdkds.catalog.partitioning import PartitionStrategy
 from cdkds.formats.evolution import can_widen, type_text
 from cdkds.formats.records import record_validator
 from cdkds.formats.schema import FIELD_ID, AvroType, assign_ids, record_of, unwrap
@@ -65,6 +67,7 @@ class SchemaUpdate:
         self._base = dataset.descriptor
         self._schema = self._base.schema  # with ids: changed in place by each step
         self._changes: list[str] = []
+        self._partitioning: PartitionStrategy | None | object = _MISSING
         self._key_ids = {self._base.field_ids[k] for k in self._base.record_key}
 
     def __repr__(self) -> str:
@@ -181,6 +184,22 @@ class SchemaUpdate:
                                                  f"after {after}" if after is not None else f"before {before}"))
         return self
 
+    def partition_by(self, strategy: "PartitionStrategy | str | list | None") -> "SchemaUpdate":
+        """New files are written partitioned by ``strategy`` (text, Kite JSON or a
+        :class:`PartitionStrategy`; None: unpartitioned), after the schema changes, so it
+        names fields by their new names. Files written so far keep their layout (their
+        partition spec); compaction and the table services rewrite them into the new one."""
+        if self._partitioning is not _MISSING:
+            raise self._error("alter() changes the partition strategy once per commit")
+        try:
+            parsed = strategy if strategy is None or isinstance(strategy, PartitionStrategy) else (
+                PartitionStrategy.parse(strategy) if isinstance(strategy, str) else PartitionStrategy.from_json(strategy))
+        except InvalidPartitionStrategyError as e:
+            raise InvalidPartitionStrategyError(f"dataset {self.dataset.name!r}: {e}") from None
+        self._partitioning = parsed
+        self._changes.append("partition by " + (parsed.to_text() if parsed is not None else "nothing"))
+        return self
+
     # ---------------------------------------------------------------- commit
 
     def commit(self) -> int:
@@ -197,7 +216,12 @@ class SchemaUpdate:
         if not self._changes:
             raise self._error("alter() has no changes to commit")
         try:  # added fields get new ids here: matched by name, a field dropped and re-added would be the old one
-            return self._base.with_schema(assign_ids(self._schema))
+            descriptor = self._base.with_schema(assign_ids(self._schema))
+            if self._partitioning is not _MISSING:  # evolve() makes it a new partition spec
+                descriptor = descriptor.replace(partition_strategy=self._partitioning)
+            return descriptor
+        except InvalidPartitionStrategyError as e:
+            raise InvalidPartitionStrategyError(f"dataset {self.dataset.name!r}: {e}") from None
         except (InvalidDescriptorError, InvalidSchemaError) as e:
             raise self._error(str(e)) from None
 

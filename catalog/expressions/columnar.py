@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from cdkds.catalog.expressions import metrics
 from cdkds.catalog.expressions.arrow import to_arrow
-from cdkds.catalog.expressions.pruning import FileFilter
+from cdkds.catalog.expressions.pruning import SPEC_NAME, FileFilter
 from cdkds.catalog.expressions.rows import evaluate
 from cdkds.catalog.expressions.tree import (
     ALWAYS_FALSE, ALWAYS_TRUE, SET_OPS, UNARY_OPS, BoundPredicate, Expression, Predicate,
@@ -145,25 +145,33 @@ def _comparable(column: pa.ChunkedArray) -> pa.ChunkedArray:
 # ---------------------------------------------------------------- partitions
 
 def _partition_mask(expr: Expression, files: "FileTable") -> Mask:
-    """Where ``evaluate(expr, partition) is True``."""
+    """Where ``evaluate(expr, partition) is True`` (the partition holding the file's spec id
+    as :data:`SPEC_NAME` when the table has a ``spec`` column)."""
     if expr is ALWAYS_TRUE or expr is ALWAYS_FALSE:
         return expr is ALWAYS_TRUE
     table = files.table
-    if "partition" not in table.schema.names:  # every file's partition is {}
+    names = table.schema.names
+    stored = list(table.schema.field("partition").type) if "partition" in names else []
+    columns = {f.name: pc.field("partition", f.name) if f.type == _value_type(f.type)
+               else pc.field("partition", f.name).cast(_value_type(f.type)) for f in stored}
+    fields = [f.with_type(_value_type(f.type)) for f in stored]
+    if "spec" in names:
+        columns[SPEC_NAME] = pc.field("spec")
+        fields.append(pa.field(SPEC_NAME, pa.int64()))
+    if not columns:  # every file's partition is {}
         return evaluate(expr, {}) is True
-    partition = table.schema.field("partition").type
-    stored = [partition.field(i) for i in range(partition.num_fields)]
-    schema = pa.schema([f.with_type(_value_type(f.type)) for f in stored])
+    schema = pa.schema(fields)
     try:
         bound = transform(expr, lambda p: _bound_on_partition(p, schema))
     except _PerRow:
-        values = table.column("partition").to_pylist()
+        values = table.column("partition").to_pylist() if stored else [{}] * table.num_rows
+        if "spec" in names:
+            values = [{**(v or {}), SPEC_NAME: spec} for v, spec in zip(values, table.column("spec").to_pylist())]
         return pa.array([evaluate(expr, v or {}) is True for v in values], pa.bool_())
-    columns = {f.name: pc.field("partition", f.name) if f.type == _value_type(f.type)
-               else pc.field("partition", f.name).cast(_value_type(f.type)) for f in stored}
     arrow = pc.coalesce(to_arrow(bound, schema, columns), pc.scalar(False))
     plan = acero.Declaration.from_sequence([
-        acero.Declaration("table_source", acero.TableSourceNodeOptions(table.select(["partition"]))),
+        acero.Declaration("table_source", acero.TableSourceNodeOptions(
+            table.select([n for n in ("partition", "spec") if n in names]))),
         acero.Declaration("project", acero.ProjectNodeOptions([arrow], ["mask"])),
     ])
     return plan.to_table(use_threads=False).column("mask")

@@ -17,6 +17,9 @@ if TYPE_CHECKING:
     from cdkds.catalog.descriptor import DatasetDescriptor
 
 MAX_SET_VALUES = 64  # values of one partition name FileFilter.of_partitions lists; more: their range
+# the hidden partition value holding a file's partition spec id, in the projections of a
+# dataset whose strategy changed (no partition name starts with "#")
+SPEC_NAME = "#spec"
 
 
 class DataFileSummary(Protocol):
@@ -25,26 +28,37 @@ class DataFileSummary(Protocol):
     partition: Mapping[str, Any]
     row_count: int
     statistics: Mapping[str, ColumnStatistics]
+    spec_id: int
 
 
 @dataclass(frozen=True)
 class FileFilter:
     """A bound predicate with its projections onto partition values: ``inclusive`` is true
     for every partition that may hold a match, ``strict`` only for partitions whose every
-    row matches."""
+    row matches. When the dataset's partition strategy changed, each file is projected by
+    its own spec's strategy: the projections then read the file's spec id as partition
+    value :data:`SPEC_NAME` (``by_spec``)."""
 
     predicate: Expression
     inclusive: Expression = ALWAYS_TRUE
     strict: Expression = ALWAYS_FALSE
+    by_spec: bool = False
 
     @classmethod
     def of(cls, predicate: Expression, descriptor: "DatasetDescriptor") -> "FileFilter":
         """The filter of a predicate bound to ``descriptor``'s schema."""
-        strategy = descriptor.partition_strategy
-        if strategy is None:
-            return cls(predicate)
         fields = descriptor.fields
-        return cls(predicate, strategy.project(predicate, fields), strategy.project_strict(predicate, fields))
+        if not descriptor.has_past_specs:
+            strategy = descriptor.partition_strategy
+            if strategy is None:
+                return cls(predicate)
+            return cls(predicate, strategy.project(predicate, fields), strategy.project_strict(predicate, fields))
+        inclusive, strict = [], []
+        for spec_id, strategy in sorted(descriptor.partition_specs.items()):
+            is_spec = BoundPredicate("eq", SPEC_NAME, spec_id, kind="long")
+            inclusive.append(all_of([is_spec, strategy.project(predicate, fields) if strategy else ALWAYS_TRUE]))
+            strict.append(all_of([is_spec, strategy.project_strict(predicate, fields) if strategy else ALWAYS_FALSE]))
+        return cls(predicate, any_of(inclusive), any_of(strict), by_spec=True)
 
     @classmethod
     def of_partitions(cls, partitions: Iterable[Mapping[str, Any]], descriptor: "DatasetDescriptor") -> "FileFilter":
@@ -60,17 +74,25 @@ class FileFilter:
         for partition in given:
             for name in kinds:
                 values[name][partition.get(name)] = None
-        return cls(ALWAYS_TRUE, all_of(_one_of(name, list(v), kinds[name]) for name, v in values.items()))
+        inclusive = all_of(_one_of(name, list(v), kinds[name]) for name, v in values.items())
+        if not descriptor.has_past_specs:
+            return cls(ALWAYS_TRUE, inclusive)
+        # partitions of the current spec: files of other specs are in none of them
+        is_current = BoundPredicate("eq", SPEC_NAME, descriptor.partition_spec_id, kind="long")
+        return cls(ALWAYS_TRUE, all_of([is_current, inclusive]), by_spec=True)
 
     def may_match(self, file: DataFileSummary) -> bool:
         """False only when no row of ``file`` can match."""
-        return evaluate(self.inclusive, file.partition) is True and \
+        return evaluate(self.inclusive, self._partition(file)) is True and \
             may_match(self.predicate, file.row_count, file.statistics)
 
     def must_match(self, file: DataFileSummary) -> bool:
         """True only when every row of ``file`` matches."""
-        return self.predicate is ALWAYS_TRUE or evaluate(self.strict, file.partition) is True or \
+        return self.predicate is ALWAYS_TRUE or evaluate(self.strict, self._partition(file)) is True or \
             must_match(self.predicate, file.row_count, file.statistics)
+
+    def _partition(self, file: DataFileSummary) -> Mapping[str, Any]:
+        return {**file.partition, SPEC_NAME: file.spec_id} if self.by_spec else file.partition
 
 
 def _one_of(name: str, values: list[Any], kind: str) -> Expression:

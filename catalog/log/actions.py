@@ -27,11 +27,12 @@ from cdkds.formats import values
 from cdkds.formats.projection import widened
 from cdkds.formats.statistics import ColumnStatistics
 
-READER_VERSION = 4  # the newest protocol this build reads and writes
-WRITER_VERSION = 4
+READER_VERSION = 5  # the newest protocol this build reads and writes
+WRITER_VERSION = 5
 KEYED_PROTOCOL = 2  # deletion vectors and index files: readers of version 1 would return deleted rows
 FIELD_ID_PROTOCOL = 3  # renamed or dropped fields: readers matching columns by name would misread them
 PARTED_CHECKPOINT_PROTOCOL = 4  # checkpoints whose files are in parts: older readers cannot start from them
+LAYOUT_PROTOCOL = 5  # partition specs, tags and branches: older readers would prune by the wrong strategy or expire refs
 
 
 # a scheme, a backslash, a control character, or an empty, "." or ".." segment
@@ -67,7 +68,9 @@ class AddFile:
     and per-column statistics. ``revision`` is the commit that added it and ``timestamp``
     that commit's time (known once it is in the log), ``schema_version`` the revision of the
     descriptor it was written with, ``deletes`` the deletion vectors later commits added to
-    it (their union is the file's deleted row positions)."""
+    it (their union is the file's deleted row positions), ``spec_id`` the partition spec it
+    was written with (its ``partition`` holds that spec's names; see
+    :meth:`DatasetDescriptor.strategy_of`)."""
 
     path: str
     partition: Mapping[str, Any]
@@ -78,6 +81,7 @@ class AddFile:
     revision: int = -1
     timestamp: int = 0
     deletes: tuple[DeletionVectorRef, ...] = ()
+    spec_id: int = 0
 
     def at(self, revision: int, timestamp: int = 0) -> "AddFile":
         return dataclasses.replace(self, revision=revision, timestamp=timestamp)
@@ -99,7 +103,7 @@ class AddFile:
         return self.live_rows > 0 or len(self.deletes) > 1
 
     def to_json(self, descriptor: DatasetDescriptor) -> dict:
-        kinds = partition_kinds(descriptor)
+        kinds = partition_kinds(descriptor, self.spec_id)
         fields, ids = descriptor.fields, descriptor.field_ids
         out = {
             "path": self.path,
@@ -113,11 +117,18 @@ class AddFile:
             out["committedAt"] = self.timestamp  # in checkpoints; a commit's own adds take its time
         if self.deletes:
             out["deletes"] = [d.to_json() for d in self.deletes]
+        if self.spec_id:
+            out["spec"] = self.spec_id
         return {"add": out}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], descriptor: DatasetDescriptor, revision: int) -> "AddFile":
-        kinds, names = _decoding(descriptor)
+        kinds_of, names = _decoding(descriptor)
+        spec_id = data.get("spec", 0)
+        if spec_id not in kinds_of:
+            raise ValueError(f"data file {data.get('path')!r} names partition spec {spec_id!r}, which the descriptor "
+                             f"does not have ({sorted(kinds_of)})")
+        kinds = kinds_of[spec_id]
         fields = descriptor.fields
         stats = {names.get(k, k): s for k, s in data.get("stats", {}).items()}
         return cls(
@@ -126,7 +137,7 @@ class AddFile:
             int(data["size"]), int(data["rows"]),
             {k: ColumnStatistics.from_json(s, fields[k].kind) for k, s in stats.items() if k in fields},
             int(data.get("schemaVersion", 0)), revision, int(data.get("committedAt", 0)),
-            tuple(_vector(d) for d in data.get("deletes", ())),
+            tuple(_vector(d) for d in data.get("deletes", ())), spec_id,
         )
 
 
@@ -297,25 +308,37 @@ Action = (AddFile | RemoveFile | Tombstone | DeleteRows | AddIndex | RemoveIndex
           | SetTransaction)
 
 
-def _decoding(descriptor: DatasetDescriptor) -> tuple[dict[str, str], dict[str, str]]:
+def _decoding(descriptor: DatasetDescriptor) -> tuple[dict[int, dict[str, str]], dict[str, str]]:
     """What decoding an ``add`` needs of its descriptor, worked out once per descriptor rather
     than per file (a checkpoint holds one descriptor and up to millions of adds): the partition
-    kinds, and field names by id (statistics are keyed by field id; by name before ids)."""
+    kinds of each spec, and field names by id (statistics are keyed by field id; by name before ids)."""
     global _LAST_DECODING
     last = _LAST_DECODING
     if last is not None and last[0] is descriptor:  # by identity: a descriptor's hash serialises it
         return last[1]
-    found = partition_kinds(descriptor), {str(i): n for n, i in descriptor.field_ids.items()}
+    found = ({i: partition_kinds(descriptor, i) for i in descriptor.partition_specs},
+             {str(i): n for n, i in descriptor.field_ids.items()})
     _LAST_DECODING = (descriptor, found)
     return found
 
 
-_LAST_DECODING: tuple[DatasetDescriptor, tuple[dict[str, str], dict[str, str]]] | None = None
+_LAST_DECODING: tuple[DatasetDescriptor, tuple[dict[int, dict[str, str]], dict[str, str]]] | None = None
 
 
-def partition_kinds(descriptor: DatasetDescriptor) -> dict[str, str]:
-    strategy = descriptor.partition_strategy
+def partition_kinds(descriptor: DatasetDescriptor, spec_id: int | None = None) -> dict[str, str]:
+    """Partition name -> kind of its values, for spec ``spec_id`` (default: the current one)."""
+    strategy = descriptor.partition_strategy if spec_id is None else descriptor.strategy_of(spec_id)
     return strategy.kinds(descriptor.fields) if strategy is not None else {}
+
+
+def all_partition_kinds(descriptor: DatasetDescriptor) -> dict[str, str]:
+    """Partition name -> kind of its values over every spec, the current spec's names first
+    (a name has one kind in every spec that uses it)."""
+    kinds = partition_kinds(descriptor)
+    for spec_id in sorted(descriptor.partition_specs, reverse=True):
+        for name, kind in partition_kinds(descriptor, spec_id).items():
+            kinds.setdefault(name, kind)
+    return kinds
 
 
 def encode_actions(actions: tuple[Action, ...], descriptor: DatasetDescriptor | None) -> list[dict]:

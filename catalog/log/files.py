@@ -6,8 +6,11 @@ One row per file; the columns (``file_schema``):
   ``deleted_rows`` (int64; ``deleted_rows`` is the sum of the deletion vectors' cardinalities);
 - ``deletes`` (string): the file's deletion vectors as the JSON array of their references,
   null when it has none;
-- ``partition`` (struct, only when the dataset is partitioned): one child per partition
-  name, typed by the kind of its values (:func:`partition_type`);
+- ``spec`` (int64, only when the partition strategy was ever changed): the partition spec
+  each file was written with;
+- ``partition`` (struct, only when the dataset is or was partitioned): one child per
+  partition name of any spec, the current spec's first, typed by the kind of its values
+  (:func:`partition_type`); null in the rows of files whose spec lacks the name;
 - ``stats`` (struct): one child per top-level field of the descriptor, named by its field
   id, a ``struct<nulls: int64, min: T, max: T>`` with ``T`` the field's Arrow type (nested
   fields keep only ``nulls``). A null child means the file has no statistics for that
@@ -27,7 +30,7 @@ import pyarrow.compute as pc
 
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.keyed.deletion import DeletionVectorRef
-from cdkds.catalog.log.actions import AddFile, partition_kinds
+from cdkds.catalog.log.actions import AddFile, all_partition_kinds
 from cdkds.catalog.partitioning.functions import kind_arrow_type
 from cdkds.formats.projection import widened
 from cdkds.formats.statistics import ColumnStatistics
@@ -39,8 +42,8 @@ _SCALARS = ("size", "rows", "schema_version", "revision", "timestamp", "deleted_
 def partition_type(descriptor: DatasetDescriptor, name: str, kind: str) -> pa.DataType:
     """The Arrow type of partition ``name``'s values (decimals: the source field's type)."""
     if kind == "decimal":
-        strategy = descriptor.partition_strategy
-        source = next(f.source for f in strategy.functions if f.name == name)
+        source = next(f.source for s in descriptor.partition_specs.values() if s is not None
+                      for f in s.functions if f.name == name)
         return descriptor.arrow_schema.field(source).type
     return kind_arrow_type(kind)
 
@@ -57,7 +60,9 @@ def file_schema(descriptor: DatasetDescriptor) -> pa.Schema:
     fields = [pa.field("path", pa.string(), nullable=False)]
     fields += [pa.field(name, pa.int64(), nullable=False) for name in _SCALARS]
     fields.append(pa.field("deletes", pa.string()))
-    kinds = partition_kinds(descriptor)
+    if descriptor.has_past_specs:
+        fields.append(pa.field("spec", pa.int64(), nullable=False))
+    kinds = all_partition_kinds(descriptor)
     if kinds:
         fields.append(pa.field("partition", pa.struct(
             [(name, partition_type(descriptor, name, kind)) for name, kind in kinds.items()])))
@@ -82,6 +87,8 @@ def conform(table: pa.Table, descriptor: DatasetDescriptor) -> pa.Table:
             columns.append(_conformed(table, "stats", field.type, _conformed_stats))
         elif field.name == "partition":
             columns.append(_conformed(table, "partition", field.type, _conformed_value))
+        elif field.name not in table.schema.names:  # "spec": the table predates partition specs
+            columns.append(pa.array([0] * table.num_rows, field.type))
         else:
             columns.append(table.column(field.name).cast(field.type))
     return pa.table(columns, schema=schema)
@@ -157,6 +164,7 @@ class FileTable:
         columns["timestamp"] = [a.timestamp for a in adds]
         columns["deleted_rows"] = [a.deleted_rows for a in adds]
         columns["deletes"] = [json.dumps([d.to_json() for d in a.deletes]) if a.deletes else None for a in adds]
+        columns["spec"] = [a.spec_id for a in adds]
         if "partition" in schema.names:
             names = schema.field("partition").type
             columns["partition"] = [{names.field(i).name: a.partition.get(names.field(i).name)
@@ -232,6 +240,10 @@ def _adds(batch: pa.RecordBatch, descriptor: DatasetDescriptor) -> Iterator[AddF
     names = {str(i): n for n, i in descriptor.field_ids.items()}
     scalars = [batch.column(n).to_pylist() for n in ("path", *_SCALARS, "deletes")]
     partitions = batch.column("partition").to_pylist() if "partition" in schema.names else None
+    specs = batch.column("spec").to_pylist() if "spec" in schema.names else None
+    if specs is not None and partitions is not None:  # a file's partition holds its own spec's names only
+        names_of = {i: (s.names if s is not None else []) for i, s in descriptor.partition_specs.items()}
+        partitions = [{n: p[n] for n in names_of[spec]} for p, spec in zip(partitions, specs)]
     stats = batch.column("stats")
     per_field = [(names[stats.type.field(i).name], stats.field(i).to_pylist()) for i in range(stats.type.num_fields)]
     new = object.__new__
@@ -247,5 +259,5 @@ def _adds(batch: pa.RecordBatch, descriptor: DatasetDescriptor) -> Iterator[AddF
                             row_count=rows, statistics=statistics, schema_version=schema_version,
                             revision=revision, timestamp=timestamp,
                             deletes=tuple(DeletionVectorRef.from_json(d) for d in json.loads(deletes))
-                            if deletes is not None else ())
+                            if deletes is not None else (), spec_id=specs[row] if specs is not None else 0)
         yield add

@@ -29,8 +29,9 @@ from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import CorruptLogError
 from cdkds.catalog.expressions import Expression, transform
 from cdkds.catalog.expressions.metrics import may_match
+from cdkds.catalog.expressions.pruning import SPEC_NAME
 from cdkds.catalog.expressions.tree import BoundPredicate
-from cdkds.catalog.log.actions import OUTSIDE_DATASET, partition_kinds, promoted
+from cdkds.catalog.log.actions import OUTSIDE_DATASET, all_partition_kinds, promoted
 from cdkds.catalog.log.commit import LOG_FOLDER
 from cdkds.catalog.log.files import FileTable, conform
 from cdkds.formats.parquet import parquet_in_memory
@@ -84,12 +85,16 @@ class CheckpointPart:
 
     def may_match(self, file_filter: "FileFilter", descriptor: DatasetDescriptor) -> bool:
         """False only when no file of the part can hold a row ``file_filter`` (of ``descriptor``) matches."""
-        return may_match(partition_bound(file_filter.inclusive, descriptor), self.files, self.partition) and \
+        partition = self.partition
+        if descriptor.has_past_specs and SPEC_NAME not in partition:
+            # written before the strategy first changed: every file is of the first spec, 0
+            partition = {**partition, SPEC_NAME: ColumnStatistics(0, 0, 0)}
+        return may_match(partition_bound(file_filter.inclusive, descriptor), self.files, partition) and \
             may_match(file_filter.predicate, self.rows, self.statistics)
 
     def to_json(self, descriptor: DatasetDescriptor) -> dict:
         """The part's row of a checkpoint (bounds as values' JSON by kind, statistics by field id)."""
-        kinds, fields, ids = partition_kinds(descriptor), descriptor.fields, descriptor.field_ids
+        kinds, fields, ids = bound_kinds(descriptor), descriptor.fields, descriptor.field_ids
         return {"part": {
             "key": self.key, "files": self.files, "rows": self.rows, "size": self.size, "sha256": self.sha256,
             "minRevision": self.min_revision,
@@ -100,7 +105,7 @@ class CheckpointPart:
     @classmethod
     def from_json(cls, data: Mapping[str, Any], descriptor: DatasetDescriptor) -> "CheckpointPart":
         """A part from its row's JSON; ``ValueError``/``KeyError``/``TypeError`` when malformed."""
-        kinds, fields = partition_kinds(descriptor), descriptor.fields
+        kinds, fields = bound_kinds(descriptor), descriptor.fields
         names = {str(i): n for n, i in descriptor.field_ids.items()}
         key = str(data["key"])
         if part_revision(key) is None:
@@ -125,7 +130,7 @@ class CheckpointPart:
                 continue
             source, wanted = old.field(name).type, new.field(target).type
             statistics[target] = stats if source.equals(wanted) else promoted(stats, source, wanted)
-        kinds = partition_kinds(after)
+        kinds = bound_kinds(after)
         return dataclasses.replace(self, statistics=statistics,
                                    partition={k: s for k, s in self.partition.items() if k in kinds})
 
@@ -133,9 +138,18 @@ class CheckpointPart:
 def partition_bound(inclusive: Expression, descriptor: DatasetDescriptor) -> Expression:
     """An inclusive projection (predicates on partition names, of typed values) bound to the
     kinds of the partition values, for the metrics evaluator to read partition bounds with."""
-    kinds = partition_kinds(descriptor)
+    kinds = bound_kinds(descriptor)
     return transform(inclusive, lambda p: p if isinstance(p, BoundPredicate) else
                      BoundPredicate(p.op, p.name, p.value, p.values, kinds[p.name]))
+
+
+def bound_kinds(descriptor: DatasetDescriptor) -> dict[str, str]:
+    """The kinds of a part's partition bounds: every spec's partition names, and the spec id
+    (:data:`SPEC_NAME`) once the strategy changed."""
+    kinds = all_partition_kinds(descriptor)
+    if descriptor.has_past_specs:
+        kinds[SPEC_NAME] = "long"
+    return kinds
 
 
 # ---------------------------------------------------------------- summaries
@@ -150,6 +164,9 @@ def summarise(table: FileTable) -> tuple[dict[str, ColumnStatistics], dict[str, 
         for child in data.schema.field("partition").type:
             column = values.field(child.name) if values is not None else pa.array([], child.type)
             partition[child.name] = _bounds(column, column.null_count, column)
+    if "spec" in data.schema.names:
+        specs = data.column("spec").chunk(0) if data.num_rows else pa.array([], pa.int64())
+        partition[SPEC_NAME] = _bounds(specs, 0, specs)
     statistics: dict[str, ColumnStatistics] = {}
     if not data.num_rows:
         return partition, statistics

@@ -331,7 +331,8 @@ class PartitionedWriter:
             self._arrow_bytes += entry.held_bytes
             self._file_bytes += written.size
         self._written.append(AddFile(path, entry.partition, written.size, written.row_count,
-                                     dict(written.statistics), self.descriptor_version))
+                                     dict(written.statistics), self.descriptor_version,
+                                     spec_id=self.descriptor.partition_spec_id))
 
     def _finish(self, key: tuple, entry: _OpenFile) -> WrittenFile:
         """Close a file's writer (first writing a sorted file's held rows, sorted)."""

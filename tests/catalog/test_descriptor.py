@@ -64,8 +64,9 @@ def test_update_rules():
     d.check_update(d.replace(schema=added, properties={"x": "y"}, compression="zstd"))
     with pytest.raises(IncompatibleDescriptorError, match="format cannot change"):
         d.check_update(d.replace(format="avro"))
-    with pytest.raises(IncompatibleDescriptorError, match="partition strategy cannot change"):
-        d.check_update(d.replace(partition_strategy="hash(userId, 16)"))
+    evolved = d.evolve(d.replace(partition_strategy="hash(userId, 16)"))  # a new partition spec; files keep theirs
+    assert (evolved.partition_spec_id, evolved.strategy_of(0)) == (1, d.partition_strategy)
+    assert evolved.partition_strategy.to_text() == "hash(userId, 16)"
     required = {**USER_SCHEMA, "fields": USER_SCHEMA["fields"] + [{"name": "email", "type": "string"}]}
     with pytest.raises(IncompatibleDescriptorError, match=r"'email' \(string\) is required and has no default"):
         d.check_update(d.replace(schema=required))
