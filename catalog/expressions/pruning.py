@@ -53,6 +53,8 @@ class FileFilter:
             if strategy is None:
                 return cls(predicate)
             return cls(predicate, strategy.project(predicate, fields), strategy.project_strict(predicate, fields))
+        if predicate is ALWAYS_TRUE:
+            return cls(predicate)
         inclusive, strict = [], []
         for spec_id, strategy in sorted(descriptor.partition_specs.items()):
             is_spec = BoundPredicate("eq", SPEC_NAME, spec_id, kind="long")
