@@ -19,6 +19,7 @@ from cdkds.catalog.log import actions, checkpoint, checkpoint_key, transaction
 from cdkds.catalog.log.actions import LAYOUT_PROTOCOL, PARTED_CHECKPOINT_PROTOCOL, SetProtocol, Tag, Untag
 from cdkds.catalog.log.commit import Commit
 from cdkds.catalog.log.conflicts import BlindAppend, Exclusive, RefChange
+from cdkds.catalog.log.listing import EXPIRED_KEY, ExpiryMarker
 from cdkds.catalog.log.parts import PARTS_FOLDER
 
 SCHEMA = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}]}
@@ -293,3 +294,28 @@ def test_every_tagged_revision_reads_the_same_rows_whatever_expiry_and_vacuum_do
         for name, rows in seen.items():
             assert ids(repo.load("t", tag=name)) == rows
     assert ds.tags() == {name: ds.tags()[name] for name in seen}
+
+
+def test_a_tag_that_lost_its_revision_to_a_concurrent_expiry_is_taken_back(repo, monkeypatch):
+    from cdkds.catalog.log import tags
+    ds = make(repo, interval=3)  # checkpoint 3
+    ds.delete("id = 0")
+    appends(ds, range(3, 6))  # checkpoint 6 rewrote the part of checkpoint 3 that held id 0's file
+    tagger = repo.load("t")  # tags revision 3, read from checkpoint 3's parts
+    planned = tags.plan_tag
+
+    def expired_meanwhile(log, base, name, version):  # an expiry that read the tags before ours landed
+        plan = planned(log, base, name, version)
+        kept = set(checkpoint.part_keys(ds.store.read(checkpoint_key(6)), "checkpoint 6"))
+        for key in set(checkpoint.part_keys(ds.store.read(checkpoint_key(3)), "checkpoint 3")) - kept:
+            ds.store.delete(key)
+        ds.store.delete(checkpoint_key(3))
+        for r in range(1, 6):
+            ds.store.delete(f"_log/{r:020d}.json")
+        ds.store.put(EXPIRED_KEY, ExpiryMarker(6).to_bytes())
+        return plan
+    monkeypatch.setattr(tags, "plan_tag", expired_meanwhile)
+    with pytest.raises(RefError, match="dataset 't': an expiry running meanwhile removed revision 3 before tag 'q3' "
+                                       "could keep it; the tag was taken back \\(revision 9\\)"):
+        tagger.tag("q3", version=3)
+    assert repo.load("t").tags() == {} and [h.operation for h in repo.load("t").history()][-2:] == ["tag", "untag"]
