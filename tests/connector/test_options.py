@@ -191,7 +191,17 @@ def test_a_write_through_a_view_is_refused():
     for options, what in [({"path": "view:file:/d/u?x=1"}, "the URI's constraints"),
                           ({"path": "file:/d/u", "WHERE": "x > 1"}, "option WHERE"),
                           ({"path": "file:/d/u", "versionAsOf": "1"}, "option versionAsOf"),
-                          ({"path": "file:/d/u", "timestamp": "2026-01-01"}, "option timestamp")]:
+                          ({"path": "file:/d/u", "timestamp": "2026-01-01"}, "option timestamp"),
+                          ({"path": "file:/d/u", "tagAsOf": "q3"}, "option tagAsOf")]:
         with pytest.raises(InvalidOptionError, match=f"dataset 'u': cannot write through a view, which shows only "
                                                      f"part of the dataset \\({what}\\); write to file:///d/u"):
             write_location(options)
+
+
+def test_a_tag_is_for_batch_reads():
+    from cdkds.connector.options import change_feed_options, stream_read_options
+
+    with pytest.raises(InvalidOptionError, match="dataset 't': option tagAsOf is for batch reads"):
+        stream_read_options({"tagAsOf": "q3"}, ALWAYS_TRUE, "t")
+    with pytest.raises(InvalidOptionError, match="dataset 't': option tagAsOf cannot be combined with readChangeFeed"):
+        change_feed_options({"tagAsOf": "q3", "startingVersion": "1"}, "t", False)
