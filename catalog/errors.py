@@ -27,6 +27,9 @@ __all__ = [
     "InvalidTimeTravelError",
     "InvalidKeyError",
     "KeyExistsError",
+    "RefError",
+    "RefExistsError",
+    "RefNotFoundError",
     "CorruptIndexError",
     "SchemaMismatchError",
     "ServiceWarning",
@@ -79,6 +82,19 @@ class ConversionError(CdkdsError, ValueError):
 
 class InvalidTimeTravelError(CdkdsError, ValueError):
     """A version or timestamp to read a dataset at that is malformed or out of range."""
+
+
+class RefError(CdkdsError, ValueError):
+    """A tag (or branch) that cannot be made, read or ended: a malformed name, a revision the
+    log does not hold. Nothing was committed."""
+
+
+class RefExistsError(RefError):
+    """A tag (or branch) of that name exists already."""
+
+
+class RefNotFoundError(RefError, LookupError):
+    """No tag (or branch) of that name."""
 
 
 class InvalidRecordError(SchemaMismatchError):

@@ -7,7 +7,8 @@
 - :class:`AddIndex` / :class:`RemoveIndex` — a record-index file joins or leaves a bucket;
 - :class:`SetMetadata` — the descriptor from this commit on;
 - :class:`SetProtocol` — the log versions a reader and a writer must understand;
-- :class:`SetTransaction` — the last batch an application (a streaming query) committed.
+- :class:`SetTransaction` — the last batch an application (a streaming query) committed;
+- :class:`Tag` / :class:`Untag` — a name for a revision, kept readable by expiry and vacuum, or its end.
 """
 
 from __future__ import annotations
@@ -304,8 +305,29 @@ class SetTransaction:
         return cls(str(data["appId"]), int(data["version"]), int(data.get("lastUpdated", 0)))
 
 
+@dataclass(frozen=True)
+class Tag:
+    """Names revision ``revision`` ``name``: expiry and vacuum keep it readable until it is untagged."""
+
+    name: str
+    revision: int
+
+    def to_json(self, descriptor: DatasetDescriptor | None) -> dict:
+        return {"tag": {"name": self.name, "revision": self.revision}}
+
+
+@dataclass(frozen=True)
+class Untag:
+    """Ends tag ``name``: its revision is kept no longer (unless another tag names it)."""
+
+    name: str
+
+    def to_json(self, descriptor: DatasetDescriptor | None) -> dict:
+        return {"untag": {"name": self.name}}
+
+
 Action = (AddFile | RemoveFile | Tombstone | DeleteRows | AddIndex | RemoveIndex | SetMetadata | SetProtocol
-          | SetTransaction)
+          | SetTransaction | Tag | Untag)
 
 
 def _decoding(descriptor: DatasetDescriptor) -> tuple[dict[int, dict[str, str]], dict[str, str]]:
@@ -378,6 +400,16 @@ def decode_actions(items: list, descriptor: DatasetDescriptor | None, revision: 
             actions.append(RemoveIndex(dataset_path(body["path"], "removed index file")))
         elif kind == "txn":
             actions.append(SetTransaction.from_json(body))
+        elif kind == "tag":
+            actions.append(Tag(_tag_name(body["name"]), int(body["revision"])))
+        elif kind == "untag":
+            actions.append(Untag(_tag_name(body["name"])))
         else:
             raise ValueError(f"unknown action {kind!r}")
     return tuple(actions)
+
+
+def _tag_name(name: Any) -> str:
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"the tag name {name!r} is not a non-empty string")
+    return name

@@ -1,5 +1,5 @@
 """A dataset as of one revision: its descriptor, live data files (with their deletion
-vectors), live tombstones and live record-index files."""
+vectors), live tombstones, live record-index files and its tags."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ import pyarrow as pa
 from cdkds.catalog.keyed.deletion import DeletionVectorRef
 from cdkds.catalog.log.live import LiveFiles
 from cdkds.catalog.log.actions import (
-    AddFile, AddIndex, DeleteRows, RemoveFile, RemoveIndex, SetMetadata, SetProtocol, SetTransaction, Tombstone,
+    AddFile, AddIndex, DeleteRows, RemoveFile, RemoveIndex, SetMetadata, SetProtocol, SetTransaction, Tag, Tombstone,
+    Untag,
 )
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import ExpressionError, IncompatibleDescriptorError
@@ -30,7 +31,8 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Snapshot:
     """The state of a dataset at ``version`` (a revision of its log); ``transactions``:
-    the last batch each application recorded (:class:`SetTransaction`)."""
+    the last batch each application recorded (:class:`SetTransaction`); ``tags``: the
+    revision each tag names (:class:`Tag`)."""
 
     version: int
     timestamp: int
@@ -45,6 +47,7 @@ class Snapshot:
     # the oldest descriptor revision whose data files are laid out as the current descriptor's
     # (the same columns, names, types and ids): a file written at or after it is read as it is
     schema_since: int = -1
+    tags: Mapping[str, int] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
 
     def __post_init__(self) -> None:
         if not isinstance(self.files, LiveFiles):  # files given in memory (a dict)
@@ -55,6 +58,14 @@ class Snapshot:
         """Rows in the live files less those deleted by deletion vectors (rows deleted by
         tombstones or expired by TTL still count until compaction)."""
         return self.files.live_rows
+
+    def pinned_revisions(self) -> Mapping[int, tuple[str, ...]]:
+        """The revisions that must stay readable whatever expiry and vacuum are asked, each
+        with the refs that pin it (``"tag 'q3'"``): the one place expiry and vacuum learn them."""
+        pins: dict[int, list[str]] = {}
+        for name, revision in sorted(self.tags.items()):
+            pins.setdefault(revision, []).append(f"tag {name!r}")
+        return MappingProxyType({r: tuple(refs) for r, refs in sorted(pins.items())})
 
     def index_files(self, bucket: int) -> tuple[AddIndex, ...]:
         """The live record-index files of ``bucket`` in the order their entries apply: the
@@ -110,7 +121,7 @@ class Snapshot:
         files: LiveFiles = self.files
         tombstones = list(self.tombstones)
         index = dict(self.index)
-        transactions = self.transactions
+        transactions, tags = self.transactions, self.tags
         added: list[AddFile] = []
         removed: list[str] = []
         deleted: list[tuple[str, DeletionVectorRef]] = []
@@ -154,12 +165,16 @@ class Snapshot:
                 protocol = action
             elif isinstance(action, SetTransaction):
                 transactions = MappingProxyType({**transactions, action.app_id: action})
+            elif isinstance(action, Tag):
+                tags = MappingProxyType({**tags, action.name: action.revision})
+            elif isinstance(action, Untag):
+                tags = MappingProxyType({n: r for n, r in tags.items() if n != action.name})
         files = settle()
         if tombstones:
             oldest = files.oldest_revision(commit.revision + 1)
             tombstones = [t for t in tombstones if t.revision > oldest]  # a tombstone no file predates is spent
         return Snapshot(commit.revision, commit.timestamp, commit.uuid, descriptor, descriptor_version,
-                        files, tuple(tombstones), protocol, MappingProxyType(index), transactions, schema_since)
+                        files, tuple(tombstones), protocol, MappingProxyType(index), transactions, schema_since, tags)
 
     def written_as_current(self, file: AddFile) -> bool:
         """Whether ``file`` was written with the current descriptor's file layout, so its

@@ -61,6 +61,8 @@ def test_bad_locations(options, message):
     ({"versionAsOf": "-1"}, "option versionAsOf must be an integer >= 0"),
     ({"versionAsOf": "1", "timestampAsOf": "2026-01-01"}, "not both"),
     ({"versionAsOf": "1", "version": "2"}, "disagree"),
+    ({"versionAsOf": "1", "tagAsOf": "q3"}, "dataset 't': give tagAsOf, versionAsOf or timestampAsOf, not several"),
+    ({"timestampAsOf": "2026-01-01", "tagAsOf": "q3"}, "give tagAsOf, versionAsOf or timestampAsOf, not several"),
     ({"where": "id = = 1"}, "option where: cannot parse predicate"),
     ({"columns": " , "}, "option columns names no column"),
     ({"pushFilters": "yes"}, "option pushFilters must be true or false"),
@@ -189,7 +191,17 @@ def test_a_write_through_a_view_is_refused():
     for options, what in [({"path": "view:file:/d/u?x=1"}, "the URI's constraints"),
                           ({"path": "file:/d/u", "WHERE": "x > 1"}, "option WHERE"),
                           ({"path": "file:/d/u", "versionAsOf": "1"}, "option versionAsOf"),
-                          ({"path": "file:/d/u", "timestamp": "2026-01-01"}, "option timestamp")]:
+                          ({"path": "file:/d/u", "timestamp": "2026-01-01"}, "option timestamp"),
+                          ({"path": "file:/d/u", "tagAsOf": "q3"}, "option tagAsOf")]:
         with pytest.raises(InvalidOptionError, match=f"dataset 'u': cannot write through a view, which shows only "
                                                      f"part of the dataset \\({what}\\); write to file:///d/u"):
             write_location(options)
+
+
+def test_a_tag_is_for_batch_reads():
+    from cdkds.connector.options import change_feed_options, stream_read_options
+
+    with pytest.raises(InvalidOptionError, match="dataset 't': option tagAsOf is for batch reads"):
+        stream_read_options({"tagAsOf": "q3"}, ALWAYS_TRUE, "t")
+    with pytest.raises(InvalidOptionError, match="dataset 't': option tagAsOf cannot be combined with readChangeFeed"):
+        change_feed_options({"tagAsOf": "q3", "startingVersion": "1"}, "t", False)
