@@ -2,7 +2,9 @@
 
 Each kind of write says what it assumed about the dataset when it was planned; a
 concurrent commit that breaks the assumption is a conflict (:class:`CommitConflictError`),
-anything else is rebased. Rules common to all: a concurrent descriptor change conflicts,
+anything else is rebased. Rules common to all: a concurrent descriptor change conflicts
+(except for appends, over one that changed only names, fields or the partition strategy:
+their files keep the partition spec they were written with, which the descriptor keeps),
 so does a concurrent removal of a file (data or index) this commit also removes or
 deletes rows of, and so does a concurrent commit of the same application
 (:class:`SetTransaction`): two runs of one streaming query must not both commit.
@@ -57,7 +59,7 @@ class ConflictRule(ABC):
         """Why ``theirs`` (committed after ``base``) conflicts with ``ours``, or ``None``."""
         for change in (a for a in theirs.actions if isinstance(a, SetMetadata)):
             if not (self.rebases_over_schema_changes and schema_only(base.descriptor, change.descriptor)):
-                return "it changed the descriptor"
+                return descriptor_change(base.descriptor, change.descriptor)
         removed = {a.path for a in theirs.actions if isinstance(a, RemoveFile)}
         also = sorted(removed & {a.path for a in ours if isinstance(a, RemoveFile)})
         if also:
@@ -170,21 +172,38 @@ class Exclusive(ConflictRule):
 
 
 def schema_only(before: "DatasetDescriptor", after: "DatasetDescriptor") -> bool:
-    """Whether ``after`` changed only names, order, added or dropped fields, nested fields or
-    nullability of ``before``, so files planned under ``before`` land unchanged (their
-    statistics, per top-level field, keep their types) under the same layout and no key."""
+    """Whether ``after`` changed only names, order, added or dropped fields, nested fields,
+    nullability or the partition strategy of ``before``, so files planned under ``before``
+    land unchanged (their statistics, per top-level field, keep their types; their partition
+    spec is one of ``after``'s, the same strategy under the same id) with no key."""
     if before.record_key or after.record_key or before.format != after.format:
         return False
     try:
-        if before.with_schema(after.schema).partition_strategy != after.partition_strategy:
-            return False
+        renamed = before.with_schema(after.schema)
     except CdkdsError:  # a partition source dropped: not a change an append survives
+        return False
+    specs = after.partition_specs
+    if any(specs.get(i, _MISSING) != strategy for i, strategy in renamed.partition_specs.items()):
         return False
     for name, new_name in evolution.top_level_renames(before.schema, after.schema).items():
         old, new = before.fields[name], after.fields[new_name]
         if old.kind != new.kind or (old.kind not in ("record", "array", "map") and old.avro != new.avro):
             return False
     return True
+
+
+def descriptor_change(before: "DatasetDescriptor", after: "DatasetDescriptor") -> str:
+    """Why a commit that changed the descriptor from ``before`` to ``after`` conflicts, in words."""
+    if after.partition_spec_id != before.partition_spec_id:
+        strategy = after.partition_strategy
+        return (f"it changed the partition strategy to "
+                f"{strategy.to_text() if strategy is not None else 'none (unpartitioned)'} "
+                f"(partition spec {after.partition_spec_id}; this commit was planned on spec "
+                f"{before.partition_spec_id})")
+    return "it changed the descriptor"
+
+
+_MISSING = object()
 
 
 def _adds(actions: Iterable[Action]) -> Iterable[AddFile]:
