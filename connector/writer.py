@@ -382,7 +382,7 @@ class CdkdsWriter(DataSourceArrowWriter):
         if self.operation is not None:
             return self._commit_keyed(dataset, messages, staged.table(), extra)
         adds = [a for m in messages if m is not None for a in m.adds]
-        mode = write_mode(self.mode, self.descriptor)
+        mode = write_mode(self.mode, self.descriptor, dataset.name)
         info = {"rows": sum(a.row_count for a in adds), "files": len(adds), "engine.spark": True}
 
         def commit() -> None:  # planned again when a compaction (a table service's) committed first

@@ -19,9 +19,11 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar
 from cdkds.catalog.log.actions import (
     Action, AddFile, DeleteRows, RemoveFile, RemoveIndex, SetMetadata, SetTransaction, Tombstone,
 )
-from cdkds.catalog.expressions import bind
-from cdkds.catalog.expressions.pruning import FileFilter
-from cdkds.catalog.errors import CdkdsError, ConcurrentRewriteError
+from cdkds.catalog.expressions import ALWAYS_TRUE, bind
+from cdkds.catalog.expressions.pruning import SPEC_NAME, FileFilter
+from cdkds.catalog.expressions.tree import BoundPredicate as Predicate
+from cdkds.catalog.errors import AmbiguousOverwriteError, CdkdsError, ConcurrentRewriteError
+from cdkds.catalog.partitioning.coverage import INSIDE, UNKNOWN, coverage
 from cdkds.formats import evolution
 
 if TYPE_CHECKING:
@@ -108,25 +110,57 @@ class ReadPartitions(ConflictRule):
 
 @dataclass(frozen=True)
 class ReplacePartitions(ConflictRule):
-    """A dynamic partition overwrite replaces exactly the partitions it wrote."""
+    """A dynamic partition overwrite replaces exactly the partitions it wrote: the files of
+    the current partition spec there and the files of older specs whose every row lies
+    there; it cannot be made while a file of an older spec may hold rows both there and
+    elsewhere (:class:`AmbiguousOverwriteError`)."""
 
     partitions: frozenset[tuple]
     names: tuple[str, ...]
+    dataset: str = ""
 
     def replaced(self, base: "Snapshot") -> list[AddFile]:
         """The live files of ``base`` in the partitions replaced (only the checkpoint parts
         that may hold them are read)."""
-        wanted = FileFilter.of_partitions((dict(zip(self.names, k)) for k in self.partitions), base.descriptor)
-        return [f for f in base.files.matching(wanted) if self._replaces(f)]
+        descriptor = base.descriptor
+        wanted = FileFilter.of_partitions((dict(zip(self.names, k)) for k in self.partitions), descriptor)
+        found = [f for f in base.files.matching(wanted) if self._replaces(f, descriptor)]
+        if descriptor.has_past_specs:
+            older = FileFilter(ALWAYS_TRUE, Predicate("ne", SPEC_NAME, descriptor.partition_spec_id, kind="long"),
+                               by_spec=True)
+            found += [f for f in base.files.matching(older) if self._replaces(f, descriptor)]
+        return found
 
     def specific_conflict(self, theirs: "Commit", base: "Snapshot") -> str | None:
         for add in _adds(theirs.actions):
-            if self._replaces(add):
+            try:
+                replaced = self._replaces(add, base.descriptor)
+            except AmbiguousOverwriteError:
+                replaced = True
+            if replaced:
                 return f"it added {add.path} to a partition this commit replaces"
         return None
 
-    def _replaces(self, file: AddFile) -> bool:
-        return tuple(file.partition.get(n) for n in self.names) in self.partitions
+    def _replaces(self, file: AddFile, descriptor: "DatasetDescriptor") -> bool:
+        if file.spec_id == descriptor.partition_spec_id:
+            return tuple(file.partition.get(n) for n in self.names) in self.partitions
+        found = coverage(descriptor, file, self.partitions)
+        if found == UNKNOWN:
+            old = descriptor.strategy_of(file.spec_id)
+            written = sorted(self.partitions, key=repr)
+            raise AmbiguousOverwriteError(
+                f"dataset {self.dataset!r}: cannot tell whether {file.path}, written with partition spec "
+                f"{file.spec_id} ({old.to_text() if old is not None else 'unpartitioned'}"
+                f"{', partition ' + _partition_text(file.partition) if file.partition else ''}), holds rows of "
+                f"partition {_partition_text(dict(zip(self.names, written[0])))}"
+                f"{f' (or the {len(written) - 1} other(s) written)' if len(written) > 1 else ''} only or of others "
+                f"too: replacing it would drop those, keeping it would keep rows the overwrite replaces. Compact the "
+                f"dataset into the current partition spec first (dataset.compact()); nothing was committed")
+        return found == INSIDE
+
+
+def _partition_text(partition: "dict | Any") -> str:
+    return ", ".join(f"{k}={v}" for k, v in dict(partition).items()) or "(unpartitioned)"
 
 
 @dataclass(frozen=True)
