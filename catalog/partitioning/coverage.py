@@ -8,8 +8,8 @@ A file's rows are known through its column statistics (exact bounds and null cou
 spec, its partition value. Each function of the current strategy maps those bounds to the
 partition values the rows may have (:class:`Image`): one value when the bounds are equal,
 an interval when the function keeps order over them (identity, range, year, an ordered
-dateFormat; month, day, hour and minute within one year, month, day, hour), anything
-otherwise (hash, list).
+dateFormat; month, day, hour and minute within one year, month, day, hour), every bucket
+of a hash, anything otherwise.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Collection, Mapping, Protocol
 
 from cdkds.catalog.partitioning.calendar import CALENDAR_UNITS, CalendarFunction
 from cdkds.catalog.partitioning.functions import IdentityFunction, PartitionFunction
+from cdkds.catalog.partitioning.hashing import HashFunction
 from cdkds.formats.errors import SchemaMismatchError
 from cdkds.formats.statistics import ColumnStatistics
 
@@ -108,10 +109,17 @@ def image(descriptor: "DatasetDescriptor", file: SpecFile, function: PartitionFu
         if first == last:
             return Image(frozenset([first]) | extra)
         if extra or not _keeps_order(function, low, high, kind):
-            return EVERYTHING
+            return _all_values(function)
     except (SchemaMismatchError, TypeError, ValueError):  # a value the function does not map
         return EVERYTHING
     return Image(low=first, high=last)
+
+
+def _all_values(function: PartitionFunction) -> Image:
+    """Every value ``function`` gives a non-null source, when they are few (hash buckets)."""
+    if isinstance(function, HashFunction) and function.buckets <= MAX_ENUMERATED:
+        return Image(frozenset(range(function.buckets)))
+    return EVERYTHING
 
 
 def source_bounds(descriptor: "DatasetDescriptor", file: SpecFile, source: str) -> tuple[Any, Any, bool] | None:

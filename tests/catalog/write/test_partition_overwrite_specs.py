@@ -83,3 +83,15 @@ def test_coverage_reads_bounds_through_each_function(ds):
     assert coverage(descriptor, by_year[2025], {(2025, 3)}) == UNKNOWN
     assert coverage(descriptor, by_year[2025], {(2025, m) for m in range(1, 13)}) == INSIDE
     assert coverage(descriptor, by_year[2025], {(2024, m) for m in range(1, 13)}) == OUTSIDE
+
+
+def test_coverage_of_a_hash_is_every_bucket():
+    repo = DatasetRepository(f"memory://overwrite-specs-{uuid.uuid4().hex}")
+    ds = repo.create("events", DatasetDescriptor(SCHEMA, "year(ts)"))
+    write(ds, events(0, [day(2026, 3, d) for d in range(1, 9)]))
+    ds.alter().partition_by("year(ts), hash(id, 2)").commit()
+    old = ds.files[0]
+    assert coverage(ds.descriptor, old, {(2026, 0)}) == UNKNOWN  # its rows of bucket 1 would be lost
+    assert coverage(ds.descriptor, old, {(2026, 0), (2026, 1)}) == INSIDE
+    write(ds, events(10, [day(2026, 3, 9)] * 8), mode="overwrite_partitions")  # ids 10-17 hash into both buckets
+    assert ids(ds) == list(range(10, 18))
