@@ -5,7 +5,7 @@ transaction log. Plain Python: it never imports pyspark.
 from cdkds.catalog.dataset import Dataset, DatasetReader
 from cdkds.catalog.descriptor import DatasetDescriptor, DatasetDescriptorBuilder
 from cdkds.catalog.errors import (
-    CdkdsError, CommitConflictError, ConversionError, CommitFailedError, CommitStateUnknownError, ConcurrentRewriteError, CorruptLogError,
+    AmbiguousOverwriteError, CdkdsError, CommitConflictError, ConversionError, CommitFailedError, CommitStateUnknownError, ConcurrentRewriteError, CorruptLogError,
     CorruptIndexError, CorruptLogWarning, DataFileError, InvalidKeyError, KeyExistsError, DatasetExistsError, DatasetNotFoundError,
     ExpressionError, IncompatibleDescriptorError, InvalidDatasetSchemaError, InvalidDescriptorError, InvalidNameError,
     InvalidPartitionStrategyError, InvalidRecordError, InvalidSchemaError, InvalidTimeTravelError,
@@ -18,7 +18,7 @@ from cdkds.catalog.repository import DatasetRepository, LogMetadataProvider, Met
 from cdkds.catalog.write.writer import DatasetWriter
 
 __all__ = [
-    "CdkdsError", "CommitConflictError", "ConversionError", "CommitFailedError", "CommitStateUnknownError", "ConcurrentRewriteError",
+    "AmbiguousOverwriteError", "CdkdsError", "CommitConflictError", "ConversionError", "CommitFailedError", "CommitStateUnknownError", "ConcurrentRewriteError",
     "CorruptLogError",
     "CorruptIndexError", "CorruptLogWarning", "DataFileError", "InvalidKeyError", "KeyExistsError", "Dataset", "DatasetDescriptor",
     "DatasetDescriptorBuilder", "DatasetExistsError", "DatasetNotFoundError", "DatasetReader", "DatasetRepository",

@@ -269,8 +269,9 @@ class Dataset:
         return result
 
     def compact(self, target_file_size: int = DEFAULT_TARGET_FILE_SIZE, where: Expression | str | None = None) -> int | None:
-        """Merge small files per partition (and apply tombstones) in one commit; returns
-        its revision, ``None`` when there was nothing to compact."""
+        """Merge small files per partition, apply tombstones and rewrite the files of older
+        partition specs into the current strategy, in one commit; returns its revision,
+        ``None`` when there was nothing to compact."""
         self._adopt_services()
         return replanned(self, lambda: maintenance.compact(self, target_file_size, where))
 

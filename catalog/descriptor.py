@@ -418,13 +418,19 @@ class DatasetDescriptor:
         schema = evolution.align_ids(current, new._schema_given)
         renames = evolution.top_level_renames(current, schema)
         if new.format != self.format:
-            raise IncompatibleDescriptorError(f"the format cannot change ({self.format} -> {new.format})")
+            raise IncompatibleDescriptorError(
+                f"the format cannot change ({self.format} -> {new.format}): a dataset's data files are all of its "
+                f"format, which readers, writers and mirrors open them by, and a change would leave every file "
+                f"written so far in the old one; write the rows into a new dataset instead")
         problems = evolution.read_problems(current, schema)
         if problems:
             raise IncompatibleDescriptorError("the new schema cannot read existing data: " + "; ".join(problems))
         before = self.with_schema(schema)
         if self.record_key and new.record_key != before.record_key:  # setting one bootstraps the index
-            raise IncompatibleDescriptorError(f"the record key cannot change ({before.record_key} -> {new.record_key})")
+            raise IncompatibleDescriptorError(
+                f"the record key cannot change ({before.record_key} -> {new.record_key}): the record index finds each "
+                f"key's one live row by the key's hash, and rows unique by the old key need not be by a new one; "
+                f"write the rows into a new dataset keyed so instead")
         if self.record_key and new.ordering_field != before.ordering_field:
             raise IncompatibleDescriptorError(f"the ordering field of a keyed dataset cannot change "
                                               f"({before.ordering_field} -> {new.ordering_field})")

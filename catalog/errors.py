@@ -151,6 +151,13 @@ class CommitConflictError(CommitFailedError):
     """A commit lost a race to a concurrent commit it cannot be rebased onto."""
 
 
+class AmbiguousOverwriteError(CommitFailedError):
+    """A partition overwrite refused because a data file of an older partition spec may hold
+    rows of a partition it writes and of others: replacing the file would drop those, keeping
+    it would keep the overwritten rows. Compacting the dataset into the current spec first
+    (``Dataset.compact()``) settles it."""
+
+
 class ConcurrentRewriteError(CommitConflictError):
     """A commit lost a race to a compaction (a table service's, say): it rewrote files this
     commit was planned on without changing any row, so planning the same write again on

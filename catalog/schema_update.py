@@ -217,13 +217,17 @@ class SchemaUpdate:
             raise self._error("alter() has no changes to commit")
         try:  # added fields get new ids here: matched by name, a field dropped and re-added would be the old one
             descriptor = self._base.with_schema(assign_ids(self._schema))
+            current = descriptor.partition_strategy
             if self._partitioning is not _MISSING:  # evolve() makes it a new partition spec
                 descriptor = descriptor.replace(partition_strategy=self._partitioning)
-            return descriptor
         except InvalidPartitionStrategyError as e:
             raise InvalidPartitionStrategyError(f"dataset {self.dataset.name!r}: {e}") from None
         except (InvalidDescriptorError, InvalidSchemaError) as e:
             raise self._error(str(e)) from None
+        if self._partitioning is not _MISSING and descriptor.partition_strategy == current:  # it changes nothing
+            raise self._error(f"the dataset is partitioned by {current.to_text() if current is not None else 'nothing'} "
+                              f"already")
+        return descriptor
 
     # ---------------------------------------------------------------- paths
 

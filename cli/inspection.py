@@ -56,6 +56,10 @@ def describe(url: str, storage: Sequence[str], as_json: bool) -> None:
         "committed": dt.datetime.fromtimestamp(s.timestamp / 1000, dt.timezone.utc).isoformat(),
         "format": d.format, "compression": d.compression,
         "partition_strategy": d.partition_strategy.to_text() if d.partition_strategy else None,
+        **({"partition_spec": d.partition_spec_id,
+            "past_partition_specs": {str(i): strategy.to_text() if strategy else None
+                                     for i, strategy in sorted(d.partition_specs.items()) if i != d.partition_spec_id}}
+           if d.has_past_specs else {}),
         "record_key": list(d.record_key) or None, "ordering_field": d.ordering_field,
         "properties": dict(d.properties),
         **{k: files[k] for k in ("files", "rows", "bytes", "small_files")},

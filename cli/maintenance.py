@@ -268,31 +268,45 @@ def _value(text: str, type_name: str) -> Any:
 
 @cli.command()
 @click.argument("url")
-@click.argument("changes", nargs=-1, required=True)
+@click.argument("changes", nargs=-1)
+@click.option("--partition-by", "partition_by", metavar="STRATEGY",
+              help="partition new files by STRATEGY (text form, or 'none'); existing files keep theirs")
 @click.option("--dry-run", is_flag=True, help="print the new schema without committing it")
 @common
-def alter(url: str, changes: Sequence[str], dry_run: bool, storage: Sequence[str], as_json: bool) -> None:
-    """Change a dataset's schema in one metadata-only commit (no data is rewritten).
+def alter(url: str, changes: Sequence[str], partition_by: str | None, dry_run: bool, storage: Sequence[str],
+          as_json: bool) -> None:
+    """Change a dataset's schema or partitioning in one metadata-only commit (no data is
+    rewritten).
 
     Each change is one argument, applied in order: 'rename PATH to NAME', 'drop PATH',
     'add PATH TYPE [default VALUE] [nullable]', 'widen PATH to TYPE',
     'move PATH first|last|after OTHER|before OTHER'. PATH is dotted for nested fields;
     TYPE is boolean, int, long, float, double, string, bytes, date, timestamp,
-    decimal(p,s)... Nothing is committed if any change is refused.
+    decimal(p,s)... --partition-by gives a new partition strategy (after the changes: it
+    names fields by their new names); files written so far keep the strategy they were
+    written with until compaction or the table services rewrite them. Nothing is
+    committed if any change is refused.
 
     \b
     Example:
       cdkds alter lake/events "rename ts to event_time" "add score double default 0"
+      cdkds alter lake/events --partition-by "hash(userId, 64), month(ts)"
     """
+    if not changes and partition_by is None:
+        raise click.UsageError("give a schema change or --partition-by")
     ds = open_dataset(url, storage)
     update = ds.alter()
     for text in changes:
         apply_change(update, text)
+    if partition_by is not None:
+        update.partition_by(None if partition_by.strip().lower() == "none" else partition_by)
     if dry_run:
         schema = update.preview()
         emit(as_json, schema, lambda out: out.print(schema_tree(schema)))
         return
-    committed(as_json, ds, update.commit(), f"altered the schema ({len(changes)} changes)")
+    what = ", ".join(filter(None, [f"the schema ({len(changes)} changes)" if changes else "",
+                                   f"the partitioning ({partition_by})" if partition_by is not None else ""]))
+    committed(as_json, ds, update.commit(), f"altered {what}")
 
 
 @cli.command()

@@ -153,16 +153,23 @@ def _record_name(name: str) -> str:
 def check_write_options(dataset: "Dataset", write: Any) -> None:
     """Options that would create a dataset must agree with an existing one (they are not
     ignored: a write that asks for other settings than the dataset has is refused)."""
-    from cdkds.catalog import PartitionStrategy
+    from cdkds.catalog import CdkdsError, PartitionStrategy
     from cdkds.connector.options import InvalidOptionError
 
     d = dataset.descriptor
     conflicts = []
     if write.partition_by is not None:
         wanted = PartitionStrategy.parse(write.partition_by)
+        try:
+            wanted = wanted.bind(d.fields)
+        except CdkdsError:  # a source not in the schema: it differs, and says so below
+            pass
         if wanted != d.partition_strategy:
             have = d.partition_strategy.to_text() if d.partition_strategy else "no partitioning"
-            conflicts.append(f"partitionBy={wanted.to_text()!r} but the dataset has {have!r}")
+            past = [i for i, s in d.partition_specs.items() if s is not None and s == wanted]
+            conflicts.append(f"partitionBy={wanted.to_text()!r} but the dataset has {have!r}" + (
+                f" (it was partitioned so until it changed: partition spec {past[0]}; leave partitionBy out to "
+                f"write with the current strategy, or change it with alter().partition_by)" if past else ""))
     if write.format is not None and write.format != d.format:
         conflicts.append(f"format={write.format!r} but the dataset is {d.format!r}")
     if write.record_key is not None and tuple(write.record_key) != d.record_key:
@@ -382,7 +389,7 @@ class CdkdsWriter(DataSourceArrowWriter):
         if self.operation is not None:
             return self._commit_keyed(dataset, messages, staged.table(), extra)
         adds = [a for m in messages if m is not None for a in m.adds]
-        mode = write_mode(self.mode, self.descriptor)
+        mode = write_mode(self.mode, self.descriptor, dataset.name)
         info = {"rows": sum(a.row_count for a in adds), "files": len(adds), "engine.spark": True}
 
         def commit() -> None:  # planned again when a compaction (a table service's) committed first

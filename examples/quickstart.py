@@ -3,7 +3,8 @@
 Run it with the README's first command. It creates a repository in a temporary folder
 (or the folder given as the first argument). In plain Python, without a JVM, it writes a
 hash- and time-partitioned dataset in two commits, reads it back with partition pruning,
-deletes rows, travels in time, compacts, renames a field and adds one (metadata only), and shows the
+deletes rows, travels in time, compacts, changes the partition strategy and reads across the change,
+renames a field and adds one (metadata only), and shows the
 dataset, its history and a check of its log and files with the `cdkds` command; it then
 upserts into a keyed dataset (record key, ordering field, last write wins), reads rows by
 key and deletes by key. Then, with Spark on local[2], it writes a dataset from a DataFrame,
@@ -88,6 +89,16 @@ def main(root: str) -> None:
     latest.compact()
     print(f"compacted {files_before} files into {len(latest.files)}; "
           f"{sum(batch.num_rows for batch in latest.scan())} rows")
+
+    found = latest.to_table(where="userId = 1234").num_rows
+    latest.alter().partition_by("hash(userId, 64), year(ts), month(ts)").commit()  # metadata only: no file moves
+    with latest.writer() as writer:                       # new files take the new strategy
+        writer.write_batch(make_events(1_000, 60_000))
+    specs = sorted({f.spec_id for f in latest.files})
+    print(f"repartitioned by hash(userId, 64), year(ts), month(ts): files of partition specs {specs} read as one "
+          f"('userId = 1234': {found} rows before, {latest.to_table(where='userId = 1234').num_rows} now); the "
+          f"table services then rewrote the old files into the new layout: specs "
+          f"{sorted({f.spec_id for f in latest.refresh().files})}")
 
     files = sorted(f.path for f in latest.files)
     latest.alter().rename("country", "market").add("channel", "string", default="web") \

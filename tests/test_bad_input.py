@@ -68,7 +68,8 @@ CASES = [
     ("time before creation", lambda r, d: r.load("events", timestamp=0), r"no revision at or before 0"),
     # descriptors and updates
     ("format change", lambda r, d: r.update("events", d.descriptor.replace(format="avro")), r"dataset 'events': the format cannot change"),
-    ("strategy change", lambda r, d: r.update("events", d.descriptor.replace(partition_strategy="identity(country)")), r"partition strategy cannot change"),
+    ("strategy on no field", lambda r, d: d.alter().partition_by("identity(nope)").commit(), r"dataset 'events': partition source 'nope' of identity\(nope\) is not a field"),
+    ("strategy unchanged", lambda r, d: d.alter().partition_by(d.descriptor.partition_strategy).commit(), r"dataset 'events': the dataset is partitioned by .* already"),
     ("new required field", lambda r, d: r.update("events", d.descriptor.replace(schema={**SCHEMA, "fields": SCHEMA["fields"] + [{"name": "z", "type": "int"}]})), r"new field 'z' \(int\) is required and has no default"),
     ("narrowing a type", lambda r, d: r.update("events", d.descriptor.replace(schema={**SCHEMA, "fields": [{"name": "id", "type": "int"}] + SCHEMA["fields"][1:]})), r"field 'id' cannot change from long to int"),
     ("bad strategy text", lambda r, d: PartitionStrategy.parse("hash(id)"), r"takes 1 argument"),

@@ -2,7 +2,9 @@
 
 Each kind of write says what it assumed about the dataset when it was planned; a
 concurrent commit that breaks the assumption is a conflict (:class:`CommitConflictError`),
-anything else is rebased. Rules common to all: a concurrent descriptor change conflicts,
+anything else is rebased. Rules common to all: a concurrent descriptor change conflicts
+(except for appends, over one that changed only names, fields or the partition strategy:
+their files keep the partition spec they were written with, which the descriptor keeps),
 so does a concurrent removal of a file (data or index) this commit also removes or
 deletes rows of, and so does a concurrent commit of the same application
 (:class:`SetTransaction`): two runs of one streaming query must not both commit. Two
@@ -21,9 +23,11 @@ from cdkds.catalog.log.actions import (
     Action, AddFile, DeleteRows, RemoveFile, RemoveIndex, SetMetadata, SetProtocol, SetTransaction, Tag, Tombstone,
     Untag,
 )
-from cdkds.catalog.expressions import bind
-from cdkds.catalog.expressions.pruning import FileFilter
-from cdkds.catalog.errors import CdkdsError, ConcurrentRewriteError
+from cdkds.catalog.expressions import ALWAYS_TRUE, bind
+from cdkds.catalog.expressions.pruning import SPEC_NAME, FileFilter
+from cdkds.catalog.expressions.tree import BoundPredicate as Predicate
+from cdkds.catalog.errors import AmbiguousOverwriteError, CdkdsError, ConcurrentRewriteError
+from cdkds.catalog.partitioning.coverage import INSIDE, UNKNOWN, coverage
 from cdkds.formats import evolution
 
 if TYPE_CHECKING:
@@ -64,7 +68,7 @@ class ConflictRule(ABC):
             return same
         for change in (a for a in theirs.actions if isinstance(a, SetMetadata)):
             if not (self.rebases_over_schema_changes and schema_only(base.descriptor, change.descriptor)):
-                return "it changed the descriptor"
+                return descriptor_change(base.descriptor, change.descriptor)
         removed = {a.path for a in theirs.actions if isinstance(a, RemoveFile)}
         also = sorted(removed & {a.path for a in ours if isinstance(a, RemoveFile)})
         if also:
@@ -113,25 +117,57 @@ class ReadPartitions(ConflictRule):
 
 @dataclass(frozen=True)
 class ReplacePartitions(ConflictRule):
-    """A dynamic partition overwrite replaces exactly the partitions it wrote."""
+    """A dynamic partition overwrite replaces exactly the partitions it wrote: the files of
+    the current partition spec there and the files of older specs whose every row lies
+    there; it cannot be made while a file of an older spec may hold rows both there and
+    elsewhere (:class:`AmbiguousOverwriteError`)."""
 
     partitions: frozenset[tuple]
     names: tuple[str, ...]
+    dataset: str = ""
 
     def replaced(self, base: "Snapshot") -> list[AddFile]:
         """The live files of ``base`` in the partitions replaced (only the checkpoint parts
         that may hold them are read)."""
-        wanted = FileFilter.of_partitions((dict(zip(self.names, k)) for k in self.partitions), base.descriptor)
-        return [f for f in base.files.matching(wanted) if self._replaces(f)]
+        descriptor = base.descriptor
+        wanted = FileFilter.of_partitions((dict(zip(self.names, k)) for k in self.partitions), descriptor)
+        found = [f for f in base.files.matching(wanted) if self._replaces(f, descriptor)]
+        if descriptor.has_past_specs:
+            older = FileFilter(ALWAYS_TRUE, Predicate("ne", SPEC_NAME, descriptor.partition_spec_id, kind="long"),
+                               by_spec=True)
+            found += [f for f in base.files.matching(older) if self._replaces(f, descriptor)]
+        return found
 
     def specific_conflict(self, theirs: "Commit", base: "Snapshot") -> str | None:
         for add in _adds(theirs.actions):
-            if self._replaces(add):
+            try:
+                replaced = self._replaces(add, base.descriptor)
+            except AmbiguousOverwriteError:
+                replaced = True
+            if replaced:
                 return f"it added {add.path} to a partition this commit replaces"
         return None
 
-    def _replaces(self, file: AddFile) -> bool:
-        return tuple(file.partition.get(n) for n in self.names) in self.partitions
+    def _replaces(self, file: AddFile, descriptor: "DatasetDescriptor") -> bool:
+        if file.spec_id == descriptor.partition_spec_id:
+            return tuple(file.partition.get(n) for n in self.names) in self.partitions
+        found = coverage(descriptor, file, self.partitions)
+        if found == UNKNOWN:
+            old = descriptor.strategy_of(file.spec_id)
+            written = sorted(self.partitions, key=repr)
+            raise AmbiguousOverwriteError(
+                f"dataset {self.dataset!r}: cannot tell whether {file.path}, written with partition spec "
+                f"{file.spec_id} ({old.to_text() if old is not None else 'unpartitioned'}"
+                f"{', partition ' + _partition_text(file.partition) if file.partition else ''}), holds rows of "
+                f"partition {_partition_text(dict(zip(self.names, written[0])))}"
+                f"{f' (or the {len(written) - 1} other(s) written)' if len(written) > 1 else ''} only or of others "
+                f"too: replacing it would drop those, keeping it would keep rows the overwrite replaces. Compact the "
+                f"dataset into the current partition spec first (dataset.compact()); nothing was committed")
+        return found == INSIDE
+
+
+def _partition_text(partition: "dict | Any") -> str:
+    return ", ".join(f"{k}={v}" for k, v in dict(partition).items()) or "(unpartitioned)"
 
 
 @dataclass(frozen=True)
@@ -202,21 +238,38 @@ class Exclusive(ConflictRule):
 
 
 def schema_only(before: "DatasetDescriptor", after: "DatasetDescriptor") -> bool:
-    """Whether ``after`` changed only names, order, added or dropped fields, nested fields or
-    nullability of ``before``, so files planned under ``before`` land unchanged (their
-    statistics, per top-level field, keep their types) under the same layout and no key."""
+    """Whether ``after`` changed only names, order, added or dropped fields, nested fields,
+    nullability or the partition strategy of ``before``, so files planned under ``before``
+    land unchanged (their statistics, per top-level field, keep their types; their partition
+    spec is one of ``after``'s, the same strategy under the same id) with no key."""
     if before.record_key or after.record_key or before.format != after.format:
         return False
     try:
-        if before.with_schema(after.schema).partition_strategy != after.partition_strategy:
-            return False
+        renamed = before.with_schema(after.schema)
     except CdkdsError:  # a partition source dropped: not a change an append survives
+        return False
+    specs = after.partition_specs
+    if any(specs.get(i, _MISSING) != strategy for i, strategy in renamed.partition_specs.items()):
         return False
     for name, new_name in evolution.top_level_renames(before.schema, after.schema).items():
         old, new = before.fields[name], after.fields[new_name]
         if old.kind != new.kind or (old.kind not in ("record", "array", "map") and old.avro != new.avro):
             return False
     return True
+
+
+def descriptor_change(before: "DatasetDescriptor", after: "DatasetDescriptor") -> str:
+    """Why a commit that changed the descriptor from ``before`` to ``after`` conflicts, in words."""
+    if after.partition_spec_id != before.partition_spec_id:
+        strategy = after.partition_strategy
+        return (f"it changed the partition strategy to "
+                f"{strategy.to_text() if strategy is not None else 'none (unpartitioned)'} "
+                f"(partition spec {after.partition_spec_id}; this commit was planned on spec "
+                f"{before.partition_spec_id})")
+    return "it changed the descriptor"
+
+
+_MISSING = object()
 
 
 def _adds(actions: Iterable[Action]) -> Iterable[AddFile]:

@@ -18,7 +18,7 @@ from cdkds.catalog.log.actions import (
     Untag,
 )
 from cdkds.catalog.descriptor import DatasetDescriptor
-from cdkds.catalog.errors import ExpressionError, IncompatibleDescriptorError
+from cdkds.catalog.errors import ExpressionError, IncompatibleDescriptorError, InvalidDescriptorError
 from cdkds.catalog.expressions import Expression, bind, references, transform
 from cdkds.catalog.expressions.pruning import FileFilter
 from cdkds.formats import evolution
@@ -85,8 +85,8 @@ class Snapshot:
         dataset, the field and the delete if a live tombstone could not be read with it."""
         try:
             evolved = self.descriptor.evolve(new)
-        except IncompatibleDescriptorError as e:
-            raise IncompatibleDescriptorError(f"dataset {dataset!r}: {e}") from None
+        except InvalidDescriptorError as e:  # a mirror's refusal of a new partition spec, say
+            raise type(e)(f"dataset {dataset!r}: {e}") from None
         renames = top_level_renames(self.descriptor, evolved)
         old_ids, new_ids = self.descriptor.field_ids, evolved.field_ids
         for t in applying(self):

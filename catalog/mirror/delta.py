@@ -42,6 +42,7 @@ from cdkds.catalog.mirror.delta_schema import (
     partition_values, schema_refusal, uses_ntz,
 )
 from cdkds.catalog.mirror.delta_vectors import VectorFile, read_vector, vector_key, version_vectors_key
+from cdkds.catalog.mirror.settings import spec_refusal
 from cdkds.catalog.mirror.state import Changes, deleted_positions
 from cdkds.catalog.read.native import footer_schema
 from cdkds.catalog.read.scan import FileScanTask
@@ -67,7 +68,9 @@ class DeltaMirror:
         if keyed.ttl is not None or keyed.ttl_field is not None:
             return ("rows expire with time (ttl) without a commit, and a Delta version's rows never change; "
                     "remove the ttl properties first")
-        return schema_refusal(descriptor)
+        return schema_refusal(descriptor) or spec_refusal(
+            descriptor, lambda spec_id: [f"{c} (partition {n})" for c, n in sorted(partition_columns(descriptor, spec_id).items())],
+            "Delta")
 
     def __init__(self, store: ObjectStore, dataset: str):
         self.store = store

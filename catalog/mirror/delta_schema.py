@@ -150,16 +150,18 @@ def parquet_fields(schema: pa.Schema) -> dict[str, int]:
 
 # ---------------------------------------------------------------- partitions
 
-def partition_columns(descriptor: DatasetDescriptor) -> dict[str, str]:
+def partition_columns(descriptor: DatasetDescriptor, spec_id: int | None = None) -> dict[str, str]:
     """Delta partition column (an identity partition's source field) -> the cdkds partition
-    name holding its value. Other partition functions have no Delta counterpart, nor have
-    identity partitions of strings and bytes (Delta reads an empty partition value as null,
-    which cdkds keeps apart from ""): their files are described unpartitioned, with
-    statistics (an identity partition's min and max are its value, so readers skip as well)."""
-    if descriptor.partition_strategy is None:
+    name holding its value, of partition spec ``spec_id`` (default: the current one). Other
+    partition functions have no Delta counterpart, nor have identity partitions of strings
+    and bytes (Delta reads an empty partition value as null, which cdkds keeps apart from
+    ""): their files are described unpartitioned, with statistics (an identity partition's
+    min and max are its value, so readers skip as well)."""
+    strategy = descriptor.partition_strategy if spec_id is None else descriptor.strategy_of(spec_id)
+    if strategy is None:
         return {}
     out: dict[str, str] = {}
-    for f in descriptor.partition_strategy.functions:
+    for f in strategy.functions:
         source = descriptor.fields.get(f.source)
         if isinstance(f, IdentityFunction) and source is not None and source.kind not in _UNPARTITIONED \
                 and f.source not in out:

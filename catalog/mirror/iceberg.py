@@ -36,8 +36,9 @@ from cdkds.catalog.mirror.iceberg_plan import (
     MANIFEST_NAME, METADATA, IcebergMirrorError, ManifestPlan, may_delete, object_key, snapshot_id,
 )
 from cdkds.catalog.mirror.iceberg_schema import (
-    iceberg_schema, last_column_id, partition_spec, promotion_refusal, schema_refusal,
+    iceberg_schema, identity_fields, last_column_id, partition_spec, promotion_refusal, schema_refusal,
 )
+from cdkds.catalog.mirror.settings import spec_refusal
 from cdkds.catalog.mirror.state import Changes, deleted_positions
 from cdkds.catalog.storage import ObjectStore
 from cdkds.formats.projection import NameMapping
@@ -123,7 +124,10 @@ class IcebergMirror:
         if descriptor.format != "parquet":
             return (f"the dataset's data files are {descriptor.format}; the mirror describes Parquet files only "
                     f"(pyiceberg reads no Avro data files)")
-        return schema_refusal(descriptor)
+        # one partition spec in this version of the mirror (Iceberg's own spec evolution is not written)
+        return schema_refusal(descriptor) or spec_refusal(
+            descriptor, lambda spec_id: [f"{n} (identity of {source})" for n, source in identity_fields(descriptor, spec_id)],
+            "mirrored Iceberg")
 
     def __init__(self, store: ObjectStore, dataset: str):
         self.store = store

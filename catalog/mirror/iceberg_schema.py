@@ -131,10 +131,11 @@ def last_column_id(descriptor: DatasetDescriptor) -> int:
 
 # ---------------------------------------------------------------- partition spec
 
-def identity_fields(descriptor: DatasetDescriptor) -> list[tuple[str, str]]:
-    """``(partition name, source field)`` of the identity functions, in strategy order: the
-    partition functions with an Iceberg counterpart (cdkds's hash is not Iceberg's bucket)."""
-    strategy = descriptor.partition_strategy
+def identity_fields(descriptor: DatasetDescriptor, spec_id: int | None = None) -> list[tuple[str, str]]:
+    """``(partition name, source field)`` of the identity functions of partition spec
+    ``spec_id`` (default: the current one), in strategy order: the partition functions with
+    an Iceberg counterpart (cdkds's hash is not Iceberg's bucket)."""
+    strategy = descriptor.partition_strategy if spec_id is None else descriptor.strategy_of(spec_id)
     if strategy is None:
         return []
     return [(f.name, f.source) for f in strategy.functions if f.type == "identity"]

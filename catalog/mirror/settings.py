@@ -5,7 +5,7 @@ is not a boolean, or a dataset the format cannot describe (the mirror's ``refusa
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from cdkds.catalog.errors import InvalidDescriptorError
 
@@ -45,3 +45,26 @@ def check_mirrors(descriptor: "DatasetDescriptor") -> None:
         reason = mirror_class(name).refusal(descriptor)
         if reason is not None:
             raise InvalidDescriptorError(f"property mirror.{name}: {reason}")
+
+
+def spec_refusal(descriptor: "DatasetDescriptor", described: Callable[[int], Any], table: str) -> str | None:
+    """Why a dataset whose partition strategy changed cannot be mirrored (None: it can): a
+    mirror table has one partitioning, the partitions it describes (``described(spec_id)``)
+    of every spec must be the same — a change of the functions it does not describe (hash,
+    ranges, calendar...) is invisible to its readers."""
+    if not descriptor.has_past_specs:
+        return None
+    current = described(descriptor.partition_spec_id)
+    for spec_id, strategy in sorted(descriptor.partition_specs.items()):
+        if described(spec_id) != current:
+            now = descriptor.partition_strategy
+            return (f"the partition strategy changed ({strategy.to_text() if strategy else 'unpartitioned'}, partition "
+                    f"spec {spec_id}, to {now.to_text() if now else 'unpartitioned'}, spec "
+                    f"{descriptor.partition_spec_id}) and files keep the spec they were written with, but a "
+                    f"{table} table has one partitioning for all its files: the partitions it would describe differ "
+                    f"({_described_text(described(spec_id))} -> {_described_text(current)})")
+    return None
+
+
+def _described_text(described: Any) -> str:
+    return ", ".join(map(str, described)) or "none"

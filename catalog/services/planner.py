@@ -7,6 +7,10 @@
   applies to is rewritten without the rows it hides, whatever their number: every reader
   pays for a tombstone (and pyarrow's lazy reads cannot apply some), so the services turn
   such deletes into copy-on-write ones, a budget at a time.
+- **Partition specs**: a data file written with an older partition spec (before
+  ``alter().partition_by(...)``) is rewritten into the current strategy, unless
+  ``services.partition.specs`` is false, so that a dataset converges to one layout; inline
+  passes take such files too, a budget at a time, wherever they lie.
 - **Small files**: a partition with ``services.small.files`` files under three quarters of
   ``services.file.size`` has them bin-packed into files of about that size.
 - **Index deltas**: a record-index bucket with ``index.compaction.deltas`` delta files or
@@ -17,8 +21,8 @@
 - **Log and files**: with ``services.log.retention`` / ``services.vacuum.retention`` set,
   commits and unreferenced files older than that are removed (never by default).
 
-Work is taken in that order (most deleted first, then tombstoned files, then the partitions
-with most small files, then the buckets with most deltas; a partition's small files join
+Work is taken in that order (most deleted first, then tombstoned files, then files of older
+partition specs, then the partitions with most small files, then the buckets with most deltas; a partition's small files join
 its rewritten ones) while its input bytes stay within a budget.
 """
 
@@ -34,7 +38,8 @@ import pyarrow.compute as pc
 
 from cdkds.catalog.expressions import ALWAYS_TRUE, bind
 from cdkds.catalog.expressions.columnar import may_match_mask
-from cdkds.catalog.expressions.pruning import FileFilter
+from cdkds.catalog.expressions.pruning import SPEC_NAME, FileFilter
+from cdkds.catalog.expressions.tree import BoundPredicate
 from cdkds.catalog.expressions.visitors import references
 from cdkds.catalog.log.actions import AddFile
 from cdkds.catalog.keyed.ttl import TimeToLive
@@ -56,7 +61,8 @@ MOMENT_MS = 60_000
 
 @dataclass(frozen=True)
 class RewriteGroup:
-    """Data files of one partition to rewrite together, and why (``deleted`` or ``small``)."""
+    """Data files of one partition (of one partition spec) to rewrite together, and why
+    (``deleted``, ``tombstones``, ``partition spec N`` or ``small``)."""
 
     partition: tuple
     files: tuple[AddFile, ...]
@@ -90,7 +96,9 @@ class ServicePlan:
     expire_log: bool = False
     vacuum: bool = False
     left: tuple[str, ...] = field(default=())  # work over the budget, said in words
+    current_spec: int = 0  # the descriptor's current partition spec
     kept: int = 0  # files with live rows whose ttl counts from their commit time: left as they are
+    outdated: tuple[tuple[int, int], ...] = ()  # (older partition spec, files written with it)
 
     @property
     def files(self) -> list[AddFile]:
@@ -102,7 +110,7 @@ class ServicePlan:
 
     @property
     def reasons(self) -> list[str]:
-        """Why its rewrite is done: ``deleted``, ``tombstones``, ``small``, ``index``."""
+        """Why its rewrite is done: ``deleted``, ``tombstones``, ``partition spec N``, ``small``, ``index``."""
         return sorted({g.reason for g in self.groups} | ({"index"} if self.buckets else set()))
 
     @property
@@ -148,6 +156,10 @@ class ServicePlan:
         if self.tombstoned:
             lines.append(f"{self.tombstoned} file(s) with rows hidden by tombstones: "
                          + ("rewrite them without those rows" if s.tombstones else "left (services.tombstones is false)"))
+        for spec, count in self.outdated:
+            lines.append(f"{count} file(s) of partition spec {spec}, older than the current spec "
+                         f"{self.current_spec}: " + ("rewrite them into it" if s.partition_specs
+                                                   else "left (services.partition.specs is false)"))
         for partition, count in self.small:
             lines.append(f"{count} small files in partition {_partition(partition)} (at least {s.small_files}): "
                          f"bin-pack them")
@@ -171,20 +183,29 @@ def plan_services(store: "ObjectStore", snapshot: "Snapshot", now_ms: int,
     settings = settings or descriptor.services
     small_size = settings.file_size * SMALL_FILE_FRACTION
     by_partition: dict[tuple, list[AddFile]] = defaultdict(list)
-    for f in _candidates(snapshot, settings) if scope is None else scope.files(snapshot):
-        by_partition[partition_key(f)].append(f)
+    current = descriptor.partition_spec_id
+    files_seen = _candidates(snapshot, settings) if scope is None else _in_scope(snapshot, scope, settings)
+    for f in files_seen:
+        # an older spec's files are rewritten together, whatever their partition: their rows are partitioned anew
+        by_partition[(f.spec_id, partition_key(f) if f.spec_id == current else ())].append(f)
+    outdated: dict[int, int] = defaultdict(int)
     moment = now_ms - now_ms % MOMENT_MS  # expiry counted as of the minute, so that counts are remembered
     deleted: list[tuple[AddFile, float]] = []
     tombstoned = kept = 0
     crowded: list[tuple[tuple, int]] = []
     ranked: list[tuple[tuple, RewriteGroup]] = []
-    for partition, files in by_partition.items():
+    for (spec, partition), files in by_partition.items():
         urgency: dict[str, tuple] = {}  # files due for a rewrite, most deleted first, then tombstoned ones
         small = []
+        reasons = ("deleted", "tombstones", f"partition spec {spec}")
         for f in files:
             if not keeps_expiry(descriptor, f, now_ms):
                 kept += 1
                 continue
+            if spec != current:
+                outdated[spec] += 1
+                if settings.partition_specs:
+                    urgency[f.path] = (2, 0.0)  # unless deleted rows or tombstones rank it higher
             if snapshot.tombstones_for(f):
                 tombstoned += 1
                 if settings.tombstones:
@@ -194,7 +215,7 @@ def plan_services(store: "ObjectStore", snapshot: "Snapshot", now_ms: int,
             if fraction >= settings.deleted_fraction:
                 urgency[f.path] = (0, -fraction)
                 deleted.append((f, fraction))
-            elif f.size < small_size:
+            elif f.size < small_size and spec == current:  # an older spec's: rewritten for its spec or left
                 small.append(f)
         if len(small) >= settings.small_files:
             crowded.append((partition, len(small)))
@@ -204,8 +225,8 @@ def plan_services(store: "ObjectStore", snapshot: "Snapshot", now_ms: int,
         for group in bin_pack(due + small, settings.file_size):
             ranks = [urgency[f.path] for f in group if f.path in urgency]
             if ranks or len(group) > 1:  # a small file alone is not worth a rewrite
-                reason = ("deleted", "tombstones")[min(ranks)[0]] if ranks else "small"
-                ranked.append(((min(ranks, default=(2, 0.0)), -len(group)), RewriteGroup(partition, group, reason)))
+                reason = reasons[min(ranks)[0]] if ranks else "small"
+                ranked.append(((min(ranks, default=(3, 0.0)), -len(group)), RewriteGroup(partition, group, reason)))
     ranked.sort(key=lambda item: item[0])
     groups = [g for _, g in ranked]
     deleted.sort(key=lambda item: -item[1])
@@ -222,13 +243,14 @@ def plan_services(store: "ObjectStore", snapshot: "Snapshot", now_ms: int,
     interval = checkpoint_interval(descriptor)
     return ServicePlan(settings, tuple(groups), tuple(buckets), tuple((f.path, x) for f, x in deleted), tuple(crowded),
                        tombstoned, (snapshot.version // interval + 1) * interval,
-                       settings.log_retention is not None, settings.vacuum_retention is not None, kept=kept)
+                       settings.log_retention is not None, settings.vacuum_retention is not None,
+                       current_spec=current, kept=kept, outdated=tuple(sorted(outdated.items())))
 
 
 def _candidates(snapshot: "Snapshot", settings: ServiceSettings) -> Iterable[AddFile]:
     """The files the services may have work for: without TTL (whose rules are read per
     file), the small ones, those whose deletion vectors reach the threshold and those a
-    tombstone may apply to — picked column-wise, so the files of a large dataset with
+    tombstone may apply to, and those of older partition specs — picked column-wise, so the files of a large dataset with
     nothing to do are never made objects (the rest decide nothing below)."""
     if TimeToLive.of(snapshot.descriptor) is not None:
         return snapshot.files.values()
@@ -241,11 +263,27 @@ def _candidates(snapshot: "Snapshot", settings: ServiceSettings) -> Iterable[Add
                  pc.and_(pc.greater(rows, 0), pc.greater_equal(
                      pc.divide(pc.cast(table.column("deleted_rows"), pa.float64()), pc.cast(rows, pa.float64())),
                      settings.deleted_fraction)))
+    if "spec" in table.schema.names:
+        due = pc.or_(due, pc.not_equal(table.column("spec"), snapshot.descriptor.partition_spec_id))
     for tombstone in snapshot.tombstones:
         applies = FileFilter.of(bind(tombstone.predicate, snapshot.descriptor.fields), snapshot.descriptor)
         due = pc.or_(due, pc.and_(pc.less(table.column("revision"), tombstone.revision),
                                   may_match_mask(applies, files)))
     return files.filter(due).files()
+
+
+def _in_scope(snapshot: "Snapshot", scope: ServiceScope, settings: ServiceSettings) -> list[AddFile]:
+    """The files of an inline pass: those of ``scope``, and (unless
+    ``services.partition.specs`` is false) those of older partition specs wherever they lie,
+    found by their spec alone (checkpoint parts of the current spec only are not read)."""
+    files = scope.files(snapshot)
+    descriptor = snapshot.descriptor
+    if not descriptor.has_past_specs or not settings.partition_specs:
+        return files
+    older = FileFilter(ALWAYS_TRUE, BoundPredicate("ne", SPEC_NAME, descriptor.partition_spec_id, kind="long"),
+                       by_spec=True)
+    seen = {f.path for f in files}
+    return files + [f for f in snapshot.files.matching(older) if f.path not in seen]
 
 
 def _partition(key: tuple) -> str:

@@ -8,6 +8,9 @@
   deleted (deletion vectors, tombstones) or expired (TTL); default 0.15, from 0.01 to 1;
 - ``services.tombstones`` — ``true`` (default) or ``false``: rewrite the files a tombstone
   (a delete on a dataset without a record key) applies to, without the rows it hides;
+- ``services.partition.specs`` — ``true`` (default) or ``false``: rewrite the files written
+  with an older partition spec (before ``alter().partition_by(...)``) into the current one,
+  so the dataset converges to one layout;
 - ``services.small.files`` — bin-pack a partition's small files (under three quarters of
   ``services.file.size``) once it has this many (default 8, at least 2);
 - ``services.file.size`` — the size files are rewritten to (default 128m);
@@ -41,7 +44,7 @@ MIN_LOG_RETENTION = dt.timedelta(hours=1)  # expiry refuses less without force; 
 MIN_VACUUM_RETENTION = dt.timedelta(hours=1)
 INLINE_SWITCH = "CDKDS_INLINE_SERVICES"  # "off" (or false, 0) turns inline passes off for a whole process
 SERVICE_PROPERTIES = ("services.inline", "services.budget", "services.deleted.fraction", "services.tombstones",
-                      "services.small.files",
+                      "services.small.files", "services.partition.specs",
                       "services.file.size", "services.log.retention", "services.vacuum.retention")
 
 
@@ -57,6 +60,7 @@ class ServiceSettings:
     file_size: int = DEFAULT_FILE_SIZE
     log_retention: dt.timedelta | None = None
     vacuum_retention: dt.timedelta | None = None
+    partition_specs: bool = True  # rewrite files of older partition specs into the current one
 
     @property
     def runs_inline(self) -> bool:
@@ -82,6 +86,7 @@ class ServiceSettings:
                 _size(props, "services.file.size", DEFAULT_FILE_SIZE, minimum=MIN_FILE_SIZE),
                 _duration(props, "services.log.retention", MIN_LOG_RETENTION),
                 _duration(props, "services.vacuum.retention", MIN_VACUUM_RETENTION),
+                _boolean(props, "services.partition.specs", True),
             )
         except InvalidDescriptorError:
             if recorded:

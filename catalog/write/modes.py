@@ -50,15 +50,19 @@ class Overwrite(WriteMode):
 
 
 class PartitionOverwrite(WriteMode):
-    """Replace only the partitions written (Spark's dynamic partition overwrite)."""
+    """Replace only the partitions written (Spark's dynamic partition overwrite); after a
+    change of partition strategy, also the files of older specs wholly inside them
+    (:class:`ReplacePartitions`: refused when a file may lie both inside and outside)."""
 
     operation = "overwrite_partitions"
 
-    def __init__(self, names: list[str]):
+    def __init__(self, names: list[str], dataset: str = ""):
         self.names = tuple(names)
+        self.dataset = dataset
 
     def plan(self, base: Snapshot, adds: list[AddFile], own: set[str], first: bool) -> tuple[list[Action], ConflictRule]:
-        rule = ReplacePartitions(frozenset(tuple(a.partition.get(n) for n in self.names) for a in adds), self.names)
+        rule = ReplacePartitions(frozenset(tuple(a.partition.get(n) for n in self.names) for a in adds), self.names,
+                                 self.dataset)
         return [RemoveFile(f.path) for f in rule.replaced(base) if f.path not in own], rule
 
 
@@ -77,8 +81,8 @@ class RewriteFiles(WriteMode):
         return first  # files whose rows are all deleted are removed and replaced by nothing
 
 
-def write_mode(mode: "str | WriteMode", descriptor: DatasetDescriptor) -> WriteMode:
-    """The write mode named ``mode`` for a dataset with ``descriptor``."""
+def write_mode(mode: "str | WriteMode", descriptor: DatasetDescriptor, dataset: str = "") -> WriteMode:
+    """The write mode named ``mode`` for dataset ``dataset`` with ``descriptor``."""
     if isinstance(mode, WriteMode):
         return mode
     modes = {"append": Append, "overwrite": Overwrite}
@@ -86,5 +90,5 @@ def write_mode(mode: "str | WriteMode", descriptor: DatasetDescriptor) -> WriteM
         return modes[mode]()
     if mode in ("overwrite_partitions", "dynamic"):
         strategy = descriptor.partition_strategy
-        return PartitionOverwrite(strategy.names if strategy is not None else [])
+        return PartitionOverwrite(strategy.names if strategy is not None else [], dataset)
     raise CdkdsError(f"unknown write mode {mode!r}; use 'append', 'overwrite' or 'overwrite_partitions'")

@@ -391,7 +391,7 @@ class DatasetWriter:
         self.target_file_size = target_file_size
         self.max_open_files = max_open_files
         self.sort_by = write_sort(dataset.name, self.descriptor, sort_by)  # checked before anything is written
-        self.mode = write_mode(mode, dataset.descriptor)
+        self.mode = write_mode(mode, dataset.descriptor, dataset.name)
         self._schema = self.descriptor.arrow_schema
         self._validate = record_validator(self.descriptor.schema)
         self._strategy = self.descriptor.partition_strategy

@@ -133,7 +133,11 @@ def test_maintenance_commands(lake):
     (["expire-log", "{url}", "--older-than", "10m"], 1, "below the safe minimum: a writer that read a revision being expired could still commit after it; add --force"),
     (["changes", "{url}", "--start", "9"], 1, "error: dataset 'events' has no revision 9"),
     (["alter", "{url}", "frobnicate id"], 2, "'frobnicate id' is not a change; write one of"),
-    (["alter", "{url}"], 2, "Missing argument 'CHANGES...'"),
+    (["alter", "{url}"], 2, "give a schema change or --partition-by"),
+    (["alter", "{url}", "--partition-by", "hash(nope, 8)"], 1,
+     "error: dataset 'events': partition source 'nope' of hash(nope, 8) is not a field"),
+    (["alter", "{url}", "--partition-by", "hash(userId, 4)"], 1,
+     "error: dataset 'events': the dataset is partitioned by hash(userId, 4) already"),
     (["alter", "{url}", "rename id to userId"], 1, "error: dataset 'events': cannot rename field 'id' to 'userId'"),
     (["alter", "{url}", "add id2 long", "drop nope"], 1, "error: dataset 'events': no field 'nope'"),
     (["alter", "{url}", "widen id to int"], 1, "error: dataset 'events': cannot widen field 'id' from long to int"),
@@ -222,6 +226,22 @@ def test_alter_and_rebuild(lake):
     assert any("revision(s) [1, 2]" in line for line in rebuilt["unrecoverable"]), rebuilt
     assert len(json.loads(run("show", url, "--limit", "1000", "--json").stdout)) == 101  # the deleted rows are back
     assert [p.name for p in lake_dir.iterdir() if p.name.startswith("_log.broken-")]
+
+
+def test_alter_partition_by(lake):
+    root, _ = lake
+    url = f"{root}/sales/events"
+    done = json.loads(run("alter", url, "--partition-by", "hash(userId, 8), month(ts)", "--json").stdout)
+    assert done["revision"] == 3
+    assert "altered the partitioning (none): revision 4" in run("alter", url, "--partition-by", "none").stdout
+    described = json.loads(run("describe", url, "--json").stdout)
+    assert described["partition_strategy"] is None and described["partition_spec"] == 2
+    assert described["past_partition_specs"] == {"0": "hash(userId, 4)", "1": "hash(userId, 8), month(ts)"}
+    assert any("of partition spec 0" in line for line in described["services"])
+    assert len(json.loads(run("show", url, "--limit", "1000", "--json").stdout)) == 90  # read across the change
+    run("compact", url)
+    assert {f.spec_id for f in DatasetRepository(root).load("sales/events").files} == {2}
+    assert len(json.loads(run("show", url, "--limit", "1000", "--json").stdout)) == 90
 
 
 @pytest.mark.slow

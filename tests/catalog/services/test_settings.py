@@ -12,6 +12,7 @@ SCHEMA = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long
 BAD = [
     ("services.inline", "yes"), ("services.inline", ""), ("services.inline", "1"),
     ("services.tombstones", "no"), ("services.tombstones", ""),
+    ("services.partition.specs", "sometimes"), ("services.partition.specs", "off"),
     ("services.budget", "-1"), ("services.budget", "lots"), ("services.budget", "1.5x"), ("services.budget", ""),
     ("services.deleted.fraction", "0"), ("services.deleted.fraction", "0.001"), ("services.deleted.fraction", "2"),
     ("services.deleted.fraction", "nan"), ("services.deleted.fraction", "inf"), ("services.deleted.fraction", "half"),
