@@ -20,9 +20,9 @@ from cdkds.catalog.services.scope import ServiceScope
 from cdkds.catalog.storage import ObjectStore
 from cdkds.catalog import maintenance
 from cdkds.catalog.write.delete import plan_delete, row_deletes
-from cdkds.catalog.errors import CommitFailedError
+from cdkds.catalog.errors import CommitFailedError, RefError
 from cdkds.catalog.log.actions import (
-    FIELD_ID_PROTOCOL, KEYED_PROTOCOL, READER_VERSION, WRITER_VERSION, AddIndex, DeleteRows, SetMetadata, SetProtocol,
+    FIELD_ID_PROTOCOL, KEYED_PROTOCOL, PARTED_CHECKPOINT_PROTOCOL, AddIndex, DeleteRows, SetMetadata, SetProtocol,
 )
 from cdkds.catalog.log.commit import clock
 from cdkds.catalog.write.writer import DEFAULT_TARGET_FILE_SIZE, DatasetWriter, delete_files
@@ -32,6 +32,7 @@ from cdkds.formats.records import to_records
 
 if TYPE_CHECKING:
     import pyarrow.dataset
+    from cdkds.catalog.log.actions import BranchRef
     from cdkds.catalog.keyed.operations import UpsertResult
     from cdkds.catalog.keyed.writer import KeyedWriter
     from cdkds.catalog.maintenance.check import CheckReport
@@ -58,7 +59,8 @@ class Dataset:
         self._touched = ServiceScope()  # what this object's commits touched since its last inline pass
 
     def __repr__(self) -> str:
-        return f"Dataset({self.name!r}, version={self.version}, url={self.store.url!r})"
+        on = f", branch={self.branch_name!r}" if self.branch_name is not None else ""
+        return f"Dataset({self.name!r}, version={self.version}{on}, url={self.store.url!r})"
 
     @property
     def descriptor(self) -> DatasetDescriptor:
@@ -251,6 +253,7 @@ class Dataset:
         ``budget`` bytes of input (``None``: all there is). Each rewrite is its own
         ``compact`` commit; this dataset moves to the latest revision."""
         from cdkds.catalog.services.runner import maintain
+        self._on_main("the table services")
         return maintain(self, budget)
 
     def services_plan(self) -> "ServicePlan":
@@ -266,6 +269,8 @@ class Dataset:
         their last commit (:meth:`_adopt_services`)."""
         from cdkds.catalog.services.runner import after_write
         scope, self._touched = self._touched, ServiceScope()
+        if self.branch_name is not None:  # the services keep main; a branch is compacted by hand, or once published
+            return None
         serviced = Dataset(self.repository, self.name, self.store, self.log, self.snapshot)
         self.last_services = after_write(serviced, scope)
         self._serviced = serviced.snapshot if serviced.version != self.version else None
@@ -338,6 +343,7 @@ class Dataset:
         bring it up to this revision: one mirror version per revision (see
         :mod:`cdkds.catalog.mirror`). Enabled mirrors are kept after every commit anyway."""
         from cdkds.catalog.mirror.runner import update_mirrors
+        self._on_main("a mirror")
         return update_mirrors(self.log, self.snapshot, formats or None)
 
     def upgrade_log(self) -> int:
@@ -345,10 +351,12 @@ class Dataset:
         read in part) and write a checkpoint in the new form; older cdkds versions then
         refuse the dataset. Returns the revision; nothing is committed when the log is at
         that version already."""
+        self._on_main("upgrading the log")
         protocol = self.snapshot.protocol
-        if protocol.reader_version < READER_VERSION or protocol.writer_version < WRITER_VERSION:
-            self._commit("upgrade", [SetProtocol(max(protocol.reader_version, READER_VERSION),
-                                                 max(protocol.writer_version, WRITER_VERSION))])
+        newest = PARTED_CHECKPOINT_PROTOCOL  # version 5 comes with the first partition spec, tag or branch
+        if protocol.reader_version < newest or protocol.writer_version < newest:
+            self._commit("upgrade", [SetProtocol(max(protocol.reader_version, newest),
+                                                 max(protocol.writer_version, newest))])
             self.checkpoint()
         return self.version
 
@@ -356,6 +364,51 @@ class Dataset:
         """Write a checkpoint of the revision this dataset shows (its files then read from the
         checkpoint's parts, so its next checkpoint rewrites only what changed)."""
         self.snapshot = self.log.write_checkpoint(self.snapshot)
+
+    # ---------------------------------------------------------------- branches
+
+    @property
+    def branch_name(self) -> str | None:
+        """The branch this dataset reads and writes; ``None`` on main."""
+        ref = self.log.branch
+        return ref.name if ref is not None else None
+
+    def branch(self, name: str) -> "Dataset":
+        """Start branch ``name`` at main's latest revision (a commit on main, which this
+        dataset moves to) and return the dataset on it: everything done through that one
+        commits to the branch, which readers of main do not see until :meth:`publish`."""
+        from cdkds.catalog.log.branches import start_branch
+        self._on_main("starting a branch")
+        self.snapshot = start_branch(self.log, self.snapshot, name)
+        return self.repository.load(self.name, branch=name)
+
+    def branches(self) -> "dict[str, BranchRef]":
+        """The live branches by name (as of main's latest revision), each with its base revision."""
+        main = self.log.main if self.branch_name is not None else self.log
+        return dict(main.snapshot().branches)
+
+    def drop_branch(self, name: str) -> int:
+        """End branch ``name`` without publishing it (a commit on main); returns its revision."""
+        from cdkds.catalog.log.branches import end_branch
+        self._on_main("dropping a branch")
+        self.snapshot = end_branch(self.log, self.snapshot, name)
+        return self.version
+
+    def publish(self, name: str) -> int:
+        """Publish branch ``name`` onto main in one commit that also ends it: the branch's net
+        change since its base. When main moved since, the branch's commits are checked
+        against main's as concurrent writes are, and a conflict raises
+        :class:`CommitConflictError` naming main's commit (nothing committed). Returns the
+        revision; this dataset moves to it."""
+        from cdkds.catalog.log.publish import publish_branch
+        self._on_main("publishing a branch")
+        self.snapshot = publish_branch(self.log, name)
+        return self.version
+
+    def _on_main(self, what: str) -> None:
+        if self.branch_name is not None:
+            raise RefError(f"dataset {self.name!r}: {what} is done on main, and this dataset is on branch "
+                           f"{self.branch_name!r}; load the dataset without a branch for it")
 
     def _commit(self, operation: str, actions: Sequence[Action], info: Mapping[str, Any] | None = None,
                 commit_uuid: str | None = None, rule: ConflictRule | None = None,

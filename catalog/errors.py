@@ -25,6 +25,9 @@ __all__ = [
     "InvalidRecordError",
     "InvalidSchemaError",
     "InvalidTimeTravelError",
+    "RefError",
+    "RefExistsError",
+    "RefNotFoundError",
     "InvalidKeyError",
     "KeyExistsError",
     "CorruptIndexError",
@@ -79,6 +82,18 @@ class ConversionError(CdkdsError, ValueError):
 
 class InvalidTimeTravelError(CdkdsError, ValueError):
     """A version or timestamp to read a dataset at that is malformed or out of range."""
+
+
+class RefError(CdkdsError, ValueError):
+    """A tag or a branch that cannot be made, found or used as asked (a bad name...)."""
+
+
+class RefExistsError(RefError):
+    """A tag or a branch of that name already exists."""
+
+
+class RefNotFoundError(RefError, LookupError):
+    """No tag or branch of that name (or it was dropped)."""
 
 
 class InvalidRecordError(SchemaMismatchError):

@@ -195,8 +195,9 @@ class DatasetRepository:
             raise _overlap_error(self.store, name, found, concurrently=True)
         return Dataset(self, name, store, log, snapshot)
 
-    def load(self, name: str, version: int | None = None, timestamp: Any = None) -> Dataset:
-        """Dataset ``name`` at its latest commit, at revision ``version``, or as of ``timestamp``."""
+    def load(self, name: str, version: int | None = None, timestamp: Any = None, branch: str | None = None) -> Dataset:
+        """Dataset ``name`` at its latest commit, at revision ``version``, or as of ``timestamp``;
+        with ``branch``, on that branch (its writes commit to the branch; see ``Dataset.branch``)."""
         check_name(name)
         if version is not None and timestamp is not None:
             raise InvalidTimeTravelError(f"dataset {name!r}: give a version or a timestamp, not both")
@@ -206,6 +207,9 @@ class DatasetRepository:
         log = TransactionLog(store, name)
         if not log.exists():
             raise DatasetNotFoundError(f"dataset {name!r} does not exist in repository {self.url}")
+        if branch is not None:
+            from cdkds.catalog.log.branches import branch_log
+            log = branch_log(log, branch)  # type: ignore[assignment]
         return Dataset(self, name, store, log, log.snapshot(version=version, timestamp=timestamp))
 
     def update(self, name: str, descriptor: DatasetDescriptor) -> Dataset:

@@ -7,7 +7,8 @@
 - :class:`AddIndex` / :class:`RemoveIndex` — a record-index file joins or leaves a bucket;
 - :class:`SetMetadata` — the descriptor from this commit on;
 - :class:`SetProtocol` — the log versions a reader and a writer must understand;
-- :class:`SetTransaction` — the last batch an application (a streaming query) committed.
+- :class:`SetTransaction` — the last batch an application (a streaming query) committed;
+- :class:`BranchRef` / :class:`DropBranch` — a branch starts at the commit's revision, or ends.
 """
 
 from __future__ import annotations
@@ -27,11 +28,12 @@ from cdkds.formats import values
 from cdkds.formats.projection import widened
 from cdkds.formats.statistics import ColumnStatistics
 
-READER_VERSION = 4  # the newest protocol this build reads and writes
-WRITER_VERSION = 4
+READER_VERSION = 5  # the newest protocol this build reads and writes
+WRITER_VERSION = 5
 KEYED_PROTOCOL = 2  # deletion vectors and index files: readers of version 1 would return deleted rows
 FIELD_ID_PROTOCOL = 3  # renamed or dropped fields: readers matching columns by name would misread them
 PARTED_CHECKPOINT_PROTOCOL = 4  # checkpoints whose files are in parts: older readers cannot start from them
+LAYOUT_PROTOCOL = 5  # partition specs, tags and branches: older readers would read a layout or a ref they ignore
 
 
 # a scheme, a backslash, a control character, or an empty, "." or ".." segment
@@ -293,8 +295,38 @@ class SetTransaction:
         return cls(str(data["appId"]), int(data["version"]), int(data.get("lastUpdated", 0)))
 
 
+@dataclass(frozen=True)
+class BranchRef:
+    """Branch ``name``, whose commits (``_log/_branches/<id>/``) continue main's state at
+    revision ``base``: the revision of the commit that started it (``docs/FORMAT.md`` §12)."""
+
+    name: str
+    base: int
+    id: str
+
+    def to_json(self, descriptor: DatasetDescriptor | None) -> dict:
+        return {"branch": {"name": self.name, "base": self.base, "id": self.id}}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "BranchRef":
+        name, branch_id = str(data["name"]), str(data["id"])
+        if not re.fullmatch(r"[0-9a-f]{32}", branch_id):
+            raise ValueError(f"branch {name!r} has the id {branch_id!r}, not 32 hexadecimal digits")
+        return cls(name, int(data["base"]), branch_id)
+
+
+@dataclass(frozen=True)
+class DropBranch:
+    """Branch ``name`` ends: its commits are no longer read (vacuum and expiry stop keeping them)."""
+
+    name: str
+
+    def to_json(self, descriptor: DatasetDescriptor | None) -> dict:
+        return {"dropBranch": {"name": self.name}}
+
+
 Action = (AddFile | RemoveFile | Tombstone | DeleteRows | AddIndex | RemoveIndex | SetMetadata | SetProtocol
-          | SetTransaction)
+          | SetTransaction | BranchRef | DropBranch)
 
 
 def _decoding(descriptor: DatasetDescriptor) -> tuple[dict[str, str], dict[str, str]]:
@@ -355,6 +387,10 @@ def decode_actions(items: list, descriptor: DatasetDescriptor | None, revision: 
             actions.append(RemoveIndex(dataset_path(body["path"], "removed index file")))
         elif kind == "txn":
             actions.append(SetTransaction.from_json(body))
+        elif kind == "branch":
+            actions.append(BranchRef.from_json(body))
+        elif kind == "dropBranch":
+            actions.append(DropBranch(str(body["name"])))
         else:
             raise ValueError(f"unknown action {kind!r}")
     return tuple(actions)

@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.log.actions import (
-    AddFile, AddIndex, SetTransaction, Tombstone, check_readable, decode_actions, encode_actions,
+    AddFile, AddIndex, BranchRef, SetTransaction, Tombstone, check_readable, decode_actions, encode_actions,
 )
 from cdkds.catalog.errors import CorruptLogError, UnsupportedLogVersionError
 from cdkds.catalog.log.live import LiveFiles
@@ -83,6 +83,8 @@ def encode(snapshot: Snapshot, parts: Sequence[CheckpointPart] | None = None) ->
         rows.append(("index", entry.revision, json.dumps(entry.to_json(None))))
     for txn in snapshot.transactions.values():
         rows.append(("txn", snapshot.version, json.dumps(txn.to_json(None))))
+    for branch in snapshot.branches.values():
+        rows.append(("branch", branch.base, json.dumps(branch.to_json(None))))
     table = pa.table({"action": [r[0] for r in rows], "revision": [r[1] for r in rows], "json": [r[2] for r in rows]},
                      schema=_SCHEMA)
     table = table.replace_schema_metadata({
@@ -154,6 +156,7 @@ def _decode(data: bytes, where: str, loader: PartLoader | None) -> Snapshot:
         tombstones: list[Tombstone] = []
         index: dict[str, AddIndex] = {}
         transactions: dict[str, SetTransaction] = {}
+        branches: dict[str, BranchRef] = {}
         for action, revision, text in rows:
             item = json.loads(text)
             if action in ("protocol", "metadata"):
@@ -179,6 +182,9 @@ def _decode(data: bytes, where: str, loader: PartLoader | None) -> Snapshot:
             elif action == "txn":
                 (txn,) = decode_actions([item], descriptor, revision)
                 transactions[txn.app_id] = txn
+            elif action == "branch":
+                (branch,) = decode_actions([item], descriptor, revision)
+                branches[branch.name] = branch
             else:
                 raise ValueError(f"unknown checkpoint row {action!r}")
         # part rows make it one of parts whatever its metadata says: they are under the checksum, it is not
@@ -189,7 +195,7 @@ def _decode(data: bytes, where: str, loader: PartLoader | None) -> Snapshot:
             _in_parts(tuple(parts), loader, descriptor, where)
         return Snapshot(head.revision, head.timestamp, head.uuid, descriptor, descriptor_version,
                         live, tuple(tombstones), protocol, MappingProxyType(index),
-                        MappingProxyType(transactions), schema_since)
+                        MappingProxyType(transactions), schema_since, branches=MappingProxyType(branches))
     except (CorruptLogError, UnsupportedLogVersionError):
         raise
     except Exception as e:  # noqa: BLE001 - any failure to parse is corruption

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar
 
 from cdkds.catalog.log.actions import (
-    Action, AddFile, DeleteRows, RemoveFile, RemoveIndex, SetMetadata, SetTransaction, Tombstone,
+    Action, AddFile, AddIndex, BranchRef, DeleteRows, DropBranch, RemoveFile, RemoveIndex, SetMetadata, SetProtocol,
+    SetTransaction, Tombstone,
 )
 from cdkds.catalog.expressions import bind
 from cdkds.catalog.expressions.pruning import FileFilter
@@ -166,6 +167,82 @@ class Exclusive(ConflictRule):
     def specific_conflict(self, theirs: "Commit", base: "Snapshot") -> str | None:
         if any(not isinstance(a, AddFile) for a in theirs.actions):
             return f"its {theirs.operation!r} changed what this commit was checked against"
+        return None
+
+
+@dataclass(frozen=True)
+class Recorded(ConflictRule):
+    """What a commit already in a log assumed (a branch's commit being published onto main),
+    told from its actions alone and erring towards a conflict: a compaction assumed what
+    :class:`Rewrite` says; a descriptor change, what :class:`Exclusive` says (refs aside); a
+    keyed write, that no index bucket it wrote was written; a delete, that nothing was added
+    where its tombstones may match; any other removal (an overwrite), that nothing was added
+    at all; a plain append assumed nothing. ``before``: the state it was made on."""
+
+    commit: "Commit"
+    before: "Snapshot"
+
+    @property
+    def rebases_over_schema_changes(self) -> bool:  # type: ignore[override]
+        return all(isinstance(a, (AddFile, SetTransaction)) for a in self.commit.actions) and \
+            "overwrite" not in self.commit.operation
+
+    def specific_conflict(self, theirs: "Commit", base: "Snapshot") -> str | None:
+        from cdkds.catalog.log.commit import REWRITE_OPERATION
+        ours = self.commit.actions
+        if self.commit.operation == REWRITE_OPERATION:
+            removed = {a.path for a in ours if isinstance(a, RemoveFile)}
+            return Rewrite(tuple(f for p, f in self.before.files.items() if p in removed)).specific_conflict(theirs, base)
+        if any(isinstance(a, (SetMetadata, SetProtocol)) for a in ours):
+            for action in theirs.actions:
+                if not isinstance(action, (AddFile, BranchRef, DropBranch)):
+                    return f"its {theirs.operation!r} changed what this branch's descriptor change was checked against"
+        buckets = {a.bucket for a in ours if isinstance(a, AddIndex)}
+        for entry in (a for a in theirs.actions if isinstance(a, AddIndex)):
+            if entry.bucket in buckets:
+                return f"it wrote index bucket {entry.bucket}, which this branch also wrote"
+        deleted = {a.path for a in ours if isinstance(a, DeleteRows)}
+        for action in (a for a in theirs.actions if isinstance(a, DeleteRows)):
+            if action.path in deleted:
+                return f"it deleted rows of {action.path}, whose rows this branch deletes too"
+        tombstones = [a for a in ours if isinstance(a, Tombstone)]
+        if any(isinstance(a, RemoveFile) for a in ours) or "overwrite" in self.commit.operation:
+            return ReadPartitions(None).specific_conflict(theirs, base)
+        for tombstone in tombstones:
+            reads = FileFilter.of(bind(tombstone.predicate, self.before.descriptor.fields), self.before.descriptor)
+            reason = ReadPartitions(reads).specific_conflict(theirs, base)
+            if reason is not None:
+                return reason
+        return None
+
+
+@dataclass(frozen=True)
+class Publish(ConflictRule):
+    """Publishing branch ``name`` replays its commits onto main's commits since its base:
+    each branch commit is checked by the rule it implies (:class:`Recorded`), and a
+    concurrent end of the branch (another publish, a drop) conflicts."""
+
+    name: str
+    commits: tuple[Recorded, ...]
+
+    @property
+    def rebases_over_schema_changes(self) -> bool:  # type: ignore[override]
+        return all(r.rebases_over_schema_changes for r in self.commits)
+
+    def conflict(self, ours: tuple[Action, ...], theirs: "Commit", base: "Snapshot") -> str | None:
+        reason = self.specific_conflict(theirs, base)
+        if reason is not None:
+            return reason
+        for recorded in self.commits:
+            reason = recorded.conflict(recorded.commit.actions, theirs, base)
+            if reason is not None:
+                return (f"{reason} (checked against commit {recorded.commit.revision} of branch {self.name!r}, "
+                        f"{recorded.commit.operation!r})")
+        return None
+
+    def specific_conflict(self, theirs: "Commit", base: "Snapshot") -> str | None:
+        if any(isinstance(a, DropBranch) and a.name == self.name for a in theirs.actions):
+            return f"it ended branch {self.name!r} ({theirs.operation})"
         return None
 
 

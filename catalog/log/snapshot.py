@@ -14,7 +14,8 @@ import pyarrow as pa
 from cdkds.catalog.keyed.deletion import DeletionVectorRef
 from cdkds.catalog.log.live import LiveFiles
 from cdkds.catalog.log.actions import (
-    AddFile, AddIndex, DeleteRows, RemoveFile, RemoveIndex, SetMetadata, SetProtocol, SetTransaction, Tombstone,
+    AddFile, AddIndex, BranchRef, DeleteRows, DropBranch, RemoveFile, RemoveIndex, SetMetadata, SetProtocol,
+    SetTransaction, Tombstone,
 )
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import ExpressionError, IncompatibleDescriptorError
@@ -45,6 +46,8 @@ class Snapshot:
     # the oldest descriptor revision whose data files are laid out as the current descriptor's
     # (the same columns, names, types and ids): a file written at or after it is read as it is
     schema_since: int = -1
+    # the live branches by name (docs/FORMAT.md §12)
+    branches: Mapping[str, BranchRef] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
 
     def __post_init__(self) -> None:
         if not isinstance(self.files, LiveFiles):  # files given in memory (a dict)
@@ -55,6 +58,11 @@ class Snapshot:
         """Rows in the live files less those deleted by deletion vectors (rows deleted by
         tombstones or expired by TTL still count until compaction)."""
         return self.files.live_rows
+
+    def pinned_revisions(self) -> frozenset[int]:
+        """The revisions expiry and vacuum keep readable whatever their age: the bases of the
+        live branches (a branch's state is main's at its base plus its own commits)."""
+        return frozenset(b.base for b in self.branches.values())
 
     def index_files(self, bucket: int) -> tuple[AddIndex, ...]:
         """The live record-index files of ``bucket`` in the order their entries apply: the
@@ -111,6 +119,7 @@ class Snapshot:
         tombstones = list(self.tombstones)
         index = dict(self.index)
         transactions = self.transactions
+        branches = self.branches
         added: list[AddFile] = []
         removed: list[str] = []
         deleted: list[tuple[str, DeletionVectorRef]] = []
@@ -154,12 +163,17 @@ class Snapshot:
                 protocol = action
             elif isinstance(action, SetTransaction):
                 transactions = MappingProxyType({**transactions, action.app_id: action})
+            elif isinstance(action, BranchRef):  # it starts at the revision of the commit that records it
+                branches = MappingProxyType({**branches, action.name: dataclasses.replace(action, base=commit.revision)})
+            elif isinstance(action, DropBranch):
+                branches = MappingProxyType({n: b for n, b in branches.items() if n != action.name})
         files = settle()
         if tombstones:
             oldest = files.oldest_revision(commit.revision + 1)
             tombstones = [t for t in tombstones if t.revision > oldest]  # a tombstone no file predates is spent
         return Snapshot(commit.revision, commit.timestamp, commit.uuid, descriptor, descriptor_version,
-                        files, tuple(tombstones), protocol, MappingProxyType(index), transactions, schema_since)
+                        files, tuple(tombstones), protocol, MappingProxyType(index), transactions, schema_since,
+                        branches=branches)
 
     def written_as_current(self, file: AddFile) -> bool:
         """Whether ``file`` was written with the current descriptor's file layout, so its

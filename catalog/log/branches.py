@@ -1,0 +1,226 @@
+"""Branches: lines of commits that continue main's state at one revision (``docs/FORMAT.md`` §12).
+
+Main's commit ``{"branch": {"name", "base", "id"}}`` starts branch ``name`` at its own
+revision ``base``; the branch's commits are ``_log/_branches/<id>/<revision>.json``,
+revisions ``base + 1`` on, the first following main's commit ``base``. A branch's log is
+main's log given another folder and another start: the same listing, replay, committer
+and conflict rules serve it (:class:`BranchLog`), so its commits race each other under
+the usual put-if-absent rule, and main's readers never list its folder.
+
+Starting, ending and publishing a branch are commits on main (:func:`start_branch`,
+:func:`end_branch`, :func:`publish_branch`).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from cdkds.catalog.errors import CommitConflictError, InvalidTimeTravelError, RefError, RefExistsError, RefNotFoundError
+from cdkds.catalog.log.actions import (
+    LAYOUT_PROTOCOL, PARTED_CHECKPOINT_PROTOCOL, Action, BranchRef, DropBranch, SetProtocol,
+)
+from cdkds.catalog.log.commit import LOG_FOLDER, Commit, HistoryEntry
+from cdkds.catalog.log.committer import Committer
+from cdkds.catalog.log.conflicts import ConflictRule
+from cdkds.catalog.log.listing import LogListing
+from cdkds.catalog.log.replay import Replay
+from cdkds.catalog.log.snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from cdkds.catalog.log.transaction import TransactionLog
+
+BRANCHES_FOLDER = f"{LOG_FOLDER}/_branches"
+REF_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+MAIN = "main"  # the name of the line every dataset has; no branch may take it
+START_ATTEMPTS = 5  # a branch must start at the revision its commit lands on: planned again when another lands first
+
+
+def branch_folder(ref: BranchRef) -> str:
+    """The folder of branch ``ref``'s commits."""
+    return f"{BRANCHES_FOLDER}/{ref.id}"
+
+
+def check_ref_name(dataset: str, name: Any, what: str = "branch") -> str:
+    """``name`` when it is a valid tag or branch name, :class:`RefError` naming it otherwise."""
+    if not isinstance(name, str) or not REF_NAME.fullmatch(name) or name == MAIN:
+        raise RefError(f"dataset {dataset!r}: {name!r} is not a valid {what} name (1 to 128 letters, digits, '.', "
+                       f"'_' or '-', starting with a letter or digit{', and not main' if what == 'branch' else ''})")
+    return name
+
+
+def live_branch(snapshot: Snapshot, dataset: str, name: Any) -> BranchRef:
+    """The live branch ``name`` of ``snapshot``; :class:`RefNotFoundError` naming it otherwise."""
+    check_ref_name(dataset, name)
+    ref = snapshot.branches.get(name)
+    if ref is None:
+        known = ", ".join(sorted(snapshot.branches)) or "none"
+        raise RefNotFoundError(f"dataset {dataset!r} has no branch {name!r} (as of revision {snapshot.version}; "
+                               f"its live branches: {known})")
+    return ref
+
+
+class BranchReplay(Replay):
+    """Snapshots of one branch: main's state at the branch's base, then the branch's commits."""
+
+    def __init__(self, listing: LogListing, main: Replay, ref: BranchRef):
+        super().__init__(listing)
+        self.main = main
+        self.ref = ref
+        self._base: Snapshot | None = None
+
+    def base(self) -> Snapshot:
+        """Main's state at the branch's base (it never changes, so it is read once)."""
+        if self._base is None:
+            self._base = self.main.snapshot(self.ref.base)
+        return self._base
+
+    def snapshot(self, version: int | None = None, timestamp: Any = None) -> Snapshot:
+        where = f"dataset {self.dataset!r}, branch {self.ref.name!r}"
+        if timestamp is not None:
+            raise InvalidTimeTravelError(f"{where}: time travel by timestamp is not offered on a branch; give a version")
+        if version is not None and version < self.ref.base:
+            raise InvalidTimeTravelError(f"{where} starts at revision {self.ref.base}; it has no revision {version} "
+                                         f"(read main for it)")
+        snapshot = self.forward(self.base(), upto=version)
+        if version is not None and snapshot.version != version:
+            raise InvalidTimeTravelError(f"{where} has no revision {version}; its latest is {snapshot.version}")
+        return snapshot
+
+    def first(self) -> Snapshot:
+        return self.main.first()
+
+    def oldest(self) -> Snapshot:
+        return self.base()
+
+    def history(self) -> list[HistoryEntry]:
+        """Main's commits up to the base, then the branch's."""
+        return [e for e in self.main.history() if e.revision <= self.ref.base] + super().history()
+
+
+class BranchLog:
+    """The log of one branch: main's log classes over the branch's folder and start. Branches
+    keep no checkpoints and no mirrors, and are neither expired nor vacuumed on their own."""
+
+    def __init__(self, main: "TransactionLog", ref: BranchRef):
+        self.main = main
+        self.branch = ref
+        self.store = main.store
+        self.dataset = main.dataset
+        self.listing = LogListing(main.store, main.dataset, branch_folder(ref))
+        self.replay = BranchReplay(self.listing, main.replay, ref)
+        self.committer = Committer(self.replay, None)
+
+    def exists(self) -> bool:
+        return self.main.exists()
+
+    def snapshot(self, version: int | None = None, timestamp: Any = None) -> Snapshot:
+        return self.replay.snapshot(version, timestamp)
+
+    def history(self) -> list[HistoryEntry]:
+        return self.replay.history()
+
+    def entry(self, revision: int, before: Snapshot | None = None) -> HistoryEntry | None:
+        return self.replay.entry(revision, before)
+
+    def landed(self, commit_uuid: str, after: int) -> int | None:
+        return self.replay.landed(commit_uuid, after)
+
+    def commit(self, base: Snapshot, operation: str, actions: Sequence[Action],
+               info: Mapping[str, Any] | None = None, commit_uuid: str | None = None,
+               rule: ConflictRule | None = None, planned_on: int | None = None) -> Snapshot:
+        """Append one commit to the branch (see :meth:`TransactionLog.commit`); :class:`RefNotFoundError`
+        when the branch was published or dropped meanwhile (its commits would be read by nobody)."""
+        self.check_live()
+        return self.committer.commit(base, operation, actions, info, commit_uuid, rule, planned_on)
+
+    def check_live(self) -> None:
+        """:class:`RefNotFoundError` when main's latest revision no longer has this branch."""
+        if self.main.snapshot().branches.get(self.branch.name) != self.branch:
+            raise RefNotFoundError(f"dataset {self.dataset!r}: branch {self.branch.name!r} (started at revision "
+                                   f"{self.branch.base}) was published or dropped; nothing was committed to it")
+
+    def write_checkpoint(self, snapshot: Snapshot) -> Snapshot:
+        raise self._main_only("a checkpoint")
+
+    def expire(self, older_than: Any, force: bool = False) -> list[str]:
+        raise self._main_only("expiring the log")
+
+    def retained_files(self) -> set[str]:
+        raise self._main_only("the files retained revisions reference")
+
+    def _main_only(self, what: str) -> RefError:
+        return RefError(f"dataset {self.dataset!r}, branch {self.branch.name!r}: {what} is kept for the whole "
+                        f"dataset on main; load the dataset without a branch for it")
+
+
+def branch_log(main: "TransactionLog", name: Any, snapshot: Snapshot | None = None) -> BranchLog:
+    """The log of live branch ``name`` (as of ``snapshot``, default main's latest)."""
+    return BranchLog(main, live_branch(snapshot or main.snapshot(), main.dataset, name))
+
+
+class StartsAt(ConflictRule):
+    """A branch starts at the revision of its commit: any commit landing first moves that
+    revision, so the start is planned again on the new state."""
+
+    def conflict(self, ours: tuple[Action, ...], theirs: Commit, base: Snapshot) -> str | None:
+        return f"a branch starts at the revision its commit was planned for, and {theirs.operation!r} took it"
+
+    def specific_conflict(self, theirs: Commit, base: Snapshot) -> str | None:
+        return None
+
+
+class EndsBranch(ConflictRule):
+    """Ending a branch assumes it is still live: a concurrent commit that ended it conflicts.
+    Nothing else about main does matter to it."""
+
+    rebases_over_schema_changes = True
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def conflict(self, ours: tuple[Action, ...], theirs: Commit, base: Snapshot) -> str | None:
+        return self.specific_conflict(theirs, base)
+
+    def specific_conflict(self, theirs: Commit, base: Snapshot) -> str | None:
+        if any(isinstance(a, DropBranch) and a.name == self.name for a in theirs.actions):
+            return f"it ended branch {self.name!r} ({theirs.operation})"
+        return None
+
+
+def start_branch(log: "TransactionLog", snapshot: Snapshot, name: Any) -> Snapshot:
+    """Commit branch ``name`` on main after ``snapshot`` (moved to main's latest revision
+    first), and write a checkpoint at its base when there is none; returns main's snapshot
+    at the base. The first ref raises the log to protocol :data:`LAYOUT_PROTOCOL`."""
+    dataset = log.dataset
+    check_ref_name(dataset, name)
+    for attempt in range(START_ATTEMPTS):
+        snapshot = log.replay.forward(snapshot)
+        if name in snapshot.branches:
+            raise RefExistsError(f"dataset {dataset!r} already has a branch {name!r} (started at revision "
+                                 f"{snapshot.branches[name].base}); drop it or choose another name")
+        protocol = snapshot.protocol
+        if protocol.reader_version < PARTED_CHECKPOINT_PROTOCOL:
+            raise RefError(f"dataset {dataset!r}: its log is of version {protocol.reader_version}; branches need "
+                           f"version {LAYOUT_PROTOCOL} — run `cdkds upgrade` (or dataset.upgrade_log()) first")
+        actions: list[Action] = []
+        if protocol.reader_version < LAYOUT_PROTOCOL or protocol.writer_version < LAYOUT_PROTOCOL:
+            actions.append(SetProtocol(max(protocol.reader_version, LAYOUT_PROTOCOL),
+                                       max(protocol.writer_version, LAYOUT_PROTOCOL)))
+        actions.append(BranchRef(name, snapshot.version + 1, uuid.uuid4().hex))
+        try:
+            started = log.commit(snapshot, "branch", actions, {"branch": name}, rule=StartsAt())
+        except CommitConflictError:
+            if attempt == START_ATTEMPTS - 1:
+                raise
+            continue
+        return log.write_checkpoint(started)  # the base stays readable when expiry removes the commits before it
+    raise AssertionError("unreachable")
+
+
+def end_branch(log: "TransactionLog", snapshot: Snapshot, name: Any) -> Snapshot:
+    """Commit the end of live branch ``name`` on main; returns main's new snapshot."""
+    snapshot = log.replay.forward(snapshot)
+    live_branch(snapshot, log.dataset, name)
+    return log.commit(snapshot, "drop_branch", [DropBranch(name)], {"branch": name}, rule=EndsBranch(name))
