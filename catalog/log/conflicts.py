@@ -181,6 +181,8 @@ class Recorded(ConflictRule):
 
     commit: "Commit"
     before: "Snapshot"
+    # the key hashes an index delta holds (given its revision); None: a bucket both wrote conflicts
+    index_hashes: "Callable[[AddIndex, int], frozenset[int]] | None" = None
 
     @property
     def rebases_over_schema_changes(self) -> bool:  # type: ignore[override]
@@ -197,14 +199,9 @@ class Recorded(ConflictRule):
             for action in theirs.actions:
                 if not isinstance(action, (AddFile, BranchRef, DropBranch)):
                     return f"its {theirs.operation!r} changed what this branch's descriptor change was checked against"
-        buckets = {a.bucket for a in ours if isinstance(a, AddIndex)}
-        for entry in (a for a in theirs.actions if isinstance(a, AddIndex)):
-            if entry.bucket in buckets:
-                return f"it wrote index bucket {entry.bucket}, which this branch also wrote"
-        deleted = {a.path for a in ours if isinstance(a, DeleteRows)}
-        for action in (a for a in theirs.actions if isinstance(a, DeleteRows)):
-            if action.path in deleted:
-                return f"it deleted rows of {action.path}, whose rows this branch deletes too"
+        reason = self._same_keys(theirs)
+        if reason is not None:
+            return reason
         tombstones = [a for a in ours if isinstance(a, Tombstone)]
         if any(isinstance(a, RemoveFile) for a in ours) or "overwrite" in self.commit.operation:
             return ReadPartitions(None).specific_conflict(theirs, base)
@@ -213,6 +210,22 @@ class Recorded(ConflictRule):
             reason = ReadPartitions(reads).specific_conflict(theirs, base)
             if reason is not None:
                 return reason
+        return None
+
+
+    def _same_keys(self, theirs: "Commit") -> str | None:
+        """A keyed write assumed nobody else wrote its keys (as ``KeyedWrite`` does): a
+        concurrent index delta holding one of them (by hash: a collision errs towards a
+        conflict), or a new base of a bucket it wrote, conflicts."""
+        ours = [a for a in self.commit.actions if isinstance(a, AddIndex)]
+        buckets = {a.bucket for a in ours}
+        for entry in (a for a in theirs.actions if isinstance(a, AddIndex) and a.bucket in buckets):
+            if entry.base or self.index_hashes is None or any(a.base for a in ours if a.bucket == entry.bucket):
+                return f"it wrote index bucket {entry.bucket}, which this branch also wrote"
+            written = self.index_hashes(entry, theirs.revision)
+            for mine in (a for a in ours if a.bucket == entry.bucket):
+                if written & self.index_hashes(mine, self.commit.revision):
+                    return f"it wrote a key of index bucket {entry.bucket} that this branch also wrote"
         return None
 
 

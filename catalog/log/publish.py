@@ -11,11 +11,11 @@ refuses the publish naming main's commit, nothing committed.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from cdkds.catalog.errors import RefError
 from cdkds.catalog.log.actions import (
-    Action, DeleteRows, DropBranch, RemoveFile, RemoveIndex, SetMetadata,
+    Action, AddIndex, DeleteRows, DropBranch, RemoveFile, RemoveIndex, SetMetadata,
 )
 from cdkds.catalog.log.branches import BranchLog, live_branch
 from cdkds.catalog.log.conflicts import Publish, Recorded
@@ -76,8 +76,9 @@ def publish_branch(log: "TransactionLog", name: Any, info: dict | None = None) -
     base = branch.replay.base()
     commits: list[Recorded] = []
     head = base
+    hashes = _index_hashes(log, base)
     for commit, after in branch.replay.walk(base):
-        commits.append(Recorded(commit, head))
+        commits.append(Recorded(commit, head, hashes))
         head = after
     actions = net_change(base, head, log.dataset, name)
     actions.append(DropBranch(name))
@@ -85,3 +86,14 @@ def publish_branch(log: "TransactionLog", name: Any, info: dict | None = None) -
                       {"branch": name, "head": head.version, "commits": len(commits), **(info or {})},
                       rule=Publish(name, tuple(commits)))
 
+
+def _index_hashes(log: "TransactionLog", base: Snapshot) -> Callable[[AddIndex, int], frozenset[int]] | None:
+    """How to read the key hashes of an index delta (keyed datasets only)."""
+    if not base.descriptor.record_key:
+        return None
+    from cdkds.catalog.keyed.index import RecordIndex
+    index = RecordIndex(log.store, base, log.dataset)
+
+    def hashes(entry: AddIndex, revision: int) -> frozenset[int]:
+        return frozenset(index.read_file(entry.at(revision)).column("_hash").to_pylist())
+    return hashes
