@@ -9,7 +9,7 @@ from cdkds.catalog.errors import (
     CorruptIndexError, CorruptLogWarning, DataFileError, InvalidKeyError, KeyExistsError, DatasetExistsError, DatasetNotFoundError,
     ExpressionError, IncompatibleDescriptorError, InvalidDatasetSchemaError, InvalidDescriptorError, InvalidNameError,
     InvalidPartitionStrategyError, InvalidRecordError, InvalidSchemaError, InvalidTimeTravelError,
-    SchemaMismatchError, ServiceWarning, MirrorWarning, StorageAccessError, StorageConnectionError, StorageError, StorageTimeoutError,
+    RefError, RefExistsError, RefNotFoundError, SchemaMismatchError, ServiceWarning, MirrorWarning, StorageAccessError, StorageConnectionError, StorageError, StorageTimeoutError,
     StorageUnreachableError,
 )
 from cdkds.catalog.expressions import Expression, field
@@ -26,6 +26,6 @@ __all__ = [
     "InvalidDescriptorError",
     "InvalidNameError", "InvalidPartitionStrategyError", "InvalidRecordError", "InvalidSchemaError",
     "InvalidTimeTravelError", "LogMetadataProvider", "MetadataProvider", "PartitionStrategy",
-    "PartitionStrategyBuilder", "SchemaMismatchError", "ServiceWarning", "MirrorWarning", "StorageAccessError", "StorageConnectionError", "StorageError",
+    "PartitionStrategyBuilder", "RefError", "RefExistsError", "RefNotFoundError", "SchemaMismatchError", "ServiceWarning", "MirrorWarning", "StorageAccessError", "StorageConnectionError", "StorageError",
     "StorageTimeoutError", "StorageUnreachableError", "field",
 ]

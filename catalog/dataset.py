@@ -23,6 +23,7 @@ from cdkds.catalog.write.delete import plan_delete, row_deletes
 from cdkds.catalog.errors import CommitFailedError, RefError
 from cdkds.catalog.log.actions import (
     FIELD_ID_PROTOCOL, KEYED_PROTOCOL, PARTED_CHECKPOINT_PROTOCOL, AddIndex, DeleteRows, SetMetadata, SetProtocol,
+    Untag,
 )
 from cdkds.catalog.log.commit import clock
 from cdkds.catalog.write.writer import DEFAULT_TARGET_FILE_SIZE, DatasetWriter, delete_files
@@ -93,6 +94,35 @@ class Dataset:
     def history(self) -> list[HistoryEntry]:
         """Every commit: revision, time, operation and counts."""
         return self.log.history()
+
+    # ---------------------------------------------------------------- tags
+
+    def tag(self, name: str, version: int | None = None) -> int:
+        """Name revision ``version`` (default: the one this dataset shows) ``name``, in a commit
+        of its own; expiry and vacuum keep a tagged revision readable until it is untagged
+        (``repo.load(name, tag=...)`` reads it). Returns the tagged revision. :class:`RefExistsError`
+        when the tag exists, :class:`RefError` for a bad name or a revision the log does not hold."""
+        from cdkds.catalog.log.conflicts import RefChange
+        from cdkds.catalog.log.tags import TAG, UNTAG, lost_to_expiry, plan_tag
+        plan = plan_tag(self.log, self.snapshot, name, version)
+        self._commit(TAG, plan.actions, plan.info, rule=RefChange())
+        if lost_to_expiry(self.log, plan):
+            self._commit(UNTAG, [Untag(name)], {"tag": name}, rule=RefChange())
+            raise RefError(f"dataset {self.name!r}: an expiry running meanwhile removed revision {plan.revision} "
+                           f"before tag {name!r} could keep it; the tag was taken back (revision {self.version})")
+        return plan.revision
+
+    def untag(self, name: str) -> int:
+        """End tag ``name`` in a commit of its own (its revision is then expired and vacuumed as
+        any other); returns that commit's revision. :class:`RefNotFoundError` when there is no such tag."""
+        from cdkds.catalog.log.conflicts import RefChange
+        from cdkds.catalog.log.tags import UNTAG, plan_untag
+        self._commit(UNTAG, plan_untag(self.name, self.snapshot, name), {"tag": name}, rule=RefChange())
+        return self.version
+
+    def tags(self) -> dict[str, int]:
+        """The tags as of this dataset's revision: name -> tagged revision."""
+        return dict(sorted(self.snapshot.tags.items()))
 
     def transaction_version(self, app_id: str) -> int | None:
         """The last batch application ``app_id`` (a streaming query) committed, as of this
@@ -285,13 +315,15 @@ class Dataset:
     def vacuum(self, retention: dt.timedelta = maintenance.DEFAULT_RETENTION, dry_run: bool = True,
                force: bool = False) -> list[str]:
         """Data files that no retained revision references and are older than ``retention``;
-        deleted unless ``dry_run`` (the default only lists them)."""
+        deleted unless ``dry_run`` (the default only lists them). Files live at a tagged
+        revision are kept; the list's ``kept`` says so."""
         return maintenance.vacuum(self, retention, dry_run, force)
 
     def expire_log(self, older_than: Any, force: bool = False) -> list[str]:
         """Remove commits and checkpoints older than a time (a datetime, or a timedelta ago)
         from the start of the log, keeping every later revision readable. A time less than
-        an hour ago needs ``force`` (no writer may be running on a revision it expires)."""
+        an hour ago needs ``force`` (no writer may be running on a revision it expires).
+        A tagged revision's checkpoint and parts are kept; the list's ``kept`` says so."""
         return self.log.expire(older_than, force)
 
     def check(self, read_data: bool = False) -> "CheckReport":
@@ -347,16 +379,15 @@ class Dataset:
         return update_mirrors(self.log, self.snapshot, formats or None)
 
     def upgrade_log(self) -> int:
-        """Raise the log to the newest version this cdkds writes (4: checkpoints in parts,
+        """Raise the log to the version datasets are created at (4: checkpoints in parts,
         read in part) and write a checkpoint in the new form; older cdkds versions then
         refuse the dataset. Returns the revision; nothing is committed when the log is at
-        that version already."""
+        that version already. (Version 5 comes with the first tag or branch, which needs 4.)"""
         self._on_main("upgrading the log")
         protocol = self.snapshot.protocol
-        newest = PARTED_CHECKPOINT_PROTOCOL  # version 5 comes with the first partition spec, tag or branch
-        if protocol.reader_version < newest or protocol.writer_version < newest:
-            self._commit("upgrade", [SetProtocol(max(protocol.reader_version, newest),
-                                                 max(protocol.writer_version, newest))])
+        if protocol.reader_version < PARTED_CHECKPOINT_PROTOCOL or protocol.writer_version < PARTED_CHECKPOINT_PROTOCOL:
+            self._commit("upgrade", [SetProtocol(max(protocol.reader_version, PARTED_CHECKPOINT_PROTOCOL),
+                                                 max(protocol.writer_version, PARTED_CHECKPOINT_PROTOCOL))])
             self.checkpoint()
         return self.version
 
@@ -384,7 +415,7 @@ class Dataset:
 
     def branches(self) -> "dict[str, BranchRef]":
         """The live branches by name (as of main's latest revision), each with its base revision."""
-        main = self.log.main if self.branch_name is not None else self.log
+        main = self.log.main if self.branch_name is not None else self.log.replay
         return dict(main.snapshot().branches)
 
     def drop_branch(self, name: str) -> int:

@@ -25,11 +25,11 @@ __all__ = [
     "InvalidRecordError",
     "InvalidSchemaError",
     "InvalidTimeTravelError",
+    "InvalidKeyError",
+    "KeyExistsError",
     "RefError",
     "RefExistsError",
     "RefNotFoundError",
-    "InvalidKeyError",
-    "KeyExistsError",
     "CorruptIndexError",
     "SchemaMismatchError",
     "ServiceWarning",
@@ -85,15 +85,16 @@ class InvalidTimeTravelError(CdkdsError, ValueError):
 
 
 class RefError(CdkdsError, ValueError):
-    """A tag or a branch that cannot be made, found or used as asked (a bad name...)."""
+    """A tag (or branch) that cannot be made, read or ended: a malformed name, a revision the
+    log does not hold. Nothing was committed."""
 
 
 class RefExistsError(RefError):
-    """A tag or a branch of that name already exists."""
+    """A tag (or branch) of that name exists already."""
 
 
 class RefNotFoundError(RefError, LookupError):
-    """No tag or branch of that name (or it was dropped)."""
+    """No tag (or branch) of that name."""
 
 
 class InvalidRecordError(SchemaMismatchError):

@@ -8,6 +8,7 @@
 - :class:`SetMetadata` — the descriptor from this commit on;
 - :class:`SetProtocol` — the log versions a reader and a writer must understand;
 - :class:`SetTransaction` — the last batch an application (a streaming query) committed;
+- :class:`Tag` / :class:`Untag` — a name for a revision, kept readable by expiry and vacuum, or its end;
 - :class:`BranchRef` / :class:`DropBranch` — a branch starts at the commit's revision, or ends.
 """
 
@@ -33,7 +34,7 @@ WRITER_VERSION = 5
 KEYED_PROTOCOL = 2  # deletion vectors and index files: readers of version 1 would return deleted rows
 FIELD_ID_PROTOCOL = 3  # renamed or dropped fields: readers matching columns by name would misread them
 PARTED_CHECKPOINT_PROTOCOL = 4  # checkpoints whose files are in parts: older readers cannot start from them
-LAYOUT_PROTOCOL = 5  # partition specs, tags and branches: older readers would read a layout or a ref they ignore
+LAYOUT_PROTOCOL = 5  # partition specs, tags and branches: older readers would misprune, or expire a tagged revision
 
 
 # a scheme, a backslash, a control character, or an empty, "." or ".." segment
@@ -296,6 +297,27 @@ class SetTransaction:
 
 
 @dataclass(frozen=True)
+class Tag:
+    """Names revision ``revision`` ``name``: expiry and vacuum keep it readable until it is untagged."""
+
+    name: str
+    revision: int
+
+    def to_json(self, descriptor: DatasetDescriptor | None) -> dict:
+        return {"tag": {"name": self.name, "revision": self.revision}}
+
+
+@dataclass(frozen=True)
+class Untag:
+    """Ends tag ``name``: its revision is kept no longer (unless another tag names it)."""
+
+    name: str
+
+    def to_json(self, descriptor: DatasetDescriptor | None) -> dict:
+        return {"untag": {"name": self.name}}
+
+
+@dataclass(frozen=True)
 class BranchRef:
     """Branch ``name``, whose commits (``_log/_branches/<id>/``) continue main's state at
     revision ``base``: the revision of the commit that started it (``docs/FORMAT.md`` §12)."""
@@ -309,7 +331,7 @@ class BranchRef:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "BranchRef":
-        name, branch_id = str(data["name"]), str(data["id"])
+        name, branch_id = _tag_name(data["name"]), str(data["id"])
         if not re.fullmatch(r"[0-9a-f]{32}", branch_id):
             raise ValueError(f"branch {name!r} has the id {branch_id!r}, not 32 hexadecimal digits")
         return cls(name, int(data["base"]), branch_id)
@@ -326,7 +348,7 @@ class DropBranch:
 
 
 Action = (AddFile | RemoveFile | Tombstone | DeleteRows | AddIndex | RemoveIndex | SetMetadata | SetProtocol
-          | SetTransaction | BranchRef | DropBranch)
+          | SetTransaction | Tag | Untag | BranchRef | DropBranch)
 
 
 def _decoding(descriptor: DatasetDescriptor) -> tuple[dict[str, str], dict[str, str]]:
@@ -387,10 +409,20 @@ def decode_actions(items: list, descriptor: DatasetDescriptor | None, revision: 
             actions.append(RemoveIndex(dataset_path(body["path"], "removed index file")))
         elif kind == "txn":
             actions.append(SetTransaction.from_json(body))
+        elif kind == "tag":
+            actions.append(Tag(_tag_name(body["name"]), int(body["revision"])))
+        elif kind == "untag":
+            actions.append(Untag(_tag_name(body["name"])))
         elif kind == "branch":
             actions.append(BranchRef.from_json(body))
         elif kind == "dropBranch":
-            actions.append(DropBranch(str(body["name"])))
+            actions.append(DropBranch(_tag_name(body["name"])))
         else:
             raise ValueError(f"unknown action {kind!r}")
     return tuple(actions)
+
+
+def _tag_name(name: Any) -> str:
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"the tag name {name!r} is not a non-empty string")
+    return name

@@ -103,17 +103,17 @@ class BranchLog:
     """The log of one branch: main's log classes over the branch's folder and start. Branches
     keep no checkpoints and no mirrors, and are neither expired nor vacuumed on their own."""
 
-    def __init__(self, main: "TransactionLog", ref: BranchRef):
-        self.main = main
+    def __init__(self, main: Replay, ref: BranchRef):
+        self.main = main  # main's replay
         self.branch = ref
-        self.store = main.store
+        self.store = main.listing.store
         self.dataset = main.dataset
-        self.listing = LogListing(main.store, main.dataset, branch_folder(ref))
-        self.replay = BranchReplay(self.listing, main.replay, ref)
+        self.listing = LogListing(self.store, self.dataset, branch_folder(ref))
+        self.replay = BranchReplay(self.listing, main, ref)
         self.committer = Committer(self.replay, None)
 
     def exists(self) -> bool:
-        return self.main.exists()
+        return self.main.listing.exists()
 
     def snapshot(self, version: int | None = None, timestamp: Any = None) -> Snapshot:
         return self.replay.snapshot(version, timestamp)
@@ -157,7 +157,7 @@ class BranchLog:
 
 def branch_log(main: "TransactionLog", name: Any, snapshot: Snapshot | None = None) -> BranchLog:
     """The log of live branch ``name`` (as of ``snapshot``, default main's latest)."""
-    return BranchLog(main, live_branch(snapshot or main.snapshot(), main.dataset, name))
+    return BranchLog(main.replay, live_branch(snapshot or main.snapshot(), main.dataset, name))
 
 
 class StartsAt(ConflictRule):

@@ -2,7 +2,7 @@
 
 ``_log/<revision>.checkpoint.parquet`` holds one row per action of the state (protocol,
 metadata, the live data files, every live tombstone, every live record-index file, the
-last batch of each application) with columns ``action``, ``revision`` and ``json``, and
+last batch of each application, each tag) with columns ``action``, ``revision`` and ``json``, and
 key-value metadata naming the revision, its commit uuid and timestamp and a SHA-256 of the
 rows. ``_log/_last_checkpoint`` is a hint naming the newest checkpoint; readers fall back to
 listing when it is missing or stale.
@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.log.actions import (
-    AddFile, AddIndex, BranchRef, SetTransaction, Tombstone, check_readable, decode_actions, encode_actions,
+    AddFile, AddIndex, BranchRef, SetTransaction, Tag, Tombstone, check_readable, decode_actions, encode_actions,
 )
 from cdkds.catalog.errors import CorruptLogError, UnsupportedLogVersionError
 from cdkds.catalog.log.live import LiveFiles
@@ -83,6 +83,8 @@ def encode(snapshot: Snapshot, parts: Sequence[CheckpointPart] | None = None) ->
         rows.append(("index", entry.revision, json.dumps(entry.to_json(None))))
     for txn in snapshot.transactions.values():
         rows.append(("txn", snapshot.version, json.dumps(txn.to_json(None))))
+    for name, revision in sorted(snapshot.tags.items()):
+        rows.append(("tag", revision, json.dumps(Tag(name, revision).to_json(None))))
     for branch in snapshot.branches.values():
         rows.append(("branch", branch.base, json.dumps(branch.to_json(None))))
     table = pa.table({"action": [r[0] for r in rows], "revision": [r[1] for r in rows], "json": [r[2] for r in rows]},
@@ -156,6 +158,7 @@ def _decode(data: bytes, where: str, loader: PartLoader | None) -> Snapshot:
         tombstones: list[Tombstone] = []
         index: dict[str, AddIndex] = {}
         transactions: dict[str, SetTransaction] = {}
+        tags: dict[str, int] = {}
         branches: dict[str, BranchRef] = {}
         for action, revision, text in rows:
             item = json.loads(text)
@@ -182,8 +185,15 @@ def _decode(data: bytes, where: str, loader: PartLoader | None) -> Snapshot:
             elif action == "txn":
                 (txn,) = decode_actions([item], descriptor, revision)
                 transactions[txn.app_id] = txn
+            elif action == "tag":
+                (tag,) = decode_actions([item], descriptor, revision)
+                if not isinstance(tag, Tag):
+                    raise ValueError(f"a tag row holds {tag!r}")
+                tags[tag.name] = tag.revision
             elif action == "branch":
                 (branch,) = decode_actions([item], descriptor, revision)
+                if not isinstance(branch, BranchRef):
+                    raise ValueError(f"a branch row holds {branch!r}")
                 branches[branch.name] = branch
             else:
                 raise ValueError(f"unknown checkpoint row {action!r}")
@@ -195,7 +205,8 @@ def _decode(data: bytes, where: str, loader: PartLoader | None) -> Snapshot:
             _in_parts(tuple(parts), loader, descriptor, where)
         return Snapshot(head.revision, head.timestamp, head.uuid, descriptor, descriptor_version,
                         live, tuple(tombstones), protocol, MappingProxyType(index),
-                        MappingProxyType(transactions), schema_since, branches=MappingProxyType(branches))
+                        MappingProxyType(transactions), schema_since, MappingProxyType(tags),
+                        MappingProxyType(branches))
     except (CorruptLogError, UnsupportedLogVersionError):
         raise
     except Exception as e:  # noqa: BLE001 - any failure to parse is corruption

@@ -5,7 +5,10 @@ concurrent commit that breaks the assumption is a conflict (:class:`CommitConfli
 anything else is rebased. Rules common to all: a concurrent descriptor change conflicts,
 so does a concurrent removal of a file (data or index) this commit also removes or
 deletes rows of, and so does a concurrent commit of the same application
-(:class:`SetTransaction`): two runs of one streaming query must not both commit.
+(:class:`SetTransaction`): two runs of one streaming query must not both commit. Two
+commits that tag or untag the same name conflict; a commit that changes only tags
+(:class:`Tag`, :class:`Untag`, with the protocol raise that may come with them) changes
+no data and conflicts with nothing else.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar
 
 from cdkds.catalog.log.actions import (
     Action, AddFile, AddIndex, BranchRef, DeleteRows, DropBranch, RemoveFile, RemoveIndex, SetMetadata, SetProtocol,
-    SetTransaction, Tombstone,
+    SetTransaction, Tag, Tombstone, Untag,
 )
 from cdkds.catalog.expressions import bind
 from cdkds.catalog.expressions.pruning import FileFilter
@@ -56,6 +59,9 @@ class ConflictRule(ABC):
 
     def conflict(self, ours: tuple[Action, ...], theirs: "Commit", base: "Snapshot") -> str | None:
         """Why ``theirs`` (committed after ``base``) conflicts with ``ours``, or ``None``."""
+        same = ref_conflict(ours, theirs)
+        if same is not None or changes_only_refs(theirs.actions):
+            return same
         for change in (a for a in theirs.actions if isinstance(a, SetMetadata)):
             if not (self.rebases_over_schema_changes and schema_only(base.descriptor, change.descriptor)):
                 return "it changed the descriptor"
@@ -158,6 +164,32 @@ class Trace(ConflictRule):
 
     def specific_conflict(self, theirs: "Commit", base: "Snapshot") -> str | None:
         return None
+
+
+class RefChange(ConflictRule):
+    """Tagging or untagging assumes nothing of the data: only a commit naming the same tag conflicts."""
+
+    def conflict(self, ours: tuple[Action, ...], theirs: "Commit", base: "Snapshot") -> str | None:
+        return ref_conflict(ours, theirs)
+
+    def specific_conflict(self, theirs: "Commit", base: "Snapshot") -> str | None:
+        return None
+
+
+def ref_conflict(ours: Iterable[Action], theirs: "Commit") -> str | None:
+    """Why ``theirs`` conflicts with ``ours`` over a tag: both tag or untag one name."""
+    names = {a.name for a in theirs.actions if isinstance(a, (Tag, Untag))}
+    for name in sorted({a.name for a in ours if isinstance(a, (Tag, Untag))} & names):
+        return f"it tagged or untagged {name!r} too"
+    return None
+
+
+def changes_only_refs(actions: Iterable[Action]) -> bool:
+    """Whether a commit of ``actions`` changes refs (tags, branches started or dropped) and
+    nothing else of main (the protocol it may raise with them aside)."""
+    actions = tuple(actions)
+    return any(isinstance(a, (Tag, Untag, BranchRef, DropBranch)) for a in actions) and \
+        all(isinstance(a, (Tag, Untag, BranchRef, DropBranch, SetProtocol)) for a in actions)
 
 
 class Exclusive(ConflictRule):

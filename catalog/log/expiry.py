@@ -1,14 +1,22 @@
 """Retention of the log: expiring its oldest commits and checkpoints, and the data files
-the retained revisions reference (what garbage collection must keep)."""
+the retained revisions reference (what garbage collection must keep).
+
+A revision a tag pins (:meth:`Snapshot.pinned_revisions`) stays readable: expiry keeps its
+checkpoint and the parts that checkpoint names, and the files live at it are retained;
+both say in their result what they kept for it.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, Mapping
 
 from cdkds.catalog.errors import CdkdsError, CorruptLogError
 from cdkds.catalog.log.actions import AddFile, AddIndex, DeleteRows
-from cdkds.catalog.log.commit import age_ms, commit_key, cutoff_millis
+from cdkds.catalog.log.checkpointer import Checkpointer
+from cdkds.catalog.log.commit import Commit, age_ms, commit_key, cutoff_millis
 from cdkds.catalog.log import checkpoint
 from cdkds.catalog.log.listing import EXPIRED_KEY, ExpiryMarker, Listing, checkpoint_key
 from cdkds.catalog.log.parts import PARTS_FOLDER, part_revision
@@ -16,6 +24,65 @@ from cdkds.catalog.log.replay import Replay
 from cdkds.catalog.log.snapshot import Snapshot
 
 MINIMUM_LOG_AGE = dt.timedelta(hours=1)
+
+
+class Removed(list):
+    """The keys an expiry or a vacuum removed (or, on a dry run, would remove), as a list;
+    ``kept``: a sentence for each thing it left only because a tag pins it."""
+
+    def __init__(self, keys: Iterable[str] = (), kept: Iterable[str] = ()):
+        super().__init__(keys)
+        self.kept: tuple[str, ...] = tuple(kept)
+
+
+@dataclass(frozen=True)
+class RetainedFiles:
+    """The files (data, record-index, deletion-vector sidecars) the retained log references
+    (``paths``), and besides them those live at each pinned revision older than the retained
+    log (``pinned``, by revision), with the refs that pin each revision (``refs``)."""
+
+    paths: frozenset[str]
+    pinned: Mapping[int, frozenset[str]]
+    refs: Mapping[int, tuple[str, ...]]
+    # by live branch: the files its commits reference (those it added are in no state of main)
+    branched: Mapping[str, frozenset[str]] = dataclasses.field(default_factory=dict)
+
+    @property
+    def every(self) -> frozenset[str]:
+        """Every file a retained or pinned revision, or a live branch, references."""
+        return self.paths.union(*self.pinned.values(), *self.branched.values())
+
+    def kept(self, keys: Iterable[str], referenced: Iterable[str] = ()) -> list[str]:
+        """A sentence for each pinned revision holding files of ``keys`` that nothing else
+        (the retained log, ``referenced``) keeps."""
+        others = self.paths | set(referenced)
+        candidates = set(keys) - others
+        out = []
+        for revision, files in self.pinned.items():
+            only = len(candidates & files)
+            if only:
+                out.append(f"kept {only} file(s) live at revision {revision} for {', '.join(self.refs[revision])}")
+        for name, files in self.branched.items():
+            only = len(candidates & files)
+            if only:
+                out.append(f"kept {only} file(s) that branch {name!r} references")
+        return out
+
+
+def files_of(snapshot: Snapshot) -> set[str]:
+    """The files ``snapshot`` reads: its live data files, their deletion-vector sidecars and its record-index files."""
+    paths = set(snapshot.files) | set(snapshot.index)
+    paths.update(d.path for f in snapshot.files.values() for d in f.deletes if d.path)
+    return paths
+
+
+def referenced(commit: Commit) -> Iterator[str]:
+    """The files ``commit`` adds: data and record-index files, deletion-vector sidecars."""
+    for a in commit.actions:
+        if isinstance(a, (AddFile, AddIndex)):
+            yield a.path
+        elif isinstance(a, DeleteRows) and a.vector.path:
+            yield a.vector.path
 
 
 class LogExpiry:
@@ -26,7 +93,7 @@ class LogExpiry:
         self.listing = replay.listing
         self.dataset = replay.dataset
 
-    def expire(self, older_than: Any, force: bool = False) -> list[str]:
+    def expire(self, older_than: Any, force: bool = False) -> Removed:
         """Remove commits and checkpoints older than a time, from the start of the log only,
         and the checkpoint parts no retained checkpoint names.
 
@@ -44,23 +111,40 @@ class LogExpiry:
         listing = self.listing.list()
         keep = self.replay.checkpoint_at(cutoff, listing)
         if keep is None:
-            return []
+            return Removed()
         # checkpoints first, then commits oldest first: every intermediate state reads as expired up to a
         # retained checkpoint, never as a log with a hole
-        doomed = [checkpoint_key(r) for r in listing.checkpoints if r < keep.version]
-        doomed += [commit_key(r) for r in listing.commits if 0 < r < keep.version]
-        if not doomed:
-            return []
+        doomed = [r for r in listing.checkpoints if r < keep.version]
+        commits = [commit_key(r) for r in listing.commits if 0 < r < keep.version]
+        if not doomed and not commits:
+            return Removed()
         self._check_parts(keep)
         ours = ExpiryMarker(keep.version, self._commit1_timestamp(listing))
         self._mark(ours)  # before any commit's name is freed: committers check it (committer.py)
-        for key in doomed:
+        pins = {r: refs for r, refs in self.replay.snapshot().pinned_revisions().items() if 0 < r < keep.version}
+        self._pin(pins)
+        keys = [checkpoint_key(r) for r in doomed if r not in pins] + commits
+        for key in keys:
             self.listing.store.delete(key)
         self._mark(ours)  # a concurrent expiry that read the marker before ours may have lowered it
-        parts = self._unnamed_parts(keep.version)
+        parts = self._unnamed_parts(keep.version, set(pins))
         for key in parts:
             self.listing.store.delete(key)
-        return doomed + parts
+        kept = [f"kept checkpoint {r} and the parts it names for {', '.join(refs)}" for r, refs in pins.items()]
+        return Removed(keys + parts, kept)
+
+    def _pin(self, pins: Mapping[int, tuple[str, ...]]) -> None:
+        """Make sure each pinned revision below the one expiry keeps has a readable checkpoint
+        (the commits it would be replayed from are about to go); one whose state can no longer
+        be read is left as it is."""
+        for revision in pins:
+            if self.listing.checkpoint(revision) is not None:
+                continue
+            try:
+                state = self.replay.snapshot(version=revision)
+            except CdkdsError:
+                continue
+            Checkpointer(self.listing).write(state)
 
     def _check_parts(self, keep: Snapshot) -> None:
         """:class:`CorruptLogError` when a part of ``keep``, the checkpoint to keep, is missing:
@@ -77,11 +161,11 @@ class LogExpiry:
                     f"one expiry would keep, is missing; reads can go around it only from the commits before it, "
                     f"so nothing was expired (cdkds check names the remedy)")
 
-    def _unnamed_parts(self, oldest: int) -> list[str]:
+    def _unnamed_parts(self, oldest: int, pinned: set[int]) -> list[str]:
         """The checkpoint parts no retained checkpoint names, of checkpoints older than ``oldest``
-        (the oldest retained): a checkpoint being written names parts of its own revision (new
-        ones) or ones a retained checkpoint names already. None when a retained checkpoint
-        cannot be read: what it names is unknown."""
+        (the oldest retained; those of ``pinned`` revisions are retained too): a checkpoint being
+        written names parts of its own revision (new ones) or ones a retained checkpoint names
+        already. None when a retained checkpoint cannot be read: what it names is unknown."""
         store = self.listing.store
         old = [key for key in (f"{PARTS_FOLDER}/{name}" for name in store.list(PARTS_FOLDER))
                if (revision := part_revision(key)) is not None and revision < oldest]
@@ -89,7 +173,7 @@ class LogExpiry:
             return []
         named: set[str] = set()
         for revision in self.listing.list().checkpoints:
-            if revision < oldest:
+            if revision < oldest and revision not in pinned:
                 continue  # being expired meanwhile by a concurrent expiry
             data = self.listing.fetch(checkpoint_key(revision))
             try:
@@ -122,16 +206,34 @@ class LogExpiry:
             self.listing.store.put(EXPIRED_KEY, merged.to_bytes())
 
     def retained_files(self) -> set[str]:
-        """Paths of the files any retained revision references (data files, record-index
-        files, deletion-vector sidecars); fails (rather than answer from part of the log)
-        when the log cannot be read whole."""
-        start = self.replay.oldest()
-        paths = set(start.files) | set(start.index)
-        paths.update(d.path for f in start.files.values() for d in f.deletes if d.path)
-        for commit, _ in self.replay.walk(start):
-            for a in commit.actions:
-                if isinstance(a, (AddFile, AddIndex)):
-                    paths.add(a.path)
-                elif isinstance(a, DeleteRows) and a.vector.path:
-                    paths.add(a.vector.path)
-        return paths
+        """Paths of the files any retained or pinned revision references (data files,
+        record-index files, deletion-vector sidecars); fails (rather than answer from part of
+        the log) when the log cannot be read whole."""
+        return set(self.retained().every)
+
+    def retained(self) -> RetainedFiles:
+        """The files the retained revisions reference, and those of the pinned revisions older
+        than them (read from their checkpoints); :class:`CorruptLogError` naming the revision and
+        its tag when a pinned one cannot be read (which of its files to keep is unknown)."""
+        start = latest = self.replay.oldest()
+        paths = files_of(start)
+        for commit, latest in self.replay.walk(start):
+            paths.update(referenced(commit))
+        refs = {r: refs for r, refs in latest.pinned_revisions().items() if r < start.version}
+        pinned = {}
+        for revision, names in refs.items():
+            try:
+                pinned[revision] = frozenset(files_of(self.replay.snapshot(version=revision)))
+            except CdkdsError as e:
+                raise CorruptLogError(f"dataset {self.dataset!r}: revision {revision}, which {', '.join(names)} "
+                                      f"keeps, cannot be read ({e}): which of its files to keep is unknown") from None
+        return RetainedFiles(frozenset(paths), pinned, refs, self._branched(latest))
+
+    def _branched(self, latest: Snapshot) -> dict[str, frozenset[str]]:
+        """The files each live branch's commits reference (a branch keeps all its commits)."""
+        from cdkds.catalog.log.branches import BranchLog
+        out = {}
+        for name, ref in latest.branches.items():
+            replay = BranchLog(self.replay, ref).replay
+            out[name] = frozenset(path for commit, _ in replay.walk(replay.base()) for path in referenced(commit))
+        return out

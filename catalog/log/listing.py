@@ -48,6 +48,22 @@ class Listing:
             start -= 1
         return start
 
+    @property
+    def replay_start(self) -> int:
+        """The oldest revision a replay to the latest can start from: 0, or once the log is
+        expired the revision before its oldest commit after 0. A checkpoint below it (one kept
+        for a tag) is the state of its own revision only: the commits after it are gone."""
+        if not self.expired:
+            return 0
+        later = [r for r in self.commits if r > 0]
+        return later[0] - 1 if later else max(self.checkpoints)
+
+    @property
+    def replayable_checkpoints(self) -> tuple[int, ...]:
+        """The checkpoints at or after :attr:`replay_start`: those later revisions can be replayed from."""
+        start = self.replay_start
+        return tuple(r for r in self.checkpoints if r >= start)
+
     def beyond(self, revision: int) -> str | None:
         """An object that could only exist if commit ``revision`` had been written: a later
         commit, or a checkpoint at or after it (``None`` when there is none)."""

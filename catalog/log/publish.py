@@ -72,7 +72,7 @@ def publish_branch(log: "TransactionLog", name: Any, info: dict | None = None) -
     """Publish live branch ``name`` onto main in one commit that also ends it (see the
     module docstring); returns main's new snapshot."""
     ref = live_branch(log.snapshot(), log.dataset, name)
-    branch = BranchLog(log, ref)
+    branch = BranchLog(log.replay, ref)
     base = branch.replay.base()
     commits: list[Recorded] = []
     head = base

@@ -174,7 +174,9 @@ class Replay:
             if start is not None:
                 return start
         listing = self.listing.list()
-        candidates = [r for r in listing.checkpoints if upto is None or r <= upto]
+        if upto in listing.checkpoints and (start := self.listing.checkpoint(upto)) is not None:
+            return start  # a tagged revision's own checkpoint, wherever it lies
+        candidates = [r for r in listing.replayable_checkpoints if upto is None or r <= upto]
         for revision in reversed(candidates):
             start = self.listing.checkpoint(revision)
             if start is not None:
@@ -208,7 +210,7 @@ class Replay:
     def checkpoint_at(self, until: int, listing: Listing) -> Snapshot | None:
         """The state of the newest readable checkpoint whose commit is at or before ``until``
         (ms); timestamps grow with revisions, so a binary search over the listed checkpoints."""
-        candidates = list(listing.checkpoints)
+        candidates = list(listing.replayable_checkpoints)  # one kept for a tag below them has no commits after it
         best = None
         lo, hi = 0, len(candidates) - 1
         while lo <= hi:

@@ -1,5 +1,5 @@
 """A dataset as of one revision: its descriptor, live data files (with their deletion
-vectors), live tombstones and live record-index files."""
+vectors), live tombstones, live record-index files and its tags."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from cdkds.catalog.keyed.deletion import DeletionVectorRef
 from cdkds.catalog.log.live import LiveFiles
 from cdkds.catalog.log.actions import (
     AddFile, AddIndex, BranchRef, DeleteRows, DropBranch, RemoveFile, RemoveIndex, SetMetadata, SetProtocol,
-    SetTransaction, Tombstone,
+    SetTransaction, Tag, Tombstone, Untag,
 )
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import ExpressionError, IncompatibleDescriptorError
@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Snapshot:
     """The state of a dataset at ``version`` (a revision of its log); ``transactions``:
-    the last batch each application recorded (:class:`SetTransaction`)."""
+    the last batch each application recorded (:class:`SetTransaction`); ``tags``: the
+    revision each tag names (:class:`Tag`)."""
 
     version: int
     timestamp: int
@@ -46,6 +47,7 @@ class Snapshot:
     # the oldest descriptor revision whose data files are laid out as the current descriptor's
     # (the same columns, names, types and ids): a file written at or after it is read as it is
     schema_since: int = -1
+    tags: Mapping[str, int] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
     # the live branches by name (docs/FORMAT.md §12)
     branches: Mapping[str, BranchRef] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
 
@@ -59,10 +61,16 @@ class Snapshot:
         tombstones or expired by TTL still count until compaction)."""
         return self.files.live_rows
 
-    def pinned_revisions(self) -> frozenset[int]:
-        """The revisions expiry and vacuum keep readable whatever their age: the bases of the
-        live branches (a branch's state is main's at its base plus its own commits)."""
-        return frozenset(b.base for b in self.branches.values())
+    def pinned_revisions(self) -> Mapping[int, tuple[str, ...]]:
+        """The revisions that must stay readable whatever expiry and vacuum are asked, each
+        with the refs that pin it (``"tag 'q3'"``, ``"branch 'audit'"``: a branch's state is
+        main's at its base plus its own commits): the one place expiry and vacuum learn them."""
+        pins: dict[int, list[str]] = {}
+        for name, revision in sorted(self.tags.items()):
+            pins.setdefault(revision, []).append(f"tag {name!r}")
+        for name, branch in sorted(self.branches.items()):
+            pins.setdefault(branch.base, []).append(f"branch {name!r}")
+        return MappingProxyType({r: tuple(refs) for r, refs in sorted(pins.items())})
 
     def index_files(self, bucket: int) -> tuple[AddIndex, ...]:
         """The live record-index files of ``bucket`` in the order their entries apply: the
@@ -118,7 +126,7 @@ class Snapshot:
         files: LiveFiles = self.files
         tombstones = list(self.tombstones)
         index = dict(self.index)
-        transactions = self.transactions
+        transactions, tags = self.transactions, self.tags
         branches = self.branches
         added: list[AddFile] = []
         removed: list[str] = []
@@ -163,6 +171,10 @@ class Snapshot:
                 protocol = action
             elif isinstance(action, SetTransaction):
                 transactions = MappingProxyType({**transactions, action.app_id: action})
+            elif isinstance(action, Tag):
+                tags = MappingProxyType({**tags, action.name: action.revision})
+            elif isinstance(action, Untag):
+                tags = MappingProxyType({n: r for n, r in tags.items() if n != action.name})
             elif isinstance(action, BranchRef):  # it starts at the revision of the commit that records it
                 branches = MappingProxyType({**branches, action.name: dataclasses.replace(action, base=commit.revision)})
             elif isinstance(action, DropBranch):
@@ -172,8 +184,8 @@ class Snapshot:
             oldest = files.oldest_revision(commit.revision + 1)
             tombstones = [t for t in tombstones if t.revision > oldest]  # a tombstone no file predates is spent
         return Snapshot(commit.revision, commit.timestamp, commit.uuid, descriptor, descriptor_version,
-                        files, tuple(tombstones), protocol, MappingProxyType(index), transactions, schema_since,
-                        branches=branches)
+                        files, tuple(tombstones), protocol, MappingProxyType(index), transactions, schema_since, tags,
+                        branches)
 
     def written_as_current(self, file: AddFile) -> bool:
         """Whether ``file`` was written with the current descriptor's file layout, so its

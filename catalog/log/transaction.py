@@ -23,7 +23,7 @@ from cdkds.catalog.log.checkpointer import DEFAULT_CHECKPOINT_INTERVAL, Checkpoi
 from cdkds.catalog.log.commit import LOG_FOLDER, Commit, HistoryEntry, commit_key, engine_info, next_timestamp
 from cdkds.catalog.log.committer import Committer
 from cdkds.catalog.log.conflicts import ConflictRule
-from cdkds.catalog.log.expiry import LogExpiry
+from cdkds.catalog.log.expiry import LogExpiry, Removed, RetainedFiles
 from cdkds.catalog.log.listing import LogListing, checkpoint_key
 from cdkds.catalog.log.replay import Replay
 from cdkds.catalog.log.snapshot import Snapshot
@@ -114,10 +114,14 @@ class TransactionLog:
         returns ``snapshot`` read from the checkpoint's parts (see :meth:`Checkpointer.write`)."""
         return self.checkpointer.write(snapshot)
 
-    def expire(self, older_than: Any, force: bool = False) -> list[str]:
+    def expire(self, older_than: Any, force: bool = False) -> Removed:
         """Remove commits and checkpoints older than a time from the start of the log (see :class:`LogExpiry`)."""
         return self.expiry.expire(older_than, force)
 
     def retained_files(self) -> set[str]:
-        """Paths of the data files any retained revision references."""
+        """Paths of the data files any retained or pinned revision references."""
         return self.expiry.retained_files()
+
+    def retained(self) -> RetainedFiles:
+        """The files the retained revisions reference, and those only pinned revisions do."""
+        return self.expiry.retained()

@@ -5,6 +5,7 @@ A vacuum that deletes leaves a trace in the log first (:mod:`cdkds.catalog.log.v
 it lists the files older than its cut-off, commits the trace, and only then reads which files
 the retained log references, so a commit that landed before the trace keeps its files, and a
 commit planned before it learns (rebasing over it) whether its own files survived.
+The files live at a revision a tag pins are kept, and the result says so (``kept``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from cdkds.catalog.keyed.deletion import DELETES_FOLDER
 from cdkds.catalog.keyed.index import INDEX_FOLDER
 from cdkds.catalog.log import LOG_FOLDER
 from cdkds.catalog.log.conflicts import Trace
+from cdkds.catalog.log.expiry import Removed
 from cdkds.catalog.log.vacuum_trace import VACUUM, older, trace_info
 from cdkds.catalog.mirror.runner import present_mirrors
 from cdkds.catalog.write.writer import DATA_FOLDER, STAGING_FOLDER
@@ -32,9 +34,10 @@ MINIMUM_RETENTION = dt.timedelta(hours=1)
 
 
 def vacuum(dataset: "Dataset", retention: dt.timedelta = DEFAULT_RETENTION, dry_run: bool = True,
-           force: bool = False) -> list[str]:
-    """Data files no retained revision references, older than ``retention`` (and stale
-    temporary log files); deleted unless ``dry_run``. Returns their keys."""
+           force: bool = False) -> Removed:
+    """Data files no retained or pinned revision references, older than ``retention`` (and
+    stale temporary log files); deleted unless ``dry_run``. Returns their keys, and in
+    ``kept`` what it left for a tag."""
     if not isinstance(retention, dt.timedelta):
         raise CdkdsError(f"dataset {dataset.name!r}: retention must be a datetime.timedelta, got {retention!r}")
     if retention < MINIMUM_RETENTION and not force:
@@ -65,8 +68,10 @@ def _older_than(dataset: "Dataset", cutoff: int) -> list[str]:
     return old
 
 
-def _unreferenced(dataset: "Dataset", keys: list[str]) -> list[str]:
-    referenced = set(dataset.log.retained_files())
+def _unreferenced(dataset: "Dataset", keys: list[str]) -> Removed:
+    retained = dataset.log.retained()
+    mirrored: set[str] = set()
     for mirror in present_mirrors(dataset.store, dataset.name):  # a mirror's readers need its files too
-        referenced |= mirror.referenced()
-    return sorted(key for key in keys if key not in referenced)
+        mirrored |= mirror.referenced()
+    referenced = retained.every | mirrored
+    return Removed(sorted(key for key in keys if key not in referenced), retained.kept(keys, mirrored))
