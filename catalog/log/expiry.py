@@ -112,6 +112,9 @@ class LogExpiry:
         keep = self.replay.checkpoint_at(cutoff, listing)
         if keep is None:
             return Removed()
+        keep, held = self._held_by_branches(keep)
+        if keep is None:
+            return Removed((), held)
         # checkpoints first, then commits oldest first: every intermediate state reads as expired up to a
         # retained checkpoint, never as a log with a hole
         doomed = [r for r in listing.checkpoints if r < keep.version]
@@ -131,7 +134,22 @@ class LogExpiry:
         for key in parts:
             self.listing.store.delete(key)
         kept = [f"kept checkpoint {r} and the parts it names for {', '.join(refs)}" for r, refs in pins.items()]
-        return Removed(keys + parts, kept)
+        return Removed(keys + parts, kept + held)
+
+    def _held_by_branches(self, keep: Snapshot) -> tuple[Snapshot | None, list[str]]:
+        """The state to keep the log from, no later than the oldest live branch's base: a
+        publish replays the branch onto main's commits since its base, so they stay (with
+        a sentence saying so). ``None`` when that base's checkpoint cannot be read."""
+        branches = self.replay.snapshot().branches
+        held = sorted((b.base, n) for n, b in branches.items() if b.base < keep.version)
+        if not held:
+            return keep, []
+        base = held[0][0]
+        names = ", ".join(f"branch {n!r}" for r, n in held if r == base)
+        start = self.listing.checkpoint(base)  # written when the branch started
+        sentence = f"kept the commits from revision {base} on for {names} (its publish is checked against them)"
+        return start, [sentence if start is not None else f"expired nothing: checkpoint {base}, the base of "
+                       f"{names}, cannot be read, and its publish is checked against the commits after it"]
 
     def _pin(self, pins: Mapping[int, tuple[str, ...]]) -> None:
         """Make sure each pinned revision below the one expiry keeps has a readable checkpoint

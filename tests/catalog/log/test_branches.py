@@ -1,0 +1,285 @@
+"""Branches (docs/FORMAT.md §12): a line of commits readers of main do not see, published
+onto main in one commit (fast-forward or replayed, refused on conflict), kept by expiry and
+vacuum while live."""
+
+import datetime as dt
+import json
+import multiprocessing
+
+import pyarrow as pa
+import pytest
+
+from cdkds.catalog import DatasetDescriptor, DatasetRepository
+from cdkds.catalog.errors import (
+    CommitConflictError, InvalidTimeTravelError, RefError, RefExistsError, RefNotFoundError, UnsupportedLogVersionError,
+)
+from cdkds.catalog.log import TransactionLog, commit_key
+from cdkds.catalog.log.actions import SetProtocol
+from cdkds.catalog.log.branches import branch_folder
+from cdkds.catalog.log.listing import checkpoint_key
+from tests.conftest import USER_SCHEMA, new_bucket, s3_options
+
+
+def append(ds, ids):
+    with ds.writer() as w:
+        w.write_batch(pa.table({"userId": list(ids), "username": [f"u{i}" for i in ids]}))
+
+
+def ids(ds):
+    return sorted(r["userId"] for r in ds.reader())
+
+
+@pytest.fixture
+def users(tmp_path):
+    repo = DatasetRepository(f"file://{tmp_path}/lake")
+    ds = repo.create("users", DatasetDescriptor(USER_SCHEMA))
+    append(ds, [1, 2, 3])
+    return ds
+
+
+def test_a_branch_is_a_line_of_commits_main_does_not_see(users):
+    repo = users.repository
+    audit = users.branch("audit")
+    base = users.version
+    assert audit.branch_name == "audit" and audit.version == base and users.branches()["audit"].base == base
+    raw = json.loads(users.store.read(commit_key(base)))
+    assert raw["operation"] == "branch" and raw["actions"][0] == {"protocol": {"reader": 5, "writer": 5}}
+    assert users.store.exists(checkpoint_key(base))  # the base stays readable after expiry
+    append(audit, [10])
+    audit.delete("userId = 2")
+    ref = users.branches()["audit"]
+    assert users.store.exists(f"{branch_folder(ref)}/{base + 1:020d}.json")
+    assert ids(audit) == [1, 3, 10]
+    assert ids(repo.load("users")) == [1, 2, 3] and repo.load("users").version == base
+    again = repo.load("users", branch="audit")
+    assert again.version == base + 2 and ids(again) == [1, 3, 10]
+    assert ids(repo.load("users", branch="audit", version=base + 1)) == [1, 2, 3, 10]
+    assert [h.operation for h in again.history()][-3:] == ["branch", "append", "delete"]
+    # the branch survives a checkpoint of main (its ref is a checkpoint row)
+    users.checkpoint()
+    assert TransactionLog(users.store, "users").snapshot().branches == {"audit": ref}
+
+
+def test_publish_fast_forwards_a_main_that_has_not_moved(users):
+    audit = users.branch("audit")
+    base = users.version
+    append(audit, [10, 11])
+    audit.delete("userId = 1")
+    audit.alter().add("email", "string", default="none").commit()
+    with audit.writer() as w:
+        w.write_batch(pa.table({"userId": [12], "username": ["u12"], "email": ["e12"]}))
+    revision = users.publish("audit")
+    assert revision == base + 1  # one commit, right after the base
+    raw = json.loads(users.store.read(commit_key(revision)))
+    assert raw["operation"] == "publish" and raw["info"]["branch"] == "audit" and raw["info"]["head"] == base + 4
+    assert raw["actions"][-1] == {"dropBranch": {"name": "audit"}}
+    main = users.repository.load("users")
+    assert ids(main) == [2, 3, 10, 11, 12] and main.branches() == {}
+    assert sorted((r["userId"], r["email"]) for r in main.reader()) == [
+        (2, "none"), (3, "none"), (10, "none"), (11, "none"), (12, "e12")]  # the branch's schema change, published
+    with pytest.raises(RefNotFoundError, match="'audit'"):
+        users.publish("audit")  # a dropped branch, nothing committed
+    assert users.repository.load("users").version == revision
+
+
+def test_publish_replays_onto_a_main_that_moved(users):
+    audit = users.branch("audit")
+    append(audit, [10])
+    append(users, [20])
+    users.publish("audit")
+    assert ids(users.repository.load("users")) == [1, 2, 3, 10, 20]
+
+
+def test_a_conflicting_publish_is_refused_and_commits_nothing(users):
+    audit = users.branch("audit")
+    audit.delete("userId >= 2")  # a tombstone over main's file: it reads every file that may hold userId >= 2
+    append(users, [5])  # main adds where the branch deletes
+    before = users.repository.load("users").version
+    with pytest.raises(CommitConflictError, match=rf"revision {before} \('append'\).*branch 'audit'"):
+        users.publish("audit")
+    main = users.repository.load("users")
+    assert main.version == before and ids(main) == [1, 2, 3, 5] and "audit" in main.branches()
+    assert ids(audit) == [1]
+    users.drop_branch("audit")
+    assert users.branches() == {}
+
+
+def test_a_branch_delete_over_files_the_branch_added_is_published_once_compacted(users):
+    audit = users.branch("audit")
+    append(audit, [30, 31])
+    audit.delete("userId = 30")  # a tombstone: it hides a row of the file the branch added
+    before = users.version
+    with pytest.raises(RefError, match=r"'userId = 30'.*compact the branch"):
+        users.publish("audit")
+    assert users.repository.load("users").version == before
+    audit.compact()
+    users.publish("audit")
+    assert ids(users.repository.load("users")) == [1, 2, 3, 31]
+
+
+def test_keyed_writes_and_the_change_feed_across_a_publish(tmp_path):
+    repo = DatasetRepository(f"file://{tmp_path}/lake")
+    ds = repo.create("users", DatasetDescriptor(USER_SCHEMA, record_key="userId"))
+    ds.upsert([{"userId": i, "username": f"u{i}"} for i in range(5)])
+    audit = ds.branch("audit")
+    audit.upsert([{"userId": 1, "username": "b1"}, {"userId": 7, "username": "b7"}])
+    audit.upsert([{"userId": 1, "username": "b1x"}])
+    audit.delete_keys([3])
+    ds.upsert([{"userId": 4, "username": "m4"}])  # another key on main meanwhile: no conflict
+    assert ds.get(1)["username"] == "u1"
+    revision = ds.publish("audit")
+    main = repo.load("users")
+    assert sorted((r["userId"], r["username"]) for r in main.reader()) == [
+        (0, "u0"), (1, "b1x"), (2, "u2"), (4, "m4"), (7, "b7")]
+    assert main.get(3) is None and main.get(7)["username"] == "b7"
+    changes = main.changes(revision).read_all().to_pylist()
+    assert sorted((c["userId"], c["_change_type"]) for c in changes) == [
+        (1, "update_postimage"), (1, "update_preimage"), (3, "delete"), (7, "insert")]
+    assert {c["_commit_version"] for c in changes} == {revision}
+    assert main.check().ok
+
+
+def test_a_publish_conflicts_on_a_key_main_also_wrote(tmp_path):
+    repo = DatasetRepository(f"file://{tmp_path}/lake")
+    ds = repo.create("users", DatasetDescriptor(USER_SCHEMA, record_key="userId"))
+    ds.upsert([{"userId": 4, "username": "u4"}])
+    audit = ds.branch("audit")
+    audit.upsert([{"userId": 4, "username": "b4"}])
+    ds.upsert([{"userId": 4, "username": "m4"}])
+    with pytest.raises(CommitConflictError, match="a key of index bucket"):
+        ds.publish("audit")
+    assert repo.load("users").get(4)["username"] == "m4"
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda ds: ds.branch("a/b"), RefError, "'a/b' is not a valid branch name"),
+    (lambda ds: ds.branch("main"), RefError, "'main' is not a valid branch name"),
+    (lambda ds: ds.branch("audit"), RefExistsError, "already has a branch 'audit'"),
+    (lambda ds: ds.publish("nope"), RefNotFoundError, "no branch 'nope'"),
+    (lambda ds: ds.drop_branch("nope"), RefNotFoundError, "no branch 'nope'"),
+    (lambda ds: ds.repository.load("users", branch="nope"), RefNotFoundError, "no branch 'nope'"),
+    (lambda ds: ds.repository.load("users", branch="audit").publish("audit"), RefError, "done on main"),
+    (lambda ds: ds.repository.load("users", branch="audit").branch("x"), RefError, "done on main"),
+    (lambda ds: ds.repository.load("users", branch="audit").expire_log(dt.timedelta(0), force=True), RefError,
+     "on main"),
+    (lambda ds: ds.repository.load("users", branch="audit", version=1), InvalidTimeTravelError, "starts at revision"),
+    (lambda ds: ds.repository.load("users", branch="audit", tag="t"), InvalidTimeTravelError, "not both"),
+])
+def test_bad_refs_are_refused_naming_them_and_commit_nothing(users, call, error, match):
+    users.branch("audit")
+    before = users.repository.load("users").version
+    with pytest.raises(error, match=match):
+        call(users)
+    assert users.repository.load("users").version == before
+
+
+def test_a_write_to_a_branch_that_ended_is_refused(users):
+    audit = users.branch("audit")
+    users.drop_branch("audit")
+    with pytest.raises(RefNotFoundError, match="was published or dropped"):
+        append(audit, [9])
+
+
+def test_a_log_below_version_4_must_be_upgraded_first(users):
+    users._commit("downgrade", [SetProtocol(3, 3)])  # as a log of an older version reads
+    with pytest.raises(RefError, match="cdkds upgrade"):
+        users.branch("audit")
+    users.upgrade_log()
+    users.branch("audit")
+    assert users.repository.load("users").snapshot.protocol == SetProtocol(5, 5)
+
+
+def test_a_reader_of_version_4_refuses_a_log_with_a_branch(users, monkeypatch):
+    users.branch("audit")
+    from cdkds.catalog.log import actions
+    monkeypatch.setattr(actions, "READER_VERSION", 4)
+    with pytest.raises(UnsupportedLogVersionError, match="needs log reader version 5"):
+        TransactionLog(users.store, "users").snapshot()
+
+
+def test_expiry_and_vacuum_keep_a_live_branch_readable(users):
+    users.branch("audit")
+    audit = users.repository.load("users", branch="audit")
+    append(audit, [10])
+    for i in range(4):
+        append(users, [100 + i])
+    users.delete("userId = 1")  # main's file of 1, 2, 3 stays (a tombstone); the branch reads it untouched
+    users.compact()  # ...until a compaction rewrites it: then only the base state references it
+    users.checkpoint()
+    expired = users.expire_log(dt.timedelta(0), force=True)
+    assert any("branch 'audit'" in k for k in expired.kept)
+    removed = users.vacuum(dt.timedelta(0), dry_run=False, force=True)
+    assert any("branch 'audit'" in k for k in removed.kept)
+    reread = users.repository.load("users", branch="audit")
+    assert ids(reread) == [1, 2, 3, 10]
+    users.publish("audit")
+    assert ids(users.repository.load("users")) == [2, 3, 10, 100, 101, 102, 103]
+
+
+def test_vacuum_collects_the_files_of_a_dropped_branch(users):
+    audit = users.branch("audit")
+    append(audit, [10])
+    added = [f.path for f in audit.files if f.revision > users.version]
+    assert users.vacuum(dt.timedelta(0), dry_run=True, force=True) == []
+    users.drop_branch("audit")
+    assert users.vacuum(dt.timedelta(0), dry_run=True, force=True) == added
+
+
+def test_writers_on_one_branch_race_under_put_if_absent(users):
+    import threading
+    users.branch("audit")
+    errors = []
+
+    def write(k):
+        try:
+            append(users.repository.load("users", branch="audit"), range(100 * k, 100 * k + 3))
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+    threads = [threading.Thread(target=write, args=(k,)) for k in range(1, 5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    audit = users.repository.load("users", branch="audit")
+    assert audit.version == users.version + 4 and len(ids(audit)) == 3 + 12
+
+
+# ---------------------------------------------------------------- processes
+
+
+def _writer(url, options, branch, start, commits):
+    ds = DatasetRepository(url, options).load("users", branch=branch)
+    for k in range(commits):
+        append(ds, [start + k])
+
+
+def _main_and_branch_writers(url, options):
+    repo = DatasetRepository(url, options)
+    ds = repo.create("users", DatasetDescriptor(USER_SCHEMA))
+    append(ds, [0])
+    ds.branch("audit")
+    context = multiprocessing.get_context("spawn")
+    processes = [context.Process(target=_writer, args=(url, options, branch, start, 5))
+                 for branch, start in ((None, 1000), (None, 2000), ("audit", 3000), ("audit", 4000))]
+    for p in processes:
+        p.start()
+    for p in processes:
+        p.join(300)
+    assert [p.exitcode for p in processes] == [0] * 4
+    main, audit = repo.load("users"), repo.load("users", branch="audit")
+    assert ids(main) == [0, *range(1000, 1005), *range(2000, 2005)]
+    assert ids(audit) == [0, *range(3000, 3005), *range(4000, 4005)]
+    ds.publish("audit")
+    assert ids(repo.load("users")) == sorted([0, *range(1000, 1005), *range(2000, 2005), *range(3000, 3005),
+                                              *range(4000, 4005)])
+
+
+@pytest.mark.slow
+def test_writers_on_main_and_on_a_branch_in_processes_on_local_files(tmp_path):
+    _main_and_branch_writers(f"file://{tmp_path}/lake", {})
+
+
+@pytest.mark.slow
+def test_writers_on_main_and_on_a_branch_in_processes_on_s3(s3_endpoint):
+    _main_and_branch_writers(f"s3://{new_bucket(s3_endpoint)}/lake", s3_options(s3_endpoint))
