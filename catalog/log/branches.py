@@ -17,13 +17,13 @@ import re
 import uuid
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from cdkds.catalog.errors import CommitConflictError, InvalidTimeTravelError, RefError, RefExistsError, RefNotFoundError
+from cdkds.catalog.errors import CommitConflictError, CommitFailedError, InvalidTimeTravelError, RefError, RefExistsError, RefNotFoundError
 from cdkds.catalog.log.actions import (
     LAYOUT_PROTOCOL, PARTED_CHECKPOINT_PROTOCOL, Action, BranchRef, DropBranch, SetProtocol,
 )
-from cdkds.catalog.log.commit import LOG_FOLDER, Commit, HistoryEntry
+from cdkds.catalog.log.commit import LOG_FOLDER, Commit, HistoryEntry, engine_info, next_timestamp
 from cdkds.catalog.log.committer import Committer
-from cdkds.catalog.log.conflicts import ConflictRule
+from cdkds.catalog.log.conflicts import BlindAppend, ConflictRule
 from cdkds.catalog.log.listing import LogListing
 from cdkds.catalog.log.replay import Replay
 from cdkds.catalog.log.snapshot import Snapshot
@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 BRANCHES_FOLDER = f"{LOG_FOLDER}/_branches"
 REF_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 MAIN = "main"  # the name of the line every dataset has; no branch may take it
+SEAL_OPERATION = "seal"  # an empty branch commit: a publish or a drop of the branch began
+SEAL_ATTEMPTS = 20  # seals lost to the branch's writers before a publish or a drop gives up
 START_ATTEMPTS = 5  # a branch must start at the revision its commit lands on: planned again when another lands first
 
 
@@ -133,7 +135,27 @@ class BranchLog:
         """Append one commit to the branch (see :meth:`TransactionLog.commit`); :class:`RefNotFoundError`
         when the branch was published or dropped meanwhile (its commits would be read by nobody)."""
         self.check_live()
-        return self.committer.commit(base, operation, actions, info, commit_uuid, rule, planned_on)
+        return self.committer.commit(base, operation, actions, info, commit_uuid, Sealed(self.branch.name, rule),
+                                     planned_on)
+
+    def seal(self, head: Snapshot) -> Snapshot | None:
+        """Put an empty ``seal`` commit right after ``head``, the branch's latest state, before
+        a publish or a drop commits on main: a writer of the branch that has not landed yet
+        then conflicts (:class:`Sealed`) rather than land where nobody will read it. ``None``
+        when a writer took that revision first (read the branch again and retry)."""
+        commit = Commit(head.version + 1, uuid.uuid4().hex, head.commit_uuid, next_timestamp(head.timestamp),
+                        SEAL_OPERATION, engine_info(None), ())
+        try:
+            self.store.put_if_absent(self.listing.commit_key(commit.revision), commit.to_bytes(head.descriptor))
+        except FileExistsError:
+            return None
+        return head.apply(commit)
+
+    def unseal(self, sealed: Snapshot) -> None:
+        """Take back our seal after the publish it was for failed: the branch goes on."""
+        raw = self.listing.raw(sealed.version)
+        if raw is not None and raw["uuid"] == sealed.commit_uuid:
+            self.store.delete(self.listing.commit_key(sealed.version))
 
     def check_live(self) -> None:
         """:class:`RefNotFoundError` when main's latest revision no longer has this branch."""
@@ -150,6 +172,9 @@ class BranchLog:
     def retained_files(self) -> set[str]:
         raise self._main_only("the files retained revisions reference")
 
+    def retained(self) -> Any:
+        raise self._main_only("the files retained revisions reference")
+
     def _main_only(self, what: str) -> RefError:
         return RefError(f"dataset {self.dataset!r}, branch {self.branch.name!r}: {what} is kept for the whole "
                         f"dataset on main; load the dataset without a branch for it")
@@ -158,6 +183,25 @@ class BranchLog:
 def branch_log(main: "TransactionLog", name: Any, snapshot: Snapshot | None = None) -> BranchLog:
     """The log of live branch ``name`` (as of ``snapshot``, default main's latest)."""
     return BranchLog(main.replay, live_branch(snapshot or main.snapshot(), main.dataset, name))
+
+
+class Sealed(ConflictRule):
+    """A branch commit's own rule (``rule``), and a conflict with a seal: a publish or a
+    drop of the branch began, and what lands after it would be read by nobody."""
+
+    def __init__(self, name: str, rule: ConflictRule | None):
+        self.name = name
+        self.rule = rule or BlindAppend()
+        self.rebases_over_schema_changes = self.rule.rebases_over_schema_changes
+
+    def conflict(self, ours: tuple[Action, ...], theirs: Commit, base: Snapshot) -> str | None:
+        if theirs.operation == SEAL_OPERATION:
+            return (f"a publish or a drop of branch {self.name!r} began there (if it failed and the branch is "
+                    f"still listed, publish or drop it again)")
+        return self.rule.conflict(ours, theirs, base)
+
+    def specific_conflict(self, theirs: Commit, base: Snapshot) -> str | None:
+        return self.rule.specific_conflict(theirs, base)
 
 
 class StartsAt(ConflictRule):
@@ -220,7 +264,27 @@ def start_branch(log: "TransactionLog", snapshot: Snapshot, name: Any) -> Snapsh
 
 
 def end_branch(log: "TransactionLog", snapshot: Snapshot, name: Any) -> Snapshot:
-    """Commit the end of live branch ``name`` on main; returns main's new snapshot."""
+    """Commit the end of live branch ``name`` on main (its writers sealed out first, see
+    :meth:`BranchLog.seal`); returns main's new snapshot."""
     snapshot = log.replay.forward(snapshot)
-    live_branch(snapshot, log.dataset, name)
-    return log.commit(snapshot, "drop_branch", [DropBranch(name)], {"branch": name}, rule=EndsBranch(name))
+    branch = BranchLog(log.replay, live_branch(snapshot, log.dataset, name))
+    _, sealed = sealed_head(branch)
+    try:
+        return log.commit(snapshot, "drop_branch", [DropBranch(name)], {"branch": name}, rule=EndsBranch(name))
+    except CommitFailedError:
+        branch.unseal(sealed)
+        raise
+
+
+def sealed_head(branch: BranchLog) -> tuple[list[tuple[Commit, Snapshot]], Snapshot]:
+    """The branch's commits (each with the state before it) and its head once sealed."""
+    for _ in range(SEAL_ATTEMPTS):
+        commits, head = [], branch.replay.base()
+        for commit, after in branch.replay.walk(head):
+            commits.append((commit, head))
+            head = after
+        sealed = branch.seal(head)
+        if sealed is not None:
+            return commits, sealed
+    raise CommitConflictError(f"dataset {branch.dataset!r}: branch {branch.branch.name!r} kept moving under "
+                              f"{SEAL_ATTEMPTS} attempts to seal it; nothing was committed — retry")

@@ -13,11 +13,11 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any, Callable
 
-from cdkds.catalog.errors import RefError
+from cdkds.catalog.errors import CommitFailedError, RefError
 from cdkds.catalog.log.actions import (
     Action, AddIndex, DeleteRows, DropBranch, RemoveFile, RemoveIndex, SetMetadata,
 )
-from cdkds.catalog.log.branches import BranchLog, live_branch
+from cdkds.catalog.log.branches import BranchLog, live_branch, sealed_head
 from cdkds.catalog.log.conflicts import Publish, Recorded
 from cdkds.catalog.log.snapshot import Snapshot
 
@@ -70,21 +70,24 @@ def net_change(base: Snapshot, head: Snapshot, dataset: str, branch: str) -> lis
 
 def publish_branch(log: "TransactionLog", name: Any, info: dict | None = None) -> Snapshot:
     """Publish live branch ``name`` onto main in one commit that also ends it (see the
-    module docstring); returns main's new snapshot."""
+    module docstring; the branch's writers are sealed out first, see
+    :meth:`~cdkds.catalog.log.branches.BranchLog.seal`); returns main's new snapshot."""
     ref = live_branch(log.snapshot(), log.dataset, name)
     branch = BranchLog(log.replay, ref)
     base = branch.replay.base()
-    commits: list[Recorded] = []
-    head = base
+    head = branch.replay.forward(base)
+    net_change(base, head, log.dataset, name)  # refused before anything is written
+    walked, sealed = sealed_head(branch)
     hashes = _index_hashes(log, base)
-    for commit, after in branch.replay.walk(base):
-        commits.append(Recorded(commit, head, hashes))
-        head = after
-    actions = net_change(base, head, log.dataset, name)
-    actions.append(DropBranch(name))
-    return log.commit(base, PUBLISH_OPERATION, actions,
-                      {"branch": name, "head": head.version, "commits": len(commits), **(info or {})},
-                      rule=Publish(name, tuple(commits)))
+    commits = tuple(Recorded(commit, before, hashes) for commit, before in walked)
+    actions = [*net_change(base, sealed, log.dataset, name), DropBranch(name)]
+    try:
+        return log.commit(base, PUBLISH_OPERATION, actions,
+                          {"branch": name, "head": sealed.version, "commits": len(commits), **(info or {})},
+                          rule=Publish(name, commits))
+    except CommitFailedError:  # known not to have landed: the branch goes on
+        branch.unseal(sealed)
+        raise
 
 
 def _index_hashes(log: "TransactionLog", base: Snapshot) -> Callable[[AddIndex, int], frozenset[int]] | None:

@@ -71,7 +71,7 @@ def test_publish_fast_forwards_a_main_that_has_not_moved(users):
     revision = users.publish("audit")
     assert revision == base + 1  # one commit, right after the base
     raw = json.loads(users.store.read(commit_key(revision)))
-    assert raw["operation"] == "publish" and raw["info"]["branch"] == "audit" and raw["info"]["head"] == base + 4
+    assert raw["operation"] == "publish" and raw["info"]["branch"] == "audit" and raw["info"]["head"] == base + 5  # its four commits and the seal
     assert raw["actions"][-1] == {"dropBranch": {"name": "audit"}}
     main = users.repository.load("users")
     assert ids(main) == [2, 3, 10, 11, 12] and main.branches() == {}
@@ -283,3 +283,42 @@ def test_writers_on_main_and_on_a_branch_in_processes_on_local_files(tmp_path):
 @pytest.mark.slow
 def test_writers_on_main_and_on_a_branch_in_processes_on_s3(s3_endpoint):
     _main_and_branch_writers(f"s3://{new_bucket(s3_endpoint)}/lake", s3_options(s3_endpoint))
+
+
+def test_a_seal_left_by_a_publish_that_stopped_holds_off_branch_writers_until_published(users):
+    from cdkds.catalog.log.branches import BranchLog
+    audit = users.branch("audit")
+    append(audit, [10])
+    stale = users.repository.load("users", branch="audit")  # planned before the seal
+    branch = BranchLog(users.log.replay, users.branches()["audit"])
+    assert branch.seal(branch.snapshot()) is not None  # as a publish that stopped before main's commit leaves it
+    with pytest.raises(CommitConflictError, match="a publish or a drop of branch 'audit' began"):
+        append(stale, [11])
+    users.publish("audit")  # publishing again goes over the seal
+    assert ids(users.repository.load("users")) == [1, 2, 3, 10]
+
+
+def test_a_publish_racing_main_writers_lands_once_with_every_row(users):
+    import threading
+    audit = users.branch("audit")
+    append(audit, [10, 11])
+    stop = threading.Event()
+    written = []
+
+    def main_writer():
+        ds = users.repository.load("users")
+        k = 100
+        while not stop.is_set() and k < 130:
+            append(ds, [k])
+            written.append(k)
+            k += 1
+    thread = threading.Thread(target=main_writer)
+    thread.start()
+    try:
+        users.publish("audit")
+    finally:
+        stop.set()
+        thread.join()
+    main = users.repository.load("users")
+    assert ids(main) == sorted([1, 2, 3, 10, 11, *written])
+    assert [h.operation for h in main.history()].count("publish") == 1
