@@ -80,9 +80,10 @@ def open_repository(url: str, storage: Sequence[str]) -> DatasetRepository:
     return repository
 
 
-def open_dataset(url: str, storage: Sequence[str], version: int | None = None, timestamp: str | None = None) -> Dataset:
+def open_dataset(url: str, storage: Sequence[str], version: int | None = None, timestamp: str | None = None,
+                 tag: str | None = None) -> Dataset:
     parent, name = split_dataset_url(url)
-    return DatasetRepository(parent, storage_options(storage)).load(name, version=version, timestamp=timestamp)
+    return DatasetRepository(parent, storage_options(storage)).load(name, version=version, timestamp=timestamp, tag=tag)
 
 
 def emit(as_json: bool, data: Any, render: Callable[[Console], None]) -> None:

@@ -205,19 +205,20 @@ def rewritten_bytes(entry: HistoryEntry) -> str:
 @click.option("--limit", type=click.IntRange(min=0), default=20, show_default=True, help="rows to show")
 @click.option("--version", type=click.IntRange(min=0), help="read this revision")
 @click.option("--timestamp", help="read the last revision at or before this time (ISO text or epoch ms)")
+@click.option("--tag", help="read the revision this tag names")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
 @common
 def show(url: str, where: str | None, columns: str | None, limit: int, version: int | None, timestamp: str | None,
-         fmt: str, storage: Sequence[str], as_json: bool) -> None:
+         tag: str | None, fmt: str, storage: Sequence[str], as_json: bool) -> None:
     """Rows of a dataset (pruned by --where), at the latest or an earlier revision.
 
     \b
     Example:
       cdkds show lake/events --where "userId = 1234" --limit 5
     """
-    if version is not None and timestamp is not None:
-        raise click.UsageError("give --version or --timestamp, not both")
-    ds = open_dataset(url, storage, version, int(timestamp) if timestamp and timestamp.isdigit() else timestamp)
+    if sum(x is not None for x in (version, timestamp, tag)) > 1:
+        raise click.UsageError("give one of --version, --timestamp or --tag")
+    ds = open_dataset(url, storage, version, int(timestamp) if timestamp and timestamp.isdigit() else timestamp, tag)
     batches, taken = [], 0
     plan = ds.plan(where, columns)
     with contextlib.closing(read_plan(ds.store, plan)) as scan:

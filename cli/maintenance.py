@@ -123,16 +123,20 @@ def vacuum(url: str, retention: dt.timedelta, dry_run: bool, force: bool, storag
         for key in candidates:
             sizes[key] = ds.store.size(key)
             bar.advance(task)
+    kept = candidates.kept
     if not dry_run:
         with working(f"deleting {len(candidates)} files"):
-            deleted = set(ds.vacuum(retention, dry_run=False, force=force))
+            done = ds.vacuum(retention, dry_run=False, force=force)
+        deleted, kept = set(done), done.kept
         sizes = {key: sizes.get(key, 0) for key in deleted}  # a file may have become unreferenced meanwhile
     total = sum(v for v in sizes.values() if v)
-    data = {"dataset": ds.name, "dry_run": dry_run, "files": sorted(sizes), "bytes": total}
+    data = {"dataset": ds.name, "dry_run": dry_run, "files": sorted(sizes), "bytes": total, "kept": list(kept)}
 
     def render(out: Console) -> None:
         for key in sorted(sizes):
             out.print(key)
+        for line in kept:
+            out.print(line)
         out.print(f"{'would delete' if dry_run else 'deleted'} {len(sizes)} files, {total} bytes")
 
     emit(as_json, data, render)
@@ -156,7 +160,7 @@ def expire_log(url: str, older_than: dt.timedelta, force: bool, storage: Sequenc
     ds = open_dataset(url, storage)
     with working(f"expiring the log of {ds.name}"):
         removed = ds.expire_log(older_than, force=force)
-    emit(as_json, removed, lambda out: out.print(f"removed {len(removed)} log objects"))
+    emit(as_json, removed, lambda out: out.print("\n".join([*removed.kept, f"removed {len(removed)} log objects"])))
 
 
 @cli.command()

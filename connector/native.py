@@ -53,7 +53,7 @@ _FILE, _ROW = "__cdkds_file", "__cdkds_row"
 _GLOB = re.compile(r"[*?\[\]{}\\]")  # Spark reads a path with these as a glob pattern
 _PARQUET = {"datetimeRebaseMode": "CORRECTED", "int96RebaseMode": "CORRECTED"}  # dates as pyarrow reads them, whatever
 # the session's spark.sql.parquet.*RebaseModeInRead say
-_TIME_TRAVEL = {"versionasof", "version", "timestampasof", "timestamp"}
+_TIME_TRAVEL = {"versionasof", "version", "timestampasof", "timestamp", "tagasof"}
 
 
 class Refused(Exception):
@@ -73,7 +73,7 @@ def load(spark: SparkSession, url: str, **options: Any) -> DataFrame:
     if why is not None:
         log.info("cdkds: dataset %r read by the cdkds source, not Spark's Parquet source: %s", where.name, why)
         return _python_source(spark, given)
-    dataset = open_dataset(where, read.version, read.timestamp)
+    dataset = open_dataset(where, read.version, read.timestamp, read.tag)
     schema = read_schema(dataset, read.columns, {k.lower(): v for k, v in given.items()})
     plan = dataset.plan(read.where, [f.name for f in schema.fields])
     native = plan_native(dataset.store, plan, SPARK)

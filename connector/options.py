@@ -48,7 +48,7 @@ def _get(options: Mapping[str, str], *names: str) -> str | None:
 # misspelled one would otherwise be ignored without a word).
 KNOWN_OPTIONS = {
     "location": ("path", "storageOptions", "branch"),
-    "read": ("where", "columns", "versionAsOf", "version", "timestampAsOf", "timestamp", "pushFilters",
+    "read": ("where", "columns", "versionAsOf", "version", "timestampAsOf", "timestamp", "tagAsOf", "pushFilters",
              "maxPartitionBytes", "batchRows", "minPartitions"),
     "stream read": ("startingVersion", "startingTimestamp", "maxFilesPerTrigger", "maxBytesPerTrigger",
                     "skipChangeCommits"),
@@ -140,7 +140,7 @@ NO_WRITE_TARGET = (
 
 
 # Read options by which a view shows part of its dataset (some rows, an older revision).
-VIEW_OPTIONS = ("where", "versionAsOf", "version", "timestampAsOf", "timestamp")
+VIEW_OPTIONS = ("where", "versionAsOf", "version", "timestampAsOf", "timestamp", "tagAsOf")
 
 
 def write_location(options: Mapping[str, str]) -> Location:
@@ -217,6 +217,7 @@ def _bool(options: Mapping[str, str], name: str, dataset: str) -> bool:
 class ReadOptions:
     version: int | None
     timestamp: str | None
+    tag: str | None  # tagAsOf: the revision a tag names
     where: Expression
     columns: tuple[str, ...] | None
     push_filters: bool
@@ -235,8 +236,11 @@ def read_options(options: Mapping[str, str], where_from_view: Expression, datase
         version = alias
     if version is not None and timestamp is not None:
         raise InvalidOptionError(f"dataset {dataset!r}: give versionAsOf or timestampAsOf, not both")
+    tag = _get(options, "tagAsOf")
+    if tag is not None and (version is not None or timestamp is not None):
+        raise InvalidOptionError(f"dataset {dataset!r}: give tagAsOf, versionAsOf or timestampAsOf, not several")
     return ReadOptions(
-        version, timestamp, all_of([_where(options, dataset), where_from_view]), columns_option(options, dataset),
+        version, timestamp, tag, all_of([_where(options, dataset), where_from_view]), columns_option(options, dataset),
         _bool(options, "pushFilters", dataset),
         _int(options, "maxPartitionBytes", DEFAULT_MAX_PARTITION_BYTES, dataset, 1),
         _int(options, "batchRows", DEFAULT_BATCH_ROWS, dataset, 1),
@@ -325,7 +329,7 @@ class StreamReadOptions:
     batch_rows: int
 
 
-_TIME_TRAVEL = ("versionAsOf", "version", "timestampAsOf", "timestamp")
+_TIME_TRAVEL = ("versionAsOf", "version", "timestampAsOf", "timestamp", "tagAsOf")
 
 
 def stream_read_options(options: Mapping[str, str], where_from_view: Expression, dataset: str) -> StreamReadOptions:

@@ -75,7 +75,7 @@ class CdkdsDataSource(DataSource):
             end = open_end(where, *change_feed_end(options, where.name))  # the rows come in its schema
             return change_feed_schema(end, columns_option(options, where.name))
         read = read_options(options, where.view, where.name)
-        dataset = open_dataset(where, read.version, read.timestamp)
+        dataset = open_dataset(where, read.version, read.timestamp, read.tag)
         self.pinned_version = dataset.version
         return read_schema(dataset, read.columns, options)
 
@@ -92,6 +92,8 @@ class CdkdsDataSource(DataSource):
         read = read_options(options, where.view, where.name)
         version, timestamp = (read.version, read.timestamp) if self.pinned_version is None else \
             (self.pinned_version, None)
+        if read.tag is not None and self.pinned_version is None:  # the tag's revision, read once
+            version = open_dataset(where, tag=read.tag).version
         cls = CdkdsFilteringReader if read.push_filters else CdkdsReader
         reader = cls(where, version, timestamp, read.where, schema, read.max_partition_bytes, read.batch_rows,
                      read.min_partitions or self.default_parallelism or os.cpu_count() or 1)
@@ -162,14 +164,16 @@ def carried_options(options: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in options.items() if k.lower() in _CARRIED and not secret(v)}
 
 
-def open_dataset(where: "Location", version: int | None = None, timestamp: str | int | None = None) -> "Dataset":
-    """The dataset at a location (on its branch, if it names one), at a revision or time if given."""
+def open_dataset(where: "Location", version: int | None = None, timestamp: str | int | None = None,
+                 tag: str | None = None) -> "Dataset":
+    """The dataset at a location (on its branch, if it names one), at a revision, a time or the
+    revision of a tag if given."""
     from cdkds.catalog import DatasetRepository
     from cdkds.catalog.repository import split_dataset_url
 
     parent, name = split_dataset_url(where.url)
     return DatasetRepository(parent, dict(where.storage_options)).load(name, version=version, timestamp=timestamp,
-                                                                      branch=where.branch)
+                                                                      tag=tag, branch=where.branch)
 
 
 # ---------------------------------------------------------------- reading

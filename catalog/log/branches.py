@@ -17,7 +17,9 @@ import re
 import uuid
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from cdkds.catalog.errors import CommitConflictError, CommitFailedError, InvalidTimeTravelError, RefError, RefExistsError, RefNotFoundError
+from cdkds.catalog.errors import (
+    CommitConflictError, CommitFailedError, InvalidTimeTravelError, RefError, RefExistsError, RefNotFoundError,
+)
 from cdkds.catalog.log.actions import (
     LAYOUT_PROTOCOL, PARTED_CHECKPOINT_PROTOCOL, Action, BranchRef, DropBranch, SetProtocol,
 )

@@ -61,6 +61,8 @@ def test_bad_locations(options, message):
     ({"versionAsOf": "-1"}, "option versionAsOf must be an integer >= 0"),
     ({"versionAsOf": "1", "timestampAsOf": "2026-01-01"}, "not both"),
     ({"versionAsOf": "1", "version": "2"}, "disagree"),
+    ({"versionAsOf": "1", "tagAsOf": "q3"}, "dataset 't': give tagAsOf, versionAsOf or timestampAsOf, not several"),
+    ({"timestampAsOf": "2026-01-01", "tagAsOf": "q3"}, "give tagAsOf, versionAsOf or timestampAsOf, not several"),
     ({"where": "id = = 1"}, "option where: cannot parse predicate"),
     ({"columns": " , "}, "option columns names no column"),
     ({"pushFilters": "yes"}, "option pushFilters must be true or false"),
