@@ -108,19 +108,20 @@ class LogExpiry:
                 f"dataset {self.dataset!r}: expiring the log up to {older_than!r} is closer to now than the safe "
                 f"minimum of {MINIMUM_LOG_AGE}: a writer that read a revision being expired could still commit "
                 f"after it; pass force=True if no writer is running")
+        ended = self._remove_ended_branches()
         listing = self.listing.list()
         keep = self.replay.checkpoint_at(cutoff, listing)
         if keep is None:
-            return Removed()
+            return Removed(ended)
         keep, held = self._held_by_branches(keep)
         if keep is None:
-            return Removed((), held)
+            return Removed(ended, held)
         # checkpoints first, then commits oldest first: every intermediate state reads as expired up to a
         # retained checkpoint, never as a log with a hole
         doomed = [r for r in listing.checkpoints if r < keep.version]
         commits = [commit_key(r) for r in listing.commits if 0 < r < keep.version]
         if not doomed and not commits:
-            return Removed()
+            return Removed(ended, held)
         self._check_parts(keep)
         ours = ExpiryMarker(keep.version, self._commit1_timestamp(listing))
         self._mark(ours)  # before any commit's name is freed: committers check it (committer.py)
@@ -134,7 +135,23 @@ class LogExpiry:
         for key in parts:
             self.listing.store.delete(key)
         kept = [f"kept checkpoint {r} and the parts it names for {', '.join(refs)}" for r, refs in pins.items()]
-        return Removed(keys + parts, kept + held)
+        return Removed(ended + keys + parts, kept + held)
+
+    def _remove_ended_branches(self) -> list[str]:
+        """Delete the commit folders of branches that ended (published or dropped): nobody reads
+        them. The folders are listed before the latest state is read, and a branch's folder is
+        made only after its start landed, so a branch started meanwhile is never among them."""
+        from cdkds.catalog.log.branches import BRANCHES_FOLDER
+        store = self.listing.store
+        folders = store.list(BRANCHES_FOLDER)
+        if not folders:
+            return []
+        live = {b.id for b in self.replay.snapshot().branches.values()}
+        removed = []
+        for name in (f for f in folders if f not in live):
+            removed += [f"{BRANCHES_FOLDER}/{name}/{key}" for key in store.list(f"{BRANCHES_FOLDER}/{name}")]
+            store.delete_tree(f"{BRANCHES_FOLDER}/{name}")
+        return removed
 
     def _held_by_branches(self, keep: Snapshot) -> tuple[Snapshot | None, list[str]]:
         """The state to keep the log from, no later than the oldest live branch's base: a

@@ -217,13 +217,21 @@ def test_expiry_and_vacuum_keep_a_live_branch_readable(users):
     assert ids(users.repository.load("users")) == [2, 3, 10, 100, 101, 102, 103]
 
 
-def test_vacuum_collects_the_files_of_a_dropped_branch(users):
+def test_vacuum_and_expiry_collect_what_a_dropped_branch_left(users):
     audit = users.branch("audit")
     append(audit, [10])
     added = [f.path for f in audit.files if f.revision > users.version]
+    ref = users.branches()["audit"]
+    folder = branch_folder(ref)
     assert users.vacuum(dt.timedelta(0), dry_run=True, force=True) == []
+    users.branch("other")
+    assert not any(folder in k for k in users.expire_log(dt.timedelta(0), force=True))  # live: kept
     users.drop_branch("audit")
     assert users.vacuum(dt.timedelta(0), dry_run=True, force=True) == added
+    expired = users.expire_log(dt.timedelta(0), force=True)
+    assert [k for k in expired if folder in k] == [f"{folder}/{ref.base + 1:020d}.json",  # its append
+                                                    f"{folder}/{ref.base + 2:020d}.json"]  # the drop's seal
+    assert users.store.list(folder) == [] and "other" in users.branches()
 
 
 def test_writers_on_one_branch_race_under_put_if_absent(users):
