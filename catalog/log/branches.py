@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from cdkds.catalog.errors import (
     CommitConflictError, CommitFailedError, InvalidTimeTravelError, RefError, RefExistsError, RefNotFoundError,
@@ -37,6 +37,7 @@ BRANCHES_FOLDER = f"{LOG_FOLDER}/_branches"
 REF_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 MAIN = "main"  # the name of the line every dataset has; no branch may take it
 SEAL_OPERATION = "seal"  # an empty branch commit: a publish or a drop of the branch began
+UNSEAL_OPERATION = "unseal"  # an empty branch commit right after a seal: that publish or drop failed
 SEAL_ATTEMPTS = 20  # seals lost to the branch's writers before a publish or a drop gives up
 START_ATTEMPTS = 5  # a branch must start at the revision its commit lands on: planned again when another lands first
 
@@ -137,8 +138,9 @@ class BranchLog:
         """Append one commit to the branch (see :meth:`TransactionLog.commit`); :class:`RefNotFoundError`
         when the branch was published or dropped meanwhile (its commits would be read by nobody)."""
         self.check_live()
-        return self.committer.commit(base, operation, actions, info, commit_uuid, Sealed(self.branch.name, rule),
-                                     planned_on)
+        self._check_not_sealed(base, operation)
+        return self.committer.commit(base, operation, actions, info, commit_uuid,
+                                     Sealed(self.branch.name, rule, self.lifted), planned_on)
 
     def seal(self, head: Snapshot) -> Snapshot | None:
         """Put an empty ``seal`` commit right after ``head``, the branch's latest state, before
@@ -154,10 +156,33 @@ class BranchLog:
         return head.apply(commit)
 
     def unseal(self, sealed: Snapshot) -> None:
-        """Take back our seal after the publish it was for failed: the branch goes on."""
-        raw = self.listing.raw(sealed.version)
-        if raw is not None and raw["uuid"] == sealed.commit_uuid:
-            self.store.delete(self.listing.commit_key(sealed.version))
+        """Lift our seal after the publish or drop it was for failed: an empty ``unseal`` commit
+        right after it (no writer can have taken that revision: a writer planned on the seal
+        is refused, one planned before it conflicts with it), and the branch goes on."""
+        commit = Commit(sealed.version + 1, uuid.uuid4().hex, sealed.commit_uuid, next_timestamp(sealed.timestamp),
+                        UNSEAL_OPERATION, engine_info(None), ())
+        try:
+            self.store.put_if_absent(self.listing.commit_key(commit.revision), commit.to_bytes(sealed.descriptor))
+        except FileExistsError:
+            pass
+
+    def lifted(self, seal: int) -> bool:
+        """Whether the seal at revision ``seal`` was lifted (its publish or drop failed)."""
+        raw = self.listing.raw(seal + 1)
+        return raw is not None and raw["operation"] == UNSEAL_OPERATION
+
+    def _check_not_sealed(self, base: Snapshot, operation: str) -> None:
+        """:class:`CommitConflictError` when ``base``, the branch state a commit is planned on,
+        ends with a seal (a seal is only ever the head: nothing is committed after one but
+        its ``unseal``)."""
+        if base.version <= self.branch.base:
+            return
+        raw = self.listing.raw(base.version)
+        if raw is not None and raw["operation"] == SEAL_OPERATION:
+            raise CommitConflictError(
+                f"dataset {self.dataset!r}: branch {self.branch.name!r} is sealed at its revision {base.version}: a "
+                f"publish or a drop of it began (if it failed and the branch is still listed, publish or drop it "
+                f"again); nothing of {operation!r} was committed")
 
     def check_live(self) -> None:
         """:class:`RefNotFoundError` when main's latest revision no longer has this branch."""
@@ -188,16 +213,17 @@ def branch_log(main: "TransactionLog", name: Any, snapshot: Snapshot | None = No
 
 
 class Sealed(ConflictRule):
-    """A branch commit's own rule (``rule``), and a conflict with a seal: a publish or a
-    drop of the branch began, and what lands after it would be read by nobody."""
+    """A branch commit's own rule (``rule``), and a conflict with a seal not lifted: a
+    publish or a drop of the branch began, and what lands after it would be read by nobody."""
 
-    def __init__(self, name: str, rule: ConflictRule | None):
+    def __init__(self, name: str, rule: ConflictRule | None, lifted: Callable[[int], bool]):
         self.name = name
         self.rule = rule or BlindAppend()
+        self.lifted = lifted
         self.rebases_over_schema_changes = self.rule.rebases_over_schema_changes
 
     def conflict(self, ours: tuple[Action, ...], theirs: Commit, base: Snapshot) -> str | None:
-        if theirs.operation == SEAL_OPERATION:
+        if theirs.operation == SEAL_OPERATION and not self.lifted(theirs.revision):
             return (f"a publish or a drop of branch {self.name!r} began there (if it failed and the branch is "
                     f"still listed, publish or drop it again)")
         return self.rule.conflict(ours, theirs, base)

@@ -101,6 +101,8 @@ def test_a_conflicting_publish_is_refused_and_commits_nothing(users):
     main = users.repository.load("users")
     assert main.version == before and ids(main) == [1, 2, 3, 5] and "audit" in main.branches()
     assert ids(audit) == [1]
+    append(audit, [7])  # the branch goes on after a refused publish (its seal lifted)
+    assert ids(users.repository.load("users", branch="audit")) == [1, 7]
     users.drop_branch("audit")
     assert users.branches() == {}
 
@@ -303,6 +305,8 @@ def test_a_seal_left_by_a_publish_that_stopped_holds_off_branch_writers_until_pu
     assert branch.seal(branch.snapshot()) is not None  # as a publish that stopped before main's commit leaves it
     with pytest.raises(CommitConflictError, match="a publish or a drop of branch 'audit' began"):
         append(stale, [11])
+    with pytest.raises(CommitConflictError, match="'audit' is sealed at its revision"):
+        append(users.repository.load("users", branch="audit"), [12])  # planned on the seal
     users.publish("audit")  # publishing again goes over the seal
     assert ids(users.repository.load("users")) == [1, 2, 3, 10]
 
