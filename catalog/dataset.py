@@ -104,6 +104,7 @@ class Dataset:
         when the tag exists, :class:`RefError` for a bad name or a revision the log does not hold."""
         from cdkds.catalog.log.conflicts import RefChange
         from cdkds.catalog.log.tags import TAG, UNTAG, lost_to_expiry, plan_tag
+        self._on_main("tagging")  # a tag names a revision of main
         plan = plan_tag(self.log, self.snapshot, name, version)
         self._commit(TAG, plan.actions, plan.info, rule=RefChange())
         if lost_to_expiry(self.log, plan):
@@ -117,6 +118,7 @@ class Dataset:
         any other); returns that commit's revision. :class:`RefNotFoundError` when there is no such tag."""
         from cdkds.catalog.log.conflicts import RefChange
         from cdkds.catalog.log.tags import UNTAG, plan_untag
+        self._on_main("untagging")
         self._commit(UNTAG, plan_untag(self.name, self.snapshot, name), {"tag": name}, rule=RefChange())
         return self.version
 

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import re
 import uuid
+import warnings
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from cdkds.catalog.errors import (
-    CommitConflictError, CommitFailedError, InvalidTimeTravelError, RefError, RefExistsError, RefNotFoundError,
+    CommitConflictError, CommitFailedError, CorruptLogWarning, InvalidTimeTravelError, RefError, RefExistsError,
+    RefNotFoundError,
 )
 from cdkds.catalog.log.actions import (
     LAYOUT_PROTOCOL, PARTED_CHECKPOINT_PROTOCOL, Action, BranchRef, DropBranch, SetProtocol,
@@ -287,7 +289,13 @@ def start_branch(log: "TransactionLog", snapshot: Snapshot, name: Any) -> Snapsh
             if attempt == START_ATTEMPTS - 1:
                 raise
             continue
-        return log.write_checkpoint(started)  # the base stays readable when expiry removes the commits before it
+        try:
+            return log.write_checkpoint(started)  # the base stays readable when expiry removes the commits before it
+        except Exception as e:  # noqa: BLE001 - the branch stands; expiry writes a pinned revision's checkpoint
+            warnings.warn(f"dataset {dataset!r}: the checkpoint of revision {started.version}, where branch "
+                          f"{name!r} starts, failed ({e}); expiry writes it before it would be needed",
+                          CorruptLogWarning, stacklevel=3)
+            return started
     raise AssertionError("unreachable")
 
 

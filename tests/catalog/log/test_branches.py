@@ -163,6 +163,7 @@ def test_a_publish_conflicts_on_a_key_main_also_wrote(tmp_path):
     (lambda ds: ds.repository.load("users", branch="nope"), RefNotFoundError, "no branch 'nope'"),
     (lambda ds: ds.repository.load("users", branch="audit").publish("audit"), RefError, "done on main"),
     (lambda ds: ds.repository.load("users", branch="audit").branch("x"), RefError, "done on main"),
+    (lambda ds: ds.repository.load("users", branch="audit").tag("x"), RefError, "done on main"),
     (lambda ds: ds.repository.load("users", branch="audit").expire_log(dt.timedelta(0), force=True), RefError,
      "on main"),
     (lambda ds: ds.repository.load("users", branch="audit", version=1), InvalidTimeTravelError, "starts at revision"),
