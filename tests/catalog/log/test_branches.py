@@ -336,3 +336,68 @@ def test_a_publish_racing_main_writers_lands_once_with_every_row(users):
     main = users.repository.load("users")
     assert ids(main) == sorted([1, 2, 3, 10, 11, *written])
     assert [h.operation for h in main.history()].count("publish") == 1
+
+
+# ---------------------------------------------------------------- publish is serialisable
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+X_SCHEMA = {"type": "record", "name": "R", "fields": [{"name": "x", "type": "long"}]}
+VALUES = st.lists(st.integers(0, 9), min_size=1, max_size=4)
+OPERATIONS = st.one_of(st.tuples(st.just("append"), VALUES),
+                       st.tuples(st.sampled_from(["=", "<"]), st.integers(0, 9)))
+
+
+def _apply(rows, operation):
+    kind, value = operation
+    if kind == "append":
+        return rows + value
+    return [x for x in rows if not (x == value if kind == "=" else x < value)]
+
+
+def _applied(rows, operations):
+    for operation in operations:
+        rows = _apply(rows, operation)
+    return rows
+
+
+def _run(ds, operation):
+    kind, value = operation
+    if kind == "append":
+        with ds.writer() as w:
+            w.write_batch(pa.table({"x": value}))
+    else:
+        ds.delete(f"x {kind} {value}")
+
+
+@settings(max_examples=20)
+@given(first=VALUES, on_branch=st.lists(OPERATIONS, max_size=4), on_main=st.lists(OPERATIONS, max_size=3))
+def test_a_publish_is_the_branch_after_main_or_refused_with_nothing_committed(tmp_path_factory, first, on_branch,
+                                                                                 on_main):
+    repo = DatasetRepository(tmp_path_factory.mktemp("lake").as_uri())
+    ds = repo.create("t", DatasetDescriptor(X_SCHEMA))
+    _run(ds, ("append", first))
+    audit = ds.branch("audit")
+    for operation in on_branch:
+        _run(audit, operation)
+    for operation in on_main:
+        _run(repo.load("t"), operation)
+    main_rows = _applied(first, on_main)
+    # one of the two serial orders (a delete that matched nothing committed nothing, so it may come first)
+    serial = [sorted(_applied(main_rows, on_branch)), sorted(_applied(_applied(first, on_branch), on_main))]
+    before = repo.load("t").version
+    try:
+        try:
+            ds.publish("audit")
+        except RefError:  # a branch delete over the branch's own files: compacting applies it
+            audit.refresh().compact()
+            ds.publish("audit")
+    except CommitConflictError:
+        assert on_main, "a publish onto a main that has not moved is a fast-forward"
+        assert repo.load("t").version == before and sorted(xs(repo.load("t"))) == sorted(main_rows)
+        return
+    assert sorted(xs(repo.load("t"))) in serial
+
+
+def xs(ds):
+    return [r["x"] for r in ds.reader()]
