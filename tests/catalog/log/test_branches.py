@@ -401,3 +401,53 @@ def test_a_publish_is_the_branch_after_main_or_refused_with_nothing_committed(tm
 
 def xs(ds):
     return [r["x"] for r in ds.reader()]
+
+
+KEYED_ROWS = st.dictionaries(st.integers(0, 30), st.sampled_from("abc"), min_size=1, max_size=4)
+KEYED_OPERATIONS = st.one_of(st.tuples(st.just("upsert"), KEYED_ROWS),
+                             st.tuples(st.just("delete"), st.lists(st.integers(0, 30), min_size=1, max_size=3)))
+
+
+def _keyed(state, operations):
+    state = dict(state)
+    for kind, value in operations:
+        if kind == "upsert":
+            state.update(value)
+        else:
+            for key in value:
+                state.pop(key, None)
+    return state
+
+
+def _run_keyed(ds, operation):
+    kind, value = operation
+    if kind == "upsert":
+        ds.upsert([{"userId": k, "username": v} for k, v in value.items()])
+    else:
+        ds.delete_keys(value)
+
+
+@settings(max_examples=15)
+@given(first=KEYED_ROWS, on_branch=st.lists(KEYED_OPERATIONS, max_size=3),
+       on_main=st.lists(KEYED_OPERATIONS, max_size=2))
+def test_a_keyed_publish_keeps_one_live_row_per_key_and_the_index_right(tmp_path_factory, first, on_branch, on_main):
+    repo = DatasetRepository(tmp_path_factory.mktemp("lake").as_uri())
+    ds = repo.create("t", DatasetDescriptor(USER_SCHEMA, record_key="userId", properties={"index.buckets": "4"}))
+    _run_keyed(ds, ("upsert", first))
+    audit = ds.branch("audit")
+    for operation in on_branch:
+        _run_keyed(audit, operation)
+    for operation in on_main:
+        _run_keyed(repo.load("t"), operation)
+    main_state = _keyed(first, on_main)
+    try:
+        ds.publish("audit")
+    except CommitConflictError:
+        assert {r["userId"]: r["username"] for r in repo.load("t").reader()} == main_state
+        return
+    main = repo.load("t")
+    rows = list(main.reader())
+    got = {r["userId"]: r["username"] for r in rows}
+    assert len(rows) == len(got)
+    assert got in [_keyed(main_state, on_branch), _keyed(_keyed(first, on_branch), on_main)]
+    assert all(main.get(k)["username"] == v for k, v in got.items())
