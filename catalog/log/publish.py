@@ -42,14 +42,13 @@ def net_change(base: Snapshot, head: Snapshot, dataset: str, branch: str) -> lis
     if head.descriptor_version > R:
         actions.append(SetMetadata(head.descriptor))
     added = [f for f in head.files.values() if f.revision > R]
-    for tombstone in (t for t in head.tombstones if t.revision > R):
-        for f in added:
-            if any(t.revision == tombstone.revision for t in head.tombstones_for(f)):
-                raise RefError(
-                    f"dataset {dataset!r}, branch {branch!r}: its delete '{tombstone.predicate}' (branch revision "
-                    f"{tombstone.revision}) hides rows of {f.path}, which the branch added before it; a delete in the "
-                    f"publish commit would not reach them — compact the branch (dataset.compact() on it) and publish "
-                    f"again; nothing was committed")
+    for f in added:
+        for tombstone in head.tombstones_for(f):  # all of the branch's: newer than a file it added
+            raise RefError(
+                f"dataset {dataset!r}, branch {branch!r}: its delete '{tombstone.predicate}' (branch revision "
+                f"{tombstone.revision}) hides rows of {f.path}, which the branch added before it; a delete in the "
+                f"publish commit would not reach them — compact the branch (dataset.compact() on it) and publish "
+                f"again; nothing was committed")
     kept = head.files
     actions += [RemoveFile(p) for p in sorted(p for p in base.files if p not in kept)]
     # a file's schema_version is a revision of the line it was written on: one on the branch would
