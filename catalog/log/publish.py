@@ -5,7 +5,8 @@ The commit is planned on main's state at the base, so the committer's usual catc
 the rest: when main has not moved it lands right after the base (a fast-forward); when it
 has, each of main's commits since is checked against each of the branch's commits by the
 rule that commit implies (:class:`~cdkds.catalog.log.conflicts.Publish`), and a conflict
-refuses the publish naming main's commit, nothing committed.
+refuses the publish naming main's commit, nothing committed (the seal is lifted and the
+deletion vectors it wrote are deleted).
 """
 
 from __future__ import annotations
@@ -13,13 +14,18 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any, Callable
 
-from cdkds.catalog.errors import CommitFailedError, RefError
+import numpy as np
+
+from cdkds.catalog.errors import CommitStateUnknownError
+from cdkds.catalog.expressions import any_of
+from cdkds.catalog.keyed.deletion import DeletionVector, DeletionVectorRef
 from cdkds.catalog.log.actions import (
-    Action, AddIndex, DeleteRows, DropBranch, RemoveFile, RemoveIndex, SetMetadata,
+    Action, AddFile, AddIndex, DeleteRows, DropBranch, RemoveFile, RemoveIndex, SetMetadata,
 )
 from cdkds.catalog.log.branches import BranchLog, live_branch, sealed_head
 from cdkds.catalog.log.conflicts import Publish, Recorded
 from cdkds.catalog.log.snapshot import Snapshot
+from cdkds.catalog.storage import ObjectStore
 
 if TYPE_CHECKING:
     from cdkds.catalog.log.transaction import TransactionLog
@@ -27,13 +33,14 @@ if TYPE_CHECKING:
 PUBLISH_OPERATION = "publish"
 
 
-def net_change(base: Snapshot, head: Snapshot, dataset: str, branch: str) -> list[Action]:
+def net_change(store: ObjectStore, base: Snapshot, head: Snapshot, written: list[str]) -> list[Action]:
     """The actions that take main's state ``base`` (the branch's base) to the branch's
     ``head``: protocol and metadata when they changed, removed files, added files (with
     their deletion vectors), deletion vectors added to main's files, index files removed
     and added (in the order of the branch's commits), the branch's live tombstones and
-    applications' batches. :class:`RefError` naming the tombstone when a branch delete
-    hides rows of files the branch added before it: in one commit it would not reach them."""
+    applications' batches. A branch delete that hides rows of a file the branch added
+    before it is carried as a deletion vector of that file (a tombstone in the publish
+    commit reaches only older files); ``written`` gets the keys of those vectors' sidecars."""
     R = base.version
     actions: list[Action] = []
     if head.protocol.reader_version > base.protocol.reader_version or \
@@ -41,20 +48,16 @@ def net_change(base: Snapshot, head: Snapshot, dataset: str, branch: str) -> lis
         actions.append(head.protocol)
     if head.descriptor_version > R:
         actions.append(SetMetadata(head.descriptor))
-    added = [f for f in head.files.values() if f.revision > R]
-    for f in added:
-        for tombstone in head.tombstones_for(f):  # all of the branch's: newer than a file it added
-            raise RefError(
-                f"dataset {dataset!r}, branch {branch!r}: its delete '{tombstone.predicate}' (branch revision "
-                f"{tombstone.revision}) hides rows of {f.path}, which the branch added before it; a delete in the "
-                f"publish commit would not reach them — compact the branch (dataset.compact() on it) and publish "
-                f"again; nothing was committed")
     kept = head.files
     actions += [RemoveFile(p) for p in sorted(p for p in base.files if p not in kept)]
-    # a file's schema_version is a revision of the line it was written on: one on the branch would
-    # name another commit on main, so the files read by field ids (the base's is the safe claim)
-    actions += [dataclasses.replace(f, revision=-1, timestamp=0, schema_version=min(f.schema_version, R))
-                for f in sorted(added, key=lambda f: (f.revision, f.path))]
+    for f in sorted((f for f in head.files.values() if f.revision > R), key=lambda f: (f.revision, f.path)):
+        vector = hidden_rows(store, head, f)
+        if vector is not None and vector.path:
+            written.append(vector.path)
+        # a file's schema_version is a revision of the line it was written on: one on the branch would
+        # name another commit on main, so the files read by field ids (the base's is the safe claim)
+        actions.append(dataclasses.replace(f, revision=-1, timestamp=0, schema_version=min(f.schema_version, R),
+                                           deletes=f.deletes + ((vector,) if vector is not None else ())))
     for f in head.files.values():
         if f.revision <= R and f.path in base.files:
             before = base.files[f.path].deletes
@@ -67,25 +70,42 @@ def net_change(base: Snapshot, head: Snapshot, dataset: str, branch: str) -> lis
     return actions
 
 
+def hidden_rows(store: ObjectStore, head: Snapshot, file: AddFile) -> DeletionVectorRef | None:
+    """The rows of ``file`` (one the branch added) its later branch deletes hide and no
+    deletion vector of it holds, as a stored deletion vector; ``None`` when there are none.
+    The positions are found as a keyed delete finds them (:func:`row_deletes`)."""
+    tombstones = head.tombstones_for(file)
+    if not tombstones:
+        return None
+    from cdkds.catalog.read.scan import FileScanTask, read_task
+    task = FileScanTask(file)  # its vectors apply, not the tombstones: they are what is looked for
+    found = [b.column("_pos").to_numpy(zero_copy_only=False) for b in read_task(
+        store, head.descriptor, any_of(t.predicate for t in tombstones), [], task, positions=True)]
+    positions = np.concatenate(found) if found else np.array([], np.int64)
+    return DeletionVectorRef.store(store, DeletionVector.of(positions)) if len(positions) else None
+
+
 def publish_branch(log: "TransactionLog", name: Any, info: dict | None = None) -> Snapshot:
     """Publish live branch ``name`` onto main in one commit that also ends it (see the
     module docstring; the branch's writers are sealed out first, see
     :meth:`~cdkds.catalog.log.branches.BranchLog.seal`); returns main's new snapshot."""
+    from cdkds.catalog.write.writer import delete_files
     ref = live_branch(log.snapshot(), log.dataset, name)
     branch = BranchLog(log.replay, ref)
     base = branch.replay.base()
-    head = branch.replay.forward(base)
-    net_change(base, head, log.dataset, name)  # refused before anything is written
     walked, sealed = sealed_head(branch)
-    hashes = _index_hashes(log, base)
-    commits = tuple(Recorded(commit, before, hashes) for commit, before in walked)
-    actions = [*net_change(base, sealed, log.dataset, name), DropBranch(name)]
+    written: list[str] = []
     try:
+        commits = tuple(Recorded(commit, before, _index_hashes(log, base)) for commit, before in walked)
+        actions = [*net_change(log.store, base, sealed, written), DropBranch(name)]
         return log.commit(base, PUBLISH_OPERATION, actions,
                           {"branch": name, "head": sealed.version, "commits": len(commits), **(info or {})},
                           rule=Publish(name, commits))
-    except CommitFailedError:  # known not to have landed: the branch goes on
+    except CommitStateUnknownError:
+        raise  # it may have landed: the seal and the vectors stay
+    except BaseException:  # known not to have landed: the branch goes on
         branch.unseal(sealed)
+        delete_files(log.store, written)
         raise
 
 
