@@ -13,7 +13,6 @@ Starting, ending and publishing a branch are commits on main (:func:`start_branc
 
 from __future__ import annotations
 
-import re
 import uuid
 import warnings
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
@@ -31,12 +30,12 @@ from cdkds.catalog.log.conflicts import BlindAppend, ConflictRule
 from cdkds.catalog.log.listing import LogListing
 from cdkds.catalog.log.replay import Replay
 from cdkds.catalog.log.snapshot import Snapshot
+from cdkds.catalog.log.tags import TAG_NAME
 
 if TYPE_CHECKING:
     from cdkds.catalog.log.transaction import TransactionLog
 
 BRANCHES_FOLDER = f"{LOG_FOLDER}/_branches"
-REF_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 MAIN = "main"  # the name of the line every dataset has; no branch may take it
 SEAL_OPERATION = "seal"  # an empty branch commit: a publish or a drop of the branch began
 UNSEAL_OPERATION = "unseal"  # an empty branch commit right after a seal: that publish or drop failed
@@ -49,17 +48,18 @@ def branch_folder(ref: BranchRef) -> str:
     return f"{BRANCHES_FOLDER}/{ref.id}"
 
 
-def check_ref_name(dataset: str, name: Any, what: str = "branch") -> str:
-    """``name`` when it is a valid tag or branch name, :class:`RefError` naming it otherwise."""
-    if not isinstance(name, str) or not REF_NAME.fullmatch(name) or name == MAIN:
-        raise RefError(f"dataset {dataset!r}: {name!r} is not a valid {what} name (1 to 128 letters, digits, '.', "
-                       f"'_' or '-', starting with a letter or digit{', and not main' if what == 'branch' else ''})")
+def check_branch_name(dataset: str, name: Any) -> str:
+    """``name`` when it can name a branch (as it could a tag, and not ``main``); :class:`RefError`
+    naming the dataset and the name otherwise."""
+    if not isinstance(name, str) or not TAG_NAME.fullmatch(name) or name == MAIN:
+        raise RefError(f"dataset {dataset!r}: {name!r} is not a valid branch name (1 to 128 letters, digits, '.', "
+                       f"'_' or '-', starting with a letter or digit, and not main)")
     return name
 
 
 def live_branch(snapshot: Snapshot, dataset: str, name: Any) -> BranchRef:
     """The live branch ``name`` of ``snapshot``; :class:`RefNotFoundError` naming it otherwise."""
-    check_ref_name(dataset, name)
+    check_branch_name(dataset, name)
     ref = snapshot.branches.get(name)
     if ref is None:
         known = ", ".join(sorted(snapshot.branches)) or "none"
@@ -268,7 +268,7 @@ def start_branch(log: "TransactionLog", snapshot: Snapshot, name: Any) -> Snapsh
     first), and write a checkpoint at its base when there is none; returns main's snapshot
     at the base. The first ref raises the log to protocol :data:`LAYOUT_PROTOCOL`."""
     dataset = log.dataset
-    check_ref_name(dataset, name)
+    check_branch_name(dataset, name)
     for attempt in range(START_ATTEMPTS):
         snapshot = log.replay.forward(snapshot)
         if name in snapshot.branches:
