@@ -31,6 +31,7 @@ from cdkds.catalog.log.listing import LogListing
 from cdkds.catalog.log.replay import Replay
 from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.log.tags import TAG_NAME
+from cdkds.catalog.log.vacuum_trace import cutoff_of, files_at_risk
 
 if TYPE_CHECKING:
     from cdkds.catalog.log.transaction import TransactionLog
@@ -118,6 +119,7 @@ class BranchLog:
         self.listing = LogListing(self.store, self.dataset, branch_folder(ref))
         self.replay = BranchReplay(self.listing, main, ref)
         self.committer = Committer(self.replay, None)
+        self.main_seen: int | None = None  # main's latest revision when this branch was last committed to or checked
 
     def exists(self) -> bool:
         return self.main.listing.exists()
@@ -139,7 +141,7 @@ class BranchLog:
                rule: ConflictRule | None = None, planned_on: int | None = None) -> Snapshot:
         """Append one commit to the branch (see :meth:`TransactionLog.commit`); :class:`RefNotFoundError`
         when the branch was published or dropped meanwhile (its commits would be read by nobody)."""
-        self.check_live()
+        self.check_live(actions, operation)
         self._check_not_sealed(base, operation)
         return self.committer.commit(base, operation, actions, info, commit_uuid,
                                      Sealed(self.branch.name, rule, self.lifted), planned_on)
@@ -186,11 +188,24 @@ class BranchLog:
                 f"publish or a drop of it began (if it failed and the branch is still listed, publish or drop it "
                 f"again); nothing of {operation!r} was committed")
 
-    def check_live(self) -> None:
-        """:class:`RefNotFoundError` when main's latest revision no longer has this branch."""
-        if self.main.snapshot().branches.get(self.branch.name) != self.branch:
+    def check_live(self, actions: Sequence[Action] = (), operation: str = "") -> None:
+        """:class:`RefNotFoundError` when main's latest revision no longer has this branch;
+        :class:`CommitConflictError` when a vacuum committed on main since this log last looked
+        may have deleted a file ``actions`` add (a branch writer meets no trace in its own log)."""
+        latest = self.main.snapshot()
+        if latest.branches.get(self.branch.name) != self.branch:
             raise RefNotFoundError(f"dataset {self.dataset!r}: branch {self.branch.name!r} (started at revision "
                                    f"{self.branch.base}) was published or dropped; nothing was committed to it")
+        seen, self.main_seen = self.main_seen, latest.version
+        for revision in range(seen + 1 if seen is not None else latest.version + 1, latest.version + 1):
+            raw = self.main.listing.raw(revision)
+            cutoff = None if raw is None else cutoff_of(raw["operation"], raw.get("info") or {})
+            reason = None if cutoff is None else files_at_risk(self.store, actions, cutoff)
+            if reason is not None:
+                raise CommitConflictError(
+                    f"dataset {self.dataset!r}, branch {self.branch.name!r}: {operation!r} conflicts with main's "
+                    f"revision {revision} ('vacuum'), committed while its files were written: {reason}; nothing "
+                    f"of {operation!r} was committed — write it again")
 
     def write_checkpoint(self, snapshot: Snapshot) -> Snapshot:
         raise self._main_only("a checkpoint")
@@ -211,7 +226,10 @@ class BranchLog:
 
 def branch_log(main: "TransactionLog", name: Any, snapshot: Snapshot | None = None) -> BranchLog:
     """The log of live branch ``name`` (as of ``snapshot``, default main's latest)."""
-    return BranchLog(main.replay, live_branch(snapshot or main.snapshot(), main.dataset, name))
+    snapshot = snapshot or main.snapshot()
+    log = BranchLog(main.replay, live_branch(snapshot, main.dataset, name))
+    log.main_seen = snapshot.version  # a vacuum on main after it is checked against the writes to the branch
+    return log
 
 
 class Sealed(ConflictRule):

@@ -239,6 +239,17 @@ def test_vacuum_and_expiry_collect_what_a_dropped_branch_left(users):
     assert users.store.list(folder) == [] and "other" in users.branches()
 
 
+def test_a_branch_write_whose_files_a_vacuum_on_main_may_have_deleted_is_refused(users, monkeypatch):
+    from cdkds.catalog.log import branches
+    audit = users.branch("audit")
+    monkeypatch.setattr(branches, "files_at_risk", lambda store, actions, cutoff: "it may delete data/x")
+    users.store.put("data/orphan.parquet", b"left by a crashed writer")
+    assert users.vacuum(dt.timedelta(0), dry_run=False, force=True) == ["data/orphan.parquet"]  # a trace on main
+    with pytest.raises(CommitConflictError, match=r"main's revision \d+ \('vacuum'\).*it may delete data/x"):
+        append(audit, [9])
+    assert ids(users.repository.load("users", branch="audit")) == [1, 2, 3]
+
+
 def test_writers_on_one_branch_race_under_put_if_absent(users):
     import threading
     users.branch("audit")
