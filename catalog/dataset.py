@@ -33,6 +33,7 @@ from cdkds.formats.records import to_records
 
 if TYPE_CHECKING:
     import pyarrow.dataset
+    from cdkds.catalog.log.actions import BranchRef
     from cdkds.catalog.keyed.operations import UpsertResult
     from cdkds.catalog.keyed.writer import KeyedWriter
     from cdkds.catalog.maintenance.check import CheckReport
@@ -59,7 +60,8 @@ class Dataset:
         self._touched = ServiceScope()  # what this object's commits touched since its last inline pass
 
     def __repr__(self) -> str:
-        return f"Dataset({self.name!r}, version={self.version}, url={self.store.url!r})"
+        on = f", branch={self.branch_name!r}" if self.branch_name is not None else ""
+        return f"Dataset({self.name!r}, version={self.version}{on}, url={self.store.url!r})"
 
     @property
     def descriptor(self) -> DatasetDescriptor:
@@ -102,6 +104,7 @@ class Dataset:
         when the tag exists, :class:`RefError` for a bad name or a revision the log does not hold."""
         from cdkds.catalog.log.conflicts import RefChange
         from cdkds.catalog.log.tags import TAG, UNTAG, lost_to_expiry, plan_tag
+        self._on_main("tagging")  # a tag names a revision of main
         plan = plan_tag(self.log, self.snapshot, name, version)
         self._commit(TAG, plan.actions, plan.info, rule=RefChange())
         if lost_to_expiry(self.log, plan):
@@ -115,6 +118,7 @@ class Dataset:
         any other); returns that commit's revision. :class:`RefNotFoundError` when there is no such tag."""
         from cdkds.catalog.log.conflicts import RefChange
         from cdkds.catalog.log.tags import UNTAG, plan_untag
+        self._on_main("untagging")
         self._commit(UNTAG, plan_untag(self.name, self.snapshot, name), {"tag": name}, rule=RefChange())
         return self.version
 
@@ -282,6 +286,7 @@ class Dataset:
         ``budget`` bytes of input (``None``: all there is). Each rewrite is its own
         ``compact`` commit; this dataset moves to the latest revision."""
         from cdkds.catalog.services.runner import maintain
+        self._on_main("the table services")
         return maintain(self, budget)
 
     def services_plan(self) -> "ServicePlan":
@@ -297,6 +302,8 @@ class Dataset:
         their last commit (:meth:`_adopt_services`)."""
         from cdkds.catalog.services.runner import after_write
         scope, self._touched = self._touched, ServiceScope()
+        if self.branch_name is not None:  # the services keep main; a branch is compacted by hand, or once published
+            return None
         serviced = Dataset(self.repository, self.name, self.store, self.log, self.snapshot)
         self.last_services = after_write(serviced, scope)
         self._serviced = serviced.snapshot if serviced.version != self.version else None
@@ -373,6 +380,7 @@ class Dataset:
         bring it up to this revision: one mirror version per revision (see
         :mod:`cdkds.catalog.mirror`). Enabled mirrors are kept after every commit anyway."""
         from cdkds.catalog.mirror.runner import update_mirrors
+        self._on_main("a mirror")
         return update_mirrors(self.log, self.snapshot, formats or None)
 
     def upgrade_log(self) -> int:
@@ -380,6 +388,7 @@ class Dataset:
         checkpoint in the new form; older cdkds versions then refuse the dataset. Version 5
         comes with the first partition-spec change, tag or branch, which need it. Returns the
         revision; nothing is committed when the log is at 4 or above already."""
+        self._on_main("upgrading the log")
         protocol, wanted = self.snapshot.protocol, PARTED_CHECKPOINT_PROTOCOL
         if protocol.reader_version < wanted or protocol.writer_version < wanted:
             self._commit("upgrade", [SetProtocol(max(protocol.reader_version, wanted),
@@ -391,6 +400,51 @@ class Dataset:
         """Write a checkpoint of the revision this dataset shows (its files then read from the
         checkpoint's parts, so its next checkpoint rewrites only what changed)."""
         self.snapshot = self.log.write_checkpoint(self.snapshot)
+
+    # ---------------------------------------------------------------- branches
+
+    @property
+    def branch_name(self) -> str | None:
+        """The branch this dataset reads and writes; ``None`` on main."""
+        ref = self.log.branch
+        return ref.name if ref is not None else None
+
+    def branch(self, name: str) -> "Dataset":
+        """Start branch ``name`` at main's latest revision (a commit on main, which this
+        dataset moves to) and return the dataset on it: everything done through that one
+        commits to the branch, which readers of main do not see until :meth:`publish`."""
+        from cdkds.catalog.log.branches import start_branch
+        self._on_main("starting a branch")
+        self.snapshot = start_branch(self.log, self.snapshot, name)
+        return self.repository.load(self.name, branch=name)
+
+    def branches(self) -> "dict[str, BranchRef]":
+        """The live branches by name (as of main's latest revision), each with its base revision."""
+        main = self.log.main if self.branch_name is not None else self.log.replay
+        return dict(main.snapshot().branches)
+
+    def drop_branch(self, name: str) -> int:
+        """End branch ``name`` without publishing it (a commit on main); returns its revision."""
+        from cdkds.catalog.log.branches import end_branch
+        self._on_main("dropping a branch")
+        self.snapshot = end_branch(self.log, self.snapshot, name)
+        return self.version
+
+    def publish(self, name: str) -> int:
+        """Publish branch ``name`` onto main in one commit that also ends it: the branch's net
+        change since its base. When main moved since, the branch's commits are checked
+        against main's as concurrent writes are, and a conflict raises
+        :class:`CommitConflictError` naming main's commit (nothing committed). Returns the
+        revision; this dataset moves to it."""
+        from cdkds.catalog.log.publish import publish_branch
+        self._on_main("publishing a branch")
+        self.snapshot = publish_branch(self.log, name)
+        return self.version
+
+    def _on_main(self, what: str) -> None:
+        if self.branch_name is not None:
+            raise RefError(f"dataset {self.name!r}: {what} is done on main, and this dataset is on branch "
+                           f"{self.branch_name!r}; load the dataset without a branch for it")
 
     def _commit(self, operation: str, actions: Sequence[Action], info: Mapping[str, Any] | None = None,
                 commit_uuid: str | None = None, rule: ConflictRule | None = None,

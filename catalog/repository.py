@@ -195,13 +195,18 @@ class DatasetRepository:
             raise _overlap_error(self.store, name, found, concurrently=True)
         return Dataset(self, name, store, log, snapshot)
 
-    def load(self, name: str, version: int | None = None, timestamp: Any = None, tag: str | None = None) -> Dataset:
+    def load(self, name: str, version: int | None = None, timestamp: Any = None, tag: str | None = None,
+             branch: str | None = None) -> Dataset:
         """Dataset ``name`` at its latest commit, at revision ``version``, as of ``timestamp``,
-        or at the revision tag ``tag`` names (:class:`RefNotFoundError` when it has no such tag)."""
+        or at the revision tag ``tag`` names (:class:`RefNotFoundError` when it has no such tag);
+        with ``branch``, on that branch (its writes commit to the branch; see ``Dataset.branch``)."""
         check_name(name)
         if sum(x is not None for x in (version, timestamp, tag)) > 1:
             raise InvalidTimeTravelError(f"dataset {name!r}: give one of a version, a timestamp or a tag, not "
                                          f"several (got version={version!r}, timestamp={timestamp!r}, tag={tag!r})")
+        if branch is not None and tag is not None:
+            raise InvalidTimeTravelError(f"dataset {name!r}: a tag names a revision of main; give a tag or a "
+                                         f"branch, not both (got tag={tag!r}, branch={branch!r})")
         if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 0):
             raise InvalidTimeTravelError(f"dataset {name!r}: version must be a revision number >= 0, got {version!r}")
         store = self.store.child(name)
@@ -211,6 +216,9 @@ class DatasetRepository:
         if tag is not None:
             from cdkds.catalog.log.tags import tag_of
             version = tag_of(name, log.snapshot(), tag)
+        if branch is not None:
+            from cdkds.catalog.log.branches import branch_log
+            log = branch_log(log, branch)  # type: ignore[assignment]
         return Dataset(self, name, store, log, log.snapshot(version=version, timestamp=timestamp))
 
     def update(self, name: str, descriptor: DatasetDescriptor) -> Dataset:

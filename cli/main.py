@@ -8,11 +8,11 @@ from typing import Sequence
 import click
 
 from cdkds.catalog import CdkdsError
-from cdkds.cli import check, conversion, doctor, inspection, loading, maintenance, mirror, services, tags
+from cdkds.cli import branches, check, conversion, doctor, inspection, loading, maintenance, mirror, services, tags
 from cdkds.cli.app import CliError, cli
 
 # importing a module adds its commands to the group
-COMMANDS = (check, conversion, doctor, inspection, loading, maintenance, mirror, services, tags)
+COMMANDS = (branches, check, conversion, doctor, inspection, loading, maintenance, mirror, services, tags)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -47,7 +47,7 @@ def _get(options: Mapping[str, str], *names: str) -> str | None:
 # Every option the source reads, by use (Spark hands a source every option it was given; a
 # misspelled one would otherwise be ignored without a word).
 KNOWN_OPTIONS = {
-    "location": ("path", "storageOptions"),
+    "location": ("path", "storageOptions", "branch"),
     "read": ("where", "columns", "versionAsOf", "version", "timestampAsOf", "timestamp", "tagAsOf", "pushFilters",
              "maxPartitionBytes", "batchRows", "minPartitions"),
     "stream read": ("startingVersion", "startingTimestamp", "maxFilesPerTrigger", "maxBytesPerTrigger",
@@ -100,6 +100,7 @@ class Location:
     url: str
     storage_options: Mapping[str, Any] = field(default_factory=dict)
     view: Expression = ALWAYS_TRUE  # constraints of a Kite view URI
+    branch: str | None = None  # the branch read and written (option branch); None: main
 
     @property
     def name(self) -> str:
@@ -124,7 +125,7 @@ def location(options: Mapping[str, str]) -> Location:
         path, view = parse_view_uri(path)
     if re.match(r"^file:/[^/]", path):
         path = "file://" + path[len("file:"):]  # Hadoop's file:/x is fsspec's file:///x
-    return Location(path, storage_options, view)
+    return Location(path, storage_options, view, _get(options, "branch"))
 
 
 NO_WRITE_TARGET = (

@@ -145,7 +145,7 @@ def read_schema(dataset: "Dataset", columns: Sequence[str] | None, options: dict
 
 # Never storageOptions: a schema is shown by df.schema and DESCRIBE, kept in the metastore and
 # written into the files Spark writes from the DataFrame, and storage options hold credentials.
-_CARRIED = {"path", "where", "columns", "versionasof", "timestampasof", "maxpartitionbytes", "minpartitions",
+_CARRIED = {"path", "branch", "where", "columns", "versionasof", "timestampasof", "maxpartitionbytes", "minpartitions",
             "batchrows", "pushfilters", "partitionby", "format", "compression", "recordkey", "orderingfield",
             "partitionoverwrite", "targetfilesize", "checknulls", "sortby"}
 
@@ -166,12 +166,14 @@ def carried_options(options: dict[str, str]) -> dict[str, str]:
 
 def open_dataset(where: "Location", version: int | None = None, timestamp: str | int | None = None,
                  tag: str | None = None) -> "Dataset":
-    """The dataset at a location, at a revision, a time or the revision of a tag if given."""
+    """The dataset at a location (on its branch, if it names one), at a revision, a time or the
+    revision of a tag if given."""
     from cdkds.catalog import DatasetRepository
     from cdkds.catalog.repository import split_dataset_url
 
     parent, name = split_dataset_url(where.url)
-    return DatasetRepository(parent, dict(where.storage_options)).load(name, version=version, timestamp=timestamp, tag=tag)
+    return DatasetRepository(parent, dict(where.storage_options)).load(name, version=version, timestamp=timestamp,
+                                                                      tag=tag, branch=where.branch)
 
 
 # ---------------------------------------------------------------- reading

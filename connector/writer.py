@@ -57,6 +57,8 @@ def plan_write(options: dict[str, str], schema: StructType, overwrite: bool,
     try:
         dataset = open_dataset(where)
     except DatasetNotFoundError:
+        if where.branch is not None:  # a write to a branch never creates the dataset
+            raise
         dataset = None
     if dataset is None:
         descriptor = new_descriptor(where.name, schema, write)
@@ -341,7 +343,7 @@ class CdkdsWriter(DataSourceArrowWriter):
         repo, name = self._repository()
         if self.base is None:
             return UnbornDataset.of(repo, name, self.descriptor)
-        return repo.load(name, version=self.base)
+        return repo.load(name, version=self.base, branch=self.where.branch)
 
     def target(self, prefer_latest: bool = False) -> "Dataset":
         """The dataset to commit onto: as of the revision the job was planned on (for a job
@@ -353,7 +355,7 @@ class CdkdsWriter(DataSourceArrowWriter):
 
         repo, name = self._repository()
         if prefer_latest and self.base is not None:  # one load of the latest revision when it will do
-            latest = repo.load(name)
+            latest = repo.load(name, branch=self.where.branch)
             return latest if self._commits_onto(latest) else self.planned_on()
         dataset = self.planned_on()
         if self.base is None:
@@ -362,7 +364,7 @@ class CdkdsWriter(DataSourceArrowWriter):
             except DatasetNotFoundError:
                 return dataset
         if prefer_latest:
-            latest = repo.load(name)
+            latest = repo.load(name, branch=self.where.branch)
             if self._commits_onto(latest):
                 return latest
         return dataset
@@ -464,7 +466,11 @@ class CdkdsWriter(DataSourceArrowWriter):
 
         store = ObjectStore.open(self.where.url, dict(self.where.storage_options))
         try:
-            landed = TransactionLog(store, self.where.name).landed(self.transaction, self.base or 0)
+            log = TransactionLog(store, self.where.name)
+            if self.where.branch is not None:
+                from cdkds.catalog.log.branches import branch_log
+                log = branch_log(log, self.where.branch)  # type: ignore[assignment]
+            landed = log.landed(self.transaction, self.base or 0)
         except Exception as e:  # noqa: BLE001 - the outcome is unknown: keep the files for vacuum
             warnings.warn(f"dataset {self.where.name!r}: cannot tell whether the aborted write {self.transaction} "
                           f"landed ({e}); its files were kept (vacuum collects them if it did not)", stacklevel=2)

@@ -8,7 +8,8 @@
 - :class:`SetMetadata` — the descriptor from this commit on;
 - :class:`SetProtocol` — the log versions a reader and a writer must understand;
 - :class:`SetTransaction` — the last batch an application (a streaming query) committed;
-- :class:`Tag` / :class:`Untag` — a name for a revision, kept readable by expiry and vacuum, or its end.
+- :class:`Tag` / :class:`Untag` — a name for a revision, kept readable by expiry and vacuum, or its end;
+- :class:`BranchRef` / :class:`DropBranch` — a branch starts at the commit's revision, or ends.
 """
 
 from __future__ import annotations
@@ -326,8 +327,38 @@ class Untag:
         return {"untag": {"name": self.name}}
 
 
+@dataclass(frozen=True)
+class BranchRef:
+    """Branch ``name``, whose commits (``_log/_branches/<id>/``) continue main's state at
+    revision ``base``: the revision of the commit that started it (``docs/FORMAT.md`` §12)."""
+
+    name: str
+    base: int
+    id: str
+
+    def to_json(self, descriptor: DatasetDescriptor | None) -> dict:
+        return {"branch": {"name": self.name, "base": self.base, "id": self.id}}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "BranchRef":
+        name, branch_id = _tag_name(data["name"]), str(data["id"])
+        if not re.fullmatch(r"[0-9a-f]{32}", branch_id):
+            raise ValueError(f"branch {name!r} has the id {branch_id!r}, not 32 hexadecimal digits")
+        return cls(name, int(data["base"]), branch_id)
+
+
+@dataclass(frozen=True)
+class DropBranch:
+    """Branch ``name`` ends: its commits are no longer read (vacuum and expiry stop keeping them)."""
+
+    name: str
+
+    def to_json(self, descriptor: DatasetDescriptor | None) -> dict:
+        return {"dropBranch": {"name": self.name}}
+
+
 Action = (AddFile | RemoveFile | Tombstone | DeleteRows | AddIndex | RemoveIndex | SetMetadata | SetProtocol
-          | SetTransaction | Tag | Untag)
+          | SetTransaction | Tag | Untag | BranchRef | DropBranch)
 
 
 def _decoding(descriptor: DatasetDescriptor) -> tuple[dict[int, dict[str, str]], dict[str, str]]:
@@ -404,6 +435,10 @@ def decode_actions(items: list, descriptor: DatasetDescriptor | None, revision: 
             actions.append(Tag(_tag_name(body["name"]), int(body["revision"])))
         elif kind == "untag":
             actions.append(Untag(_tag_name(body["name"])))
+        elif kind == "branch":
+            actions.append(BranchRef.from_json(body))
+        elif kind == "dropBranch":
+            actions.append(DropBranch(_tag_name(body["name"])))
         else:
             raise ValueError(f"unknown action {kind!r}")
     return tuple(actions)

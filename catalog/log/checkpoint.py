@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.log.actions import (
-    AddFile, AddIndex, SetTransaction, Tag, Tombstone, check_readable, decode_actions, encode_actions,
+    AddFile, AddIndex, BranchRef, SetTransaction, Tag, Tombstone, check_readable, decode_actions, encode_actions,
 )
 from cdkds.catalog.errors import CorruptLogError, UnsupportedLogVersionError
 from cdkds.catalog.log.live import LiveFiles
@@ -85,6 +85,8 @@ def encode(snapshot: Snapshot, parts: Sequence[CheckpointPart] | None = None) ->
         rows.append(("txn", snapshot.version, json.dumps(txn.to_json(None))))
     for name, revision in sorted(snapshot.tags.items()):
         rows.append(("tag", revision, json.dumps(Tag(name, revision).to_json(None))))
+    for branch in snapshot.branches.values():
+        rows.append(("branch", branch.base, json.dumps(branch.to_json(None))))
     table = pa.table({"action": [r[0] for r in rows], "revision": [r[1] for r in rows], "json": [r[2] for r in rows]},
                      schema=_SCHEMA)
     table = table.replace_schema_metadata({
@@ -157,6 +159,7 @@ def _decode(data: bytes, where: str, loader: PartLoader | None) -> Snapshot:
         index: dict[str, AddIndex] = {}
         transactions: dict[str, SetTransaction] = {}
         tags: dict[str, int] = {}
+        branches: dict[str, BranchRef] = {}
         for action, revision, text in rows:
             item = json.loads(text)
             if action in ("protocol", "metadata"):
@@ -187,6 +190,11 @@ def _decode(data: bytes, where: str, loader: PartLoader | None) -> Snapshot:
                 if not isinstance(tag, Tag):
                     raise ValueError(f"a tag row holds {tag!r}")
                 tags[tag.name] = tag.revision
+            elif action == "branch":
+                (branch,) = decode_actions([item], descriptor, revision)
+                if not isinstance(branch, BranchRef):
+                    raise ValueError(f"a branch row holds {branch!r}")
+                branches[branch.name] = branch
             else:
                 raise ValueError(f"unknown checkpoint row {action!r}")
         # part rows make it one of parts whatever its metadata says: they are under the checksum, it is not
@@ -197,7 +205,8 @@ def _decode(data: bytes, where: str, loader: PartLoader | None) -> Snapshot:
             _in_parts(tuple(parts), loader, descriptor, where)
         return Snapshot(head.revision, head.timestamp, head.uuid, descriptor, descriptor_version,
                         live, tuple(tombstones), protocol, MappingProxyType(index),
-                        MappingProxyType(transactions), schema_since, MappingProxyType(tags))
+                        MappingProxyType(transactions), schema_since, MappingProxyType(tags),
+                        MappingProxyType(branches))
     except (CorruptLogError, UnsupportedLogVersionError):
         raise
     except Exception as e:  # noqa: BLE001 - any failure to parse is corruption

@@ -33,7 +33,7 @@ from cdkds.catalog.errors import (
 )
 from cdkds.catalog.log.actions import Action, AddFile, rebase_actions
 from cdkds.catalog.log.checkpointer import Checkpointer
-from cdkds.catalog.log.commit import REWRITE_OPERATION, Commit, age_ms, commit_key, engine_info, next_timestamp
+from cdkds.catalog.log.commit import REWRITE_OPERATION, Commit, age_ms, engine_info, next_timestamp
 from cdkds.catalog.log.conflicts import BlindAppend, ConflictRule
 from cdkds.catalog.log.replay import Replay
 from cdkds.catalog.log.snapshot import Snapshot
@@ -53,9 +53,9 @@ _TRANSIENT = (StorageError, OSError, TimeoutError)
 
 
 class Committer:
-    """Appends commits to one dataset's log."""
+    """Appends commits to one dataset's log (or to one branch's: ``replay`` says which)."""
 
-    def __init__(self, replay: Replay, checkpointer: Checkpointer):
+    def __init__(self, replay: Replay, checkpointer: Checkpointer | None):
         self.replay = replay
         self.listing = replay.listing
         self.store = replay.listing.store
@@ -70,6 +70,8 @@ class Committer:
         attempt = _Attempt(self, base, operation, tuple(actions), engine_info(info), commit_uuid or uuid.uuid4().hex,
                            rule or BlindAppend(), planned_on)
         snapshot = attempt.run()
+        if self.checkpointer is None:  # a branch's log: no checkpoints of its own
+            return snapshot
         return self.checkpointer.after_commit(snapshot)  # read from the checkpoint's parts when it wrote some
 
     def accept(self, commit: Commit, before: Snapshot) -> Snapshot:
@@ -83,7 +85,7 @@ class Committer:
             raise CommitStateUnknownError(self.dataset, commit.revision, commit.uuid, e) from e
         if not reachable:
             try:
-                self.store.delete(commit_key(commit.revision))
+                self.store.delete(self.listing.commit_key(commit.revision))
             except Exception:  # noqa: BLE001 - left behind, it stays unreachable; the next expiry removes it
                 pass
             raise CommitConflictError(
@@ -112,7 +114,7 @@ class Committer:
         previous = commit.uuid
         for revision in range(commit.revision + 1, max(listing.commits) + 1):
             raw = self.listing.raw(revision)
-            if raw is None and not self.store.exists(commit_key(commit.revision)):
+            if raw is None and not self.store.exists(self.listing.commit_key(commit.revision)):
                 return self._in_oldest_state(commit)  # expired from under us while we read
             if raw is None or raw["previous"] != previous:
                 return False
@@ -169,7 +171,7 @@ class _Attempt:
                             next_timestamp(self.current.timestamp), self.operation, self.info, self.actions)
             try:
                 data = commit.to_bytes(self.current.descriptor)
-                self.committer.store.put_if_absent(commit_key(commit.revision), data)
+                self.committer.store.put_if_absent(self.committer.listing.commit_key(commit.revision), data)
             except FileExistsError:
                 pass
             except _TRANSIENT as e:  # the object may or may not be there

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar
 
 from cdkds.catalog.log.actions import (
-    Action, AddFile, DeleteRows, RemoveFile, RemoveIndex, SetMetadata, SetProtocol, SetTransaction, Tag, Tombstone,
-    Untag,
+    Action, AddFile, AddIndex, BranchRef, DeleteRows, DropBranch, RemoveFile, RemoveIndex, SetMetadata, SetProtocol,
+    SetTransaction, Tag, Tombstone, Untag,
 )
 from cdkds.catalog.expressions import ALWAYS_TRUE, bind
 from cdkds.catalog.expressions.pruning import SPEC_NAME, FileFilter
@@ -221,10 +221,11 @@ def ref_conflict(ours: Iterable[Action], theirs: "Commit") -> str | None:
 
 
 def changes_only_refs(actions: Iterable[Action]) -> bool:
-    """Whether a commit of ``actions`` changes tags and nothing else (the protocol it may raise with them aside)."""
+    """Whether a commit of ``actions`` changes refs (tags, branches started or dropped) and
+    nothing else of main (the protocol it may raise with them aside)."""
     actions = tuple(actions)
-    return any(isinstance(a, (Tag, Untag)) for a in actions) and \
-        all(isinstance(a, (Tag, Untag, SetProtocol)) for a in actions)
+    return any(isinstance(a, (Tag, Untag, BranchRef, DropBranch)) for a in actions) and \
+        all(isinstance(a, (Tag, Untag, BranchRef, DropBranch, SetProtocol)) for a in actions)
 
 
 class Exclusive(ConflictRule):
@@ -234,6 +235,95 @@ class Exclusive(ConflictRule):
     def specific_conflict(self, theirs: "Commit", base: "Snapshot") -> str | None:
         if any(not isinstance(a, AddFile) for a in theirs.actions):
             return f"its {theirs.operation!r} changed what this commit was checked against"
+        return None
+
+
+@dataclass(frozen=True)
+class Recorded(ConflictRule):
+    """What a commit already in a log assumed (a branch's commit being published onto main),
+    told from its actions alone and erring towards a conflict: a compaction assumed what
+    :class:`Rewrite` says; a descriptor change, what :class:`Exclusive` says (refs aside); a
+    keyed write, that no index bucket it wrote was written; a delete, that nothing was added
+    where its tombstones may match; any other removal (an overwrite), that nothing was added
+    at all; a plain append assumed nothing. ``before``: the state it was made on."""
+
+    commit: "Commit"
+    before: "Snapshot"
+    # the key hashes an index delta holds (given its revision); None: a bucket both wrote conflicts
+    index_hashes: "Callable[[AddIndex, int], frozenset[int]] | None" = None
+
+    @property
+    def rebases_over_schema_changes(self) -> bool:  # type: ignore[override]
+        return all(isinstance(a, (AddFile, SetTransaction)) for a in self.commit.actions) and \
+            "overwrite" not in self.commit.operation
+
+    def specific_conflict(self, theirs: "Commit", base: "Snapshot") -> str | None:
+        from cdkds.catalog.log.commit import REWRITE_OPERATION
+        ours = self.commit.actions
+        if self.commit.operation == REWRITE_OPERATION:
+            removed = {a.path for a in ours if isinstance(a, RemoveFile)}
+            return Rewrite(tuple(f for p, f in self.before.files.items() if p in removed)).specific_conflict(theirs, base)
+        if any(isinstance(a, (SetMetadata, SetProtocol)) for a in ours):
+            for action in theirs.actions:
+                if not isinstance(action, (AddFile, BranchRef, DropBranch)):
+                    return f"its {theirs.operation!r} changed what this branch's descriptor change was checked against"
+        reason = self._same_keys(theirs)
+        if reason is not None:
+            return reason
+        tombstones = [a for a in ours if isinstance(a, Tombstone)]
+        if any(isinstance(a, RemoveFile) for a in ours) or "overwrite" in self.commit.operation:
+            return ReadPartitions(None).specific_conflict(theirs, base)
+        for tombstone in tombstones:
+            reads = FileFilter.of(bind(tombstone.predicate, self.before.descriptor.fields), self.before.descriptor)
+            reason = ReadPartitions(reads).specific_conflict(theirs, base)
+            if reason is not None:
+                return reason
+        return None
+
+
+    def _same_keys(self, theirs: "Commit") -> str | None:
+        """A keyed write assumed nobody else wrote its keys (as ``KeyedWrite`` does): a
+        concurrent index delta holding one of them (by hash: a collision errs towards a
+        conflict), or a new base of a bucket it wrote, conflicts."""
+        ours = [a for a in self.commit.actions if isinstance(a, AddIndex)]
+        buckets = {a.bucket for a in ours}
+        for entry in (a for a in theirs.actions if isinstance(a, AddIndex) and a.bucket in buckets):
+            if entry.base or self.index_hashes is None or any(a.base for a in ours if a.bucket == entry.bucket):
+                return f"it wrote index bucket {entry.bucket}, which this branch also wrote"
+            written = self.index_hashes(entry, theirs.revision)
+            for mine in (a for a in ours if a.bucket == entry.bucket):
+                if written & self.index_hashes(mine, self.commit.revision):
+                    return f"it wrote a key of index bucket {entry.bucket} that this branch also wrote"
+        return None
+
+
+@dataclass(frozen=True)
+class Publish(ConflictRule):
+    """Publishing branch ``name`` replays its commits onto main's commits since its base:
+    each branch commit is checked by the rule it implies (:class:`Recorded`), and a
+    concurrent end of the branch (another publish, a drop) conflicts."""
+
+    name: str
+    commits: tuple[Recorded, ...]
+
+    @property
+    def rebases_over_schema_changes(self) -> bool:  # type: ignore[override]
+        return all(r.rebases_over_schema_changes for r in self.commits)
+
+    def conflict(self, ours: tuple[Action, ...], theirs: "Commit", base: "Snapshot") -> str | None:
+        reason = self.specific_conflict(theirs, base)
+        if reason is not None:
+            return reason
+        for recorded in self.commits:
+            reason = recorded.conflict(recorded.commit.actions, theirs, base)
+            if reason is not None:
+                return (f"{reason} (checked against commit {recorded.commit.revision} of branch {self.name!r}, "
+                        f"{recorded.commit.operation!r})")
+        return None
+
+    def specific_conflict(self, theirs: "Commit", base: "Snapshot") -> str | None:
+        if any(isinstance(a, DropBranch) and a.name == self.name for a in theirs.actions):
+            return f"it ended branch {self.name!r} ({theirs.operation})"
         return None
 
 

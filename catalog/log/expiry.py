@@ -9,13 +9,14 @@ both say in their result what they kept for it.
 from __future__ import annotations
 
 import datetime as dt
+import dataclasses
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from cdkds.catalog.errors import CdkdsError, CorruptLogError
 from cdkds.catalog.log.actions import AddFile, AddIndex, DeleteRows
 from cdkds.catalog.log.checkpointer import Checkpointer
-from cdkds.catalog.log.commit import age_ms, commit_key, cutoff_millis
+from cdkds.catalog.log.commit import Commit, age_ms, commit_key, cutoff_millis
 from cdkds.catalog.log import checkpoint
 from cdkds.catalog.log.listing import EXPIRED_KEY, ExpiryMarker, Listing, checkpoint_key
 from cdkds.catalog.log.parts import PARTS_FOLDER, part_revision
@@ -43,11 +44,13 @@ class RetainedFiles:
     paths: frozenset[str]
     pinned: Mapping[int, frozenset[str]]
     refs: Mapping[int, tuple[str, ...]]
+    # by live branch: the files its commits reference (those it added are in no state of main)
+    branched: Mapping[str, frozenset[str]] = dataclasses.field(default_factory=dict)
 
     @property
     def every(self) -> frozenset[str]:
-        """Every file a retained or pinned revision references."""
-        return self.paths.union(*self.pinned.values())
+        """Every file a retained or pinned revision, or a live branch, references."""
+        return self.paths.union(*self.pinned.values(), *self.branched.values())
 
     def kept(self, keys: Iterable[str], referenced: Iterable[str] = ()) -> list[str]:
         """A sentence for each pinned revision holding files of ``keys`` that nothing else
@@ -59,6 +62,10 @@ class RetainedFiles:
             only = len(candidates & files)
             if only:
                 out.append(f"kept {only} file(s) live at revision {revision} for {', '.join(self.refs[revision])}")
+        for name, files in self.branched.items():
+            only = len(candidates & files)
+            if only:
+                out.append(f"kept {only} file(s) that branch {name!r} references")
         return out
 
 
@@ -67,6 +74,15 @@ def files_of(snapshot: Snapshot) -> set[str]:
     paths = set(snapshot.files) | set(snapshot.index)
     paths.update(d.path for f in snapshot.files.values() for d in f.deletes if d.path)
     return paths
+
+
+def referenced(commit: Commit) -> Iterator[str]:
+    """The files ``commit`` adds: data and record-index files, deletion-vector sidecars."""
+    for a in commit.actions:
+        if isinstance(a, (AddFile, AddIndex)):
+            yield a.path
+        elif isinstance(a, DeleteRows) and a.vector.path:
+            yield a.vector.path
 
 
 class LogExpiry:
@@ -92,16 +108,20 @@ class LogExpiry:
                 f"dataset {self.dataset!r}: expiring the log up to {older_than!r} is closer to now than the safe "
                 f"minimum of {MINIMUM_LOG_AGE}: a writer that read a revision being expired could still commit "
                 f"after it; pass force=True if no writer is running")
+        ended = self._remove_ended_branches()
         listing = self.listing.list()
         keep = self.replay.checkpoint_at(cutoff, listing)
         if keep is None:
-            return Removed()
+            return Removed(ended)
+        keep, held = self._held_by_branches(keep)
+        if keep is None:
+            return Removed(ended, held)
         # checkpoints first, then commits oldest first: every intermediate state reads as expired up to a
         # retained checkpoint, never as a log with a hole
         doomed = [r for r in listing.checkpoints if r < keep.version]
         commits = [commit_key(r) for r in listing.commits if 0 < r < keep.version]
         if not doomed and not commits:
-            return Removed()
+            return Removed(ended, held)
         self._check_parts(keep)
         ours = ExpiryMarker(keep.version, self._commit1_timestamp(listing))
         self._mark(ours)  # before any commit's name is freed: committers check it (committer.py)
@@ -115,7 +135,38 @@ class LogExpiry:
         for key in parts:
             self.listing.store.delete(key)
         kept = [f"kept checkpoint {r} and the parts it names for {', '.join(refs)}" for r, refs in pins.items()]
-        return Removed(keys + parts, kept)
+        return Removed(ended + keys + parts, kept + held)
+
+    def _remove_ended_branches(self) -> list[str]:
+        """Delete the commit folders of branches that ended (published or dropped): nobody reads
+        them. The folders are listed before the latest state is read, and a branch's folder is
+        made only after its start landed, so a branch started meanwhile is never among them."""
+        from cdkds.catalog.log.branches import BRANCHES_FOLDER
+        store = self.listing.store
+        folders = store.list(BRANCHES_FOLDER)
+        if not folders:
+            return []
+        live = {b.id for b in self.replay.snapshot().branches.values()}
+        removed = []
+        for name in (f for f in folders if f not in live):
+            removed += [f"{BRANCHES_FOLDER}/{name}/{key}" for key in store.list(f"{BRANCHES_FOLDER}/{name}")]
+            store.delete_tree(f"{BRANCHES_FOLDER}/{name}")
+        return removed
+
+    def _held_by_branches(self, keep: Snapshot) -> tuple[Snapshot | None, list[str]]:
+        """The state to keep the log from, no later than the oldest live branch's base: a
+        publish replays the branch onto main's commits since its base, so they stay (with
+        a sentence saying so). ``None`` when that base's checkpoint cannot be read."""
+        branches = self.replay.snapshot().branches
+        held = sorted((b.base, n) for n, b in branches.items() if b.base < keep.version)
+        if not held:
+            return keep, []
+        base = held[0][0]
+        names = ", ".join(f"branch {n!r}" for r, n in held if r == base)
+        start = self.listing.checkpoint(base)  # written when the branch started
+        sentence = f"kept the commits from revision {base} on for {names} (its publish is checked against them)"
+        return start, [sentence if start is not None else f"expired nothing: checkpoint {base}, the base of "
+                       f"{names}, cannot be read, and its publish is checked against the commits after it"]
 
     def _pin(self, pins: Mapping[int, tuple[str, ...]]) -> None:
         """Make sure each pinned revision below the one expiry keeps has a readable checkpoint
@@ -202,11 +253,7 @@ class LogExpiry:
         start = latest = self.replay.oldest()
         paths = files_of(start)
         for commit, latest in self.replay.walk(start):
-            for a in commit.actions:
-                if isinstance(a, (AddFile, AddIndex)):
-                    paths.add(a.path)
-                elif isinstance(a, DeleteRows) and a.vector.path:
-                    paths.add(a.vector.path)
+            paths.update(referenced(commit))
         refs = {r: refs for r, refs in latest.pinned_revisions().items() if r < start.version}
         pinned = {}
         for revision, names in refs.items():
@@ -215,4 +262,13 @@ class LogExpiry:
             except CdkdsError as e:
                 raise CorruptLogError(f"dataset {self.dataset!r}: revision {revision}, which {', '.join(names)} "
                                       f"keeps, cannot be read ({e}): which of its files to keep is unknown") from None
-        return RetainedFiles(frozenset(paths), pinned, refs)
+        return RetainedFiles(frozenset(paths), pinned, refs, self._branched(latest))
+
+    def _branched(self, latest: Snapshot) -> dict[str, frozenset[str]]:
+        """The files each live branch's commits reference (a branch keeps all its commits)."""
+        from cdkds.catalog.log.branches import BranchLog
+        out = {}
+        for name, ref in latest.branches.items():
+            replay = BranchLog(self.replay, ref).replay
+            out[name] = frozenset(path for commit, _ in replay.walk(replay.base()) for path in referenced(commit))
+        return out

@@ -97,15 +97,21 @@ class ExpiryMarker:
 
 
 class LogListing:
-    """The commits, checkpoints and checkpoint hint of one dataset's ``_log/`` folder."""
+    """The commits, checkpoints and checkpoint hint of one dataset's ``_log/`` folder; given
+    another ``folder`` (a branch's, ``_log/_branches/<id>``), the commits are that folder's."""
 
-    def __init__(self, store: ObjectStore, dataset: str):
+    def __init__(self, store: ObjectStore, dataset: str, folder: str = LOG_FOLDER):
         self.store = store
         self.dataset = dataset
+        self.folder = folder
+
+    def commit_key(self, revision: int) -> str:
+        """The key of commit ``revision`` in this listing's folder."""
+        return commit_key(revision) if self.folder == LOG_FOLDER else f"{self.folder}/{revision:020d}.json"
 
     def list(self) -> Listing:
         commits, checkpoints = [], []
-        for name in self.store.list(LOG_FOLDER):
+        for name in self.store.list(self.folder):
             if (revision := commit_revision(name)) is not None:
                 commits.append(revision)
             elif (revision := checkpoint.checkpoint_revision(name)) is not None:
@@ -114,7 +120,7 @@ class LogListing:
 
     def exists(self) -> bool:
         """Commit 0 is never expired: it marks that the dataset exists."""
-        return self.store.exists(commit_key(0))
+        return self.store.exists(commit_key(0))  # main's, whatever the folder
 
     def where(self, key: str) -> str:
         return f"{self.store.display(key)} of dataset {self.dataset!r}"
@@ -129,25 +135,25 @@ class LogListing:
 
     def raw(self, revision: int) -> dict | None:
         """Commit ``revision``'s checked JSON (see :meth:`Commit.parse`), ``None`` if absent."""
-        data = self.fetch(commit_key(revision))
+        data = self.fetch(self.commit_key(revision))
         if data is None:
             return None
-        raw = Commit.parse(data, self.where(commit_key(revision)))
+        raw = Commit.parse(data, self.where(self.commit_key(revision)))
         self._check_revision(raw["revision"], revision)
         return raw
 
     def commit(self, revision: int, descriptor: DatasetDescriptor | None) -> Commit | None:
         """Commit ``revision``, its actions decoded with ``descriptor``; ``None`` if absent."""
-        data = self.fetch(commit_key(revision))
+        data = self.fetch(self.commit_key(revision))
         if data is None:
             return None
-        commit = Commit.from_bytes(data, descriptor, self.where(commit_key(revision)))
+        commit = Commit.from_bytes(data, descriptor, self.where(self.commit_key(revision)))
         self._check_revision(commit.revision, revision)
         return commit
 
     def _check_revision(self, says: object, revision: int) -> None:
         if says != revision:
-            raise CorruptLogError(f"dataset {self.dataset!r}: {self.store.display(commit_key(revision))} "
+            raise CorruptLogError(f"dataset {self.dataset!r}: {self.store.display(self.commit_key(revision))} "
                                   f"says it is revision {says}")
 
     # ---------------------------------------------------------------- checkpoints

@@ -11,7 +11,7 @@ from typing import Any, Iterator
 
 from cdkds.catalog.errors import CdkdsError, CorruptLogError, DatasetNotFoundError, InvalidTimeTravelError
 from cdkds.catalog.log.actions import SetProtocol, check_readable
-from cdkds.catalog.log.commit import Commit, HistoryEntry, commit_key, millis, touched_files
+from cdkds.catalog.log.commit import Commit, HistoryEntry, millis, touched_files
 from cdkds.catalog.log.listing import Listing, LogListing
 from cdkds.catalog.log.snapshot import Snapshot
 
@@ -162,7 +162,7 @@ class Replay:
         later = listing.beyond(revision)
         if later is not None:
             raise CorruptLogError(
-                f"dataset {self.dataset!r}: commit {self.listing.store.display(commit_key(revision))} is "
+                f"dataset {self.dataset!r}: commit {self.listing.store.display(self.listing.commit_key(revision))} is "
                 f"missing but {later} exists; the log has a hole")
         return False
 

@@ -14,8 +14,8 @@ import pyarrow as pa
 from cdkds.catalog.keyed.deletion import DeletionVectorRef
 from cdkds.catalog.log.live import LiveFiles
 from cdkds.catalog.log.actions import (
-    AddFile, AddIndex, DeleteRows, RemoveFile, RemoveIndex, SetMetadata, SetProtocol, SetTransaction, Tag, Tombstone,
-    Untag,
+    AddFile, AddIndex, BranchRef, DeleteRows, DropBranch, RemoveFile, RemoveIndex, SetMetadata, SetProtocol,
+    SetTransaction, Tag, Tombstone, Untag,
 )
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import ExpressionError, IncompatibleDescriptorError, InvalidDescriptorError
@@ -48,6 +48,8 @@ class Snapshot:
     # (the same columns, names, types and ids): a file written at or after it is read as it is
     schema_since: int = -1
     tags: Mapping[str, int] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
+    # the live branches by name (docs/FORMAT.md §12)
+    branches: Mapping[str, BranchRef] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
 
     def __post_init__(self) -> None:
         if not isinstance(self.files, LiveFiles):  # files given in memory (a dict)
@@ -61,10 +63,13 @@ class Snapshot:
 
     def pinned_revisions(self) -> Mapping[int, tuple[str, ...]]:
         """The revisions that must stay readable whatever expiry and vacuum are asked, each
-        with the refs that pin it (``"tag 'q3'"``): the one place expiry and vacuum learn them."""
+        with the refs that pin it (``"tag 'q3'"``, ``"branch 'audit'"``: a branch's state is
+        main's at its base plus its own commits): the one place expiry and vacuum learn them."""
         pins: dict[int, list[str]] = {}
         for name, revision in sorted(self.tags.items()):
             pins.setdefault(revision, []).append(f"tag {name!r}")
+        for name, branch in sorted(self.branches.items()):
+            pins.setdefault(branch.base, []).append(f"branch {name!r}")
         return MappingProxyType({r: tuple(refs) for r, refs in sorted(pins.items())})
 
     def index_files(self, bucket: int) -> tuple[AddIndex, ...]:
@@ -122,6 +127,7 @@ class Snapshot:
         tombstones = list(self.tombstones)
         index = dict(self.index)
         transactions, tags = self.transactions, self.tags
+        branches = self.branches
         added: list[AddFile] = []
         removed: list[str] = []
         deleted: list[tuple[str, DeletionVectorRef]] = []
@@ -169,12 +175,17 @@ class Snapshot:
                 tags = MappingProxyType({**tags, action.name: action.revision})
             elif isinstance(action, Untag):
                 tags = MappingProxyType({n: r for n, r in tags.items() if n != action.name})
+            elif isinstance(action, BranchRef):  # it starts at the revision of the commit that records it
+                branches = MappingProxyType({**branches, action.name: dataclasses.replace(action, base=commit.revision)})
+            elif isinstance(action, DropBranch):
+                branches = MappingProxyType({n: b for n, b in branches.items() if n != action.name})
         files = settle()
         if tombstones:
             oldest = files.oldest_revision(commit.revision + 1)
             tombstones = [t for t in tombstones if t.revision > oldest]  # a tombstone no file predates is spent
         return Snapshot(commit.revision, commit.timestamp, commit.uuid, descriptor, descriptor_version,
-                        files, tuple(tombstones), protocol, MappingProxyType(index), transactions, schema_since, tags)
+                        files, tuple(tombstones), protocol, MappingProxyType(index), transactions, schema_since, tags,
+                        branches)
 
     def written_as_current(self, file: AddFile) -> bool:
         """Whether ``file`` was written with the current descriptor's file layout, so its

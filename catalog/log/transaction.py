@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import DatasetExistsError
-from cdkds.catalog.log.actions import PARTED_CHECKPOINT_PROTOCOL, Action, SetMetadata, SetProtocol
+from cdkds.catalog.log.actions import PARTED_CHECKPOINT_PROTOCOL, Action, BranchRef, SetMetadata, SetProtocol
 from cdkds.catalog.log.checkpointer import DEFAULT_CHECKPOINT_INTERVAL, Checkpointer, checkpoint_interval
 from cdkds.catalog.log.commit import LOG_FOLDER, Commit, HistoryEntry, commit_key, engine_info, next_timestamp
 from cdkds.catalog.log.committer import Committer
@@ -36,6 +36,8 @@ __all__ = ["DEFAULT_CHECKPOINT_INTERVAL", "LOG_FOLDER", "Commit", "HistoryEntry"
 
 class TransactionLog:
     """The commits and checkpoints of one dataset, under its store's ``_log/`` folder."""
+
+    branch: BranchRef | None = None  # main's log (a branch's is a BranchLog)
 
     def __init__(self, store: ObjectStore, dataset: str):
         self.store = store

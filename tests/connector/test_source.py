@@ -86,6 +86,24 @@ def test_time_travel_and_snapshot_per_load(spark, lake):
     assert spark.read.format("cdkds").option("timestampAsOf", at).load(url).count() == 300
 
 
+def test_branch_option_reads_and_writes_a_branch(spark, lake):
+    repo, url = lake
+    main = repo.load("events")
+    main.branch("audit")
+    spark.createDataFrame(events(5, 1000).to_pandas()).write.format("cdkds").mode("append") \
+        .option("branch", "audit").option("checkNulls", "values").save(url)
+    assert spark.read.format("cdkds").option("branch", "audit").load(url).count() == 305
+    assert spark.read.format("cdkds").load(url).count() == 300  # main does not see it
+    audit = repo.load("events", branch="audit")
+    assert audit.version == main.version + 1 and audit.history()[-1].operation == "append"
+    assert spark.read.format("cdkds").option("branch", "audit").option("versionAsOf", main.version).load(url) \
+        .count() == 300
+    main.publish("audit")
+    assert spark.read.format("cdkds").load(url).count() == 305
+    with pytest.raises(Exception, match="no branch 'audit'"):
+        spark.read.format("cdkds").option("branch", "audit").load(url).count()
+
+
 def test_write_creates_appends_overwrites(spark, tmp_path):
     url = f"file://{tmp_path}/lake/sales"
     df = spark.createDataFrame([(i, f"c{i % 3}", float(i)) for i in range(20)], "id long, customer string, total double")
