@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 
 from cdkds.catalog.expressions import ALWAYS_TRUE, bind
 from cdkds.catalog.expressions.columnar import may_match_mask
-from cdkds.catalog.expressions.pruning import FileFilter
+from cdkds.catalog.expressions.pruning import SPEC_NAME, FileFilter
 from cdkds.catalog.expressions.visitors import references
 from cdkds.catalog.log.actions import AddFile
 from cdkds.catalog.keyed.ttl import TimeToLive
@@ -249,7 +249,9 @@ def _candidates(snapshot: "Snapshot", settings: ServiceSettings) -> Iterable[Add
 
 
 def _partition(key: tuple) -> str:
-    return ", ".join(f"{k}={v}" for k, v in key) or "(unpartitioned)"
+    spec = dict(key).get(SPEC_NAME)
+    text = ", ".join(f"{k}={v}" for k, v in key if k != SPEC_NAME) or "(unpartitioned)"
+    return text if spec is None else f"{text} (partition spec {spec})"
 
 
 class _DeadRows:
