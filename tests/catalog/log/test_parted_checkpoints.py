@@ -379,8 +379,8 @@ def test_a_partial_read_of_the_checkpoint_plans_the_same_files_as_a_full_one(par
 
 @pytest.fixture(scope="module")
 def multi_spec_parted():
-    """A dataset whose partition strategy changed twice (the last change back to its first
-    strategy, spec 0 again), checkpointed in parts before the first change (parts without
+    """A dataset whose partition strategy changed twice (spec 1 gives the name g_copy to
+    another function; the last change goes back to the first strategy, spec 0), checkpointed in parts before the first change (parts without
     a spec bound), between the changes and after them, read back."""
     repo = DatasetRepository(f"memory://parted-{uuid.uuid4().hex}")
     ds = make(repo, files=0)
@@ -392,7 +392,7 @@ def multi_spec_parted():
     for i in range(4):
         write(i * 10)
     ds.checkpoint()
-    ds.alter().partition_by("hash(id, 3), range(g, ['p002', 'p004', 'p999'])").commit()
+    ds.alter().partition_by("hash(id, 3), range(g, ['p002', 'p004', 'p999']) as g_copy").commit()  # g_copy: another function
     for i in range(4, 6):
         write(i * 10)
     ds.checkpoint()
