@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -144,3 +145,77 @@ def test_reads_and_deletes_across_partition_specs_equal_a_filter_of_all_rows(his
     left = _ids(repo.load("t").to_table())
     assert sorted(left + matching) == _ids(everything)
     assert not set(left) & set(matching)
+
+
+# ---------------------------------------------------------------- time travel, change feed, check
+
+EVENTS = {"type": "record", "name": "E", "fields": [
+    {"name": "id", "type": "long"}, {"name": "s", "type": "string"},
+    {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-micros"}}]}
+
+
+def _events(first: int, count: int) -> list[dict]:
+    import datetime as dt
+    t0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    return [{"id": i, "s": "abc"[i % 3], "ts": t0 + dt.timedelta(hours=7 * i)} for i in range(first, first + count)]
+
+
+@pytest.fixture
+def mem_repo() -> DatasetRepository:
+    return DatasetRepository(f"memory://specs-{uuid.uuid4().hex}")
+
+
+def _changed(repo):
+    """Revisions: 1 a write under day(ts), 2 the change to hash(id, 3) (the name 'day' gone,
+    then back under hash(s, 5) in spec 2), 3 a write, 4 the change, 5 a write, 6 a delete
+    of rows of all three specs."""
+    ds = repo.create("e", DatasetDescriptor(EVENTS, "day(ts)", properties={"checkpoint.partFiles": "2"}))
+    with ds.writer() as w:
+        for r in _events(0, 12):
+            w.write(r)
+    ds.alter().partition_by("hash(id, 3)").commit()
+    with ds.writer() as w:
+        for r in _events(12, 6):
+            w.write(r)
+    ds.checkpoint()
+    ds.alter().partition_by("hash(s, 5) as day").commit()  # 'day' names another function
+    with ds.writer() as w:
+        for r in _events(18, 6):
+            w.write(r)
+    ds.delete("s = 'a'")
+    return ds
+
+
+def test_time_travel_across_a_partition_change_reads_with_the_old_descriptor(mem_repo):
+    ds = _changed(mem_repo)
+    assert ds.version == 6 and sorted(ds.descriptor.partition_specs) == [0, 1, 2]
+    before = mem_repo.load("e", version=1)
+    assert not before.descriptor.has_past_specs and before.descriptor.partition_strategy.to_text() == "day(ts)"
+    assert _ids(before.to_table()) == list(range(12))
+    assert _ids(before.to_table(where="ts < timestamp '2026-01-02T00:00:00Z'")) == [0, 1, 2, 3]
+    assert _ids(before.to_table(where="s = 'b'")) == [1, 4, 7, 10]
+    between = mem_repo.load("e", version=3)
+    assert sorted(between.descriptor.partition_specs) == [0, 1]
+    assert _ids(between.to_table(where="id >= 10 and s = 'a'")) == [12, 15]
+    assert _ids(mem_repo.load("e", version=5).to_table(where="s = 'a'")) == list(range(0, 24, 3))
+    assert _ids(ds.to_table(where="s = 'a'")) == []
+    assert _ids(ds.to_table()) == [i for i in range(24) if i % 3]
+    assert _ids(mem_repo.load("e", timestamp=mem_repo.load("e", version=1).snapshot.timestamp).to_table()) \
+        == list(range(12))
+
+
+def test_the_change_feed_across_partition_changes(mem_repo):
+    ds = _changed(mem_repo)
+    rows = ds.changes(0).read_all().to_pylist()
+    inserted = sorted(r["id"] for r in rows if r["_change_type"] == "insert")
+    deleted = sorted((r["id"], r["_commit_version"]) for r in rows if r["_change_type"] == "delete")
+    assert inserted == list(range(24))
+    assert deleted == [(i, 6) for i in range(0, 24, 3)]
+    assert not [r for r in rows if r["_commit_version"] in (2, 4)]  # the changes move no row
+    assert sorted(r["id"] for r in ds.changes(3, 5).read_all().to_pylist()) == list(range(12, 24))
+
+
+def test_check_reads_every_file_of_several_specs(tmp_path):
+    ds = _changed(DatasetRepository(f"file://{tmp_path}/lake"))
+    assert {f.spec_id for f in ds.files} == {0, 1, 2}
+    assert ds.check(read_data=True).ok
