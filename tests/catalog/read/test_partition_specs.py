@@ -219,3 +219,16 @@ def test_check_reads_every_file_of_several_specs(tmp_path):
     ds = _changed(DatasetRepository(f"file://{tmp_path}/lake"))
     assert {f.spec_id for f in ds.files} == {0, 1, 2}
     assert ds.check(read_data=True).ok
+
+
+def test_a_version_4_reader_refuses_a_dataset_once_its_strategy_changed(mem_repo, monkeypatch):
+    from cdkds.catalog.errors import UnsupportedLogVersionError
+    from cdkds.catalog.log import actions
+    ds = mem_repo.create("e", DatasetDescriptor(EVENTS, "day(ts)"))
+    assert ds.snapshot.protocol.reader_version == 4
+    ds.alter().partition_by("hash(id, 3)").commit()
+    assert (ds.snapshot.protocol.reader_version, ds.snapshot.protocol.writer_version) == (5, 5)
+    monkeypatch.setattr(actions, "READER_VERSION", 4)
+    mem_repo.load("e", version=0)  # before the change: still readable
+    with pytest.raises(UnsupportedLogVersionError, match="needs log reader version 5; this cdkds reads version 4"):
+        mem_repo.load("e")
