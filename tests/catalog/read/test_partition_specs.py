@@ -5,8 +5,9 @@ functions among identity, hash, range, list and the calendar ones over a few typ
 fields; ``alter().partition_by`` between the batches; sometimes a checkpoint, in one part
 or in many). Then, for a random predicate P (the columnar test's predicates):
 
-- ``to_table(where=P)`` holds exactly the rows the row evaluator says P holds for, on the
-  dataset as written and as loaded again (from its checkpoint's parts);
+- ``to_table(where=P)`` (and ``scan``, ``to_arrow_dataset``) holds exactly the rows the row
+  evaluator says P holds for, on the dataset as written and as loaded again (from its
+  checkpoint's parts);
 - ``plan(P)`` never leaves out a file holding a match;
 - after ``delete(P)`` the dataset holds every row but P's: read(P) + rows left = all rows.
 """
@@ -135,6 +136,8 @@ def test_reads_and_deletes_across_partition_specs_equal_a_filter_of_all_rows(his
 
     for reader in (ds, repo.load("t")):  # as written, and read back from the log (its checkpoint's parts)
         assert _ids(reader.to_table(where=bound)) == matching, bound
+        assert sorted(r["id"] for b in reader.scan(bound) for r in b.to_pylist()) == matching  # cdkds's reader
+        assert _ids(reader.to_arrow_dataset(bound).to_table()) == matching  # pyarrow's lazy dataset
         planned = {f.path for f in reader.plan(bound).files}
         for f in reader.files:
             rows = [r for b in read_task(reader.store, descriptor, ALWAYS_TRUE, list(descriptor.fields),
