@@ -235,3 +235,33 @@ def test_a_version_4_reader_refuses_a_dataset_once_its_strategy_changed(mem_repo
     mem_repo.load("e", version=0)  # before the change: still readable
     with pytest.raises(UnsupportedLogVersionError, match="needs log reader version 5; this cdkds reads version 4"):
         mem_repo.load("e")
+
+
+def test_a_delete_before_a_partition_change_still_applies_to_the_files_it_predates(mem_repo):
+    """A tombstone committed under hash(id, 4) is matched to the files it predates by their
+    own spec after the change to hash(id, 8) (the same partition name, id_hash), in memory,
+    from a checkpoint and in the files it keeps alive; it is spent once they are gone."""
+    ds = mem_repo.create("e", DatasetDescriptor(EVENTS, "hash(id, 4)"))
+    with ds.writer() as w:
+        for r in _events(0, 40):
+            w.write(r)
+    ds.delete("id in (6, 13, 30)")  # buckets 2, 1, 2 of 4 (6, 5, 6 of 8)
+    ds.alter().partition_by("hash(id, 8)").commit()
+    with ds.writer() as w:
+        for r in _events(40, 10):
+            w.write(r)
+    expected = [i for i in range(50) if i not in (6, 13, 30)]
+    assert _ids(ds.to_table()) == expected
+    hit = [f for f in ds.files if ds.snapshot.tombstones_for(f)]
+    assert hit and all(f.spec_id == 0 for f in hit)
+    assert {f.partition["id_hash"] for f in hit} == {_bucket_of(ds, i) for i in (6, 13, 30)}  # of 4 buckets
+    ds.checkpoint()
+    fresh = mem_repo.load("e")
+    assert _ids(fresh.to_table()) == expected and _ids(fresh.to_table(where="id = 13")) == []
+    assert len(fresh.snapshot.tombstones) == 1
+
+
+def _bucket_of(ds, value: int) -> int:
+    strategy = ds.descriptor.strategy_of(0)
+    (function,) = strategy.functions
+    return function.apply(value, ds.descriptor.fields["id"].kind)
