@@ -2,8 +2,8 @@
 
 A dataset is written under two or three random partition strategies in turn (random
 functions among identity, hash, range, list and the calendar ones over a few typed
-fields; ``alter().partition_by`` between the batches; sometimes a checkpoint, in one part
-or in many). Then, for a random predicate P (the columnar test's predicates):
+fields; ``alter().partition_by`` between the batches; sometimes a delete, whose tombstone
+then outlives later changes; sometimes a checkpoint, in one part or in many). Then, for a random predicate P (the columnar test's predicates):
 
 - ``to_table(where=P)`` (and ``scan``, ``to_arrow_dataset``) holds exactly the rows the row
   evaluator says P holds for, on the dataset as written and as loaded again (from its
@@ -64,7 +64,8 @@ def strategies(draw):
 
 @st.composite
 def histories(draw):
-    """Strategies in turn, a batch of rows written under each, and where to checkpoint."""
+    """Strategies in turn, a batch of rows written under each, where to checkpoint, and the
+    deletes made after some batches (before the next change)."""
     layouts = draw(st.lists(strategies(), min_size=2, max_size=3))
     not_null = set().union(*(n for _, n in layouts))
     batches, first = [], 0
@@ -79,7 +80,9 @@ def histories(draw):
         first += len(rows)
         batches.append(rows)
     checkpoints = draw(st.lists(st.booleans(), min_size=len(layouts), max_size=len(layouts)))
-    return [s for s, _ in layouts], batches, checkpoints, draw(st.sampled_from(["2", "1000"]))
+    sources = sorted({f.split("(")[1].split(",")[0].rstrip(")") for s, _ in layouts if s for f in s.split("), ")})
+    deletes = [draw(st.none() | st.none() | predicates(sources * 3 + NAMES, depth=1)) for _ in layouts]
+    return [s for s, _ in layouts], batches, checkpoints, draw(st.sampled_from(["2", "1000"])), deletes
 
 
 def _write(ds, rows, flushes: int) -> None:
@@ -91,17 +94,28 @@ def _write(ds, rows, flushes: int) -> None:
 
 
 def _build(history, flushes):
-    layouts, batches, checkpoints, part_files = history
+    """The dataset a history makes, and the ids its deletes took (each delete's rows judged
+    by the row evaluator on the rows live before it)."""
+    layouts, batches, checkpoints, part_files, deletes = history
     repo = DatasetRepository(f"memory://specs-{uuid.uuid4().hex}")
     ds = repo.create("t", DatasetDescriptor(SCHEMA, layouts[0], properties={
         "checkpoint.interval": "1000", "checkpoint.partFiles": part_files}))
-    for n, (layout, rows, checkpoint) in enumerate(zip(layouts, batches, checkpoints)):
+    deleted: set[int] = set()
+    for n, (layout, rows, checkpoint, delete) in enumerate(zip(layouts, batches, checkpoints, deletes)):
         if n and _changes(ds.descriptor, layout):
             ds.alter().partition_by(layout).commit()
         _write(ds, rows, flushes)
+        if delete is not None:
+            try:
+                bound = bind(delete, ds.descriptor.fields)
+            except ExpressionError:
+                bound = None
+            if bound is not None:
+                deleted |= {r["id"] for r in ds.to_table().to_pylist() if evaluate(bound, r) is True}
+                ds.delete(bound)
         if checkpoint:
             ds.checkpoint()
-    return repo, ds
+    return repo, ds, deleted
 
 
 def _changes(descriptor: DatasetDescriptor, layout: str | None) -> bool:
@@ -124,10 +138,10 @@ def _ids(table) -> list[int]:
 @settings(max_examples=30, deadline=None)
 @given(histories(), st.integers(0, 2), st.data())
 def test_reads_and_deletes_across_partition_specs_equal_a_filter_of_all_rows(history, flushes, data):
-    repo, ds = _build(history, flushes)
+    repo, ds, deleted = _build(history, flushes)
     descriptor = ds.descriptor
     everything = ds.to_table()
-    assert _ids(everything) == list(range(sum(len(b) for b in history[1])))
+    assert _ids(everything) == sorted(set(range(sum(len(b) for b in history[1]))) - deleted)
     try:
         bound = bind(data.draw(predicates(_sources(descriptor) * 4 + NAMES)), descriptor.fields)
     except ExpressionError:
