@@ -204,3 +204,22 @@ def test_the_partition_filter_takes_each_partition_of_its_spec():
     assert current.may_match(_spec_add(1, "a", 1)) and not current.may_match(_spec_add(1, "a", 0))
     with pytest.raises(ValueError, match="partition spec 7"):
         FileFilter.of_partitions([{PARTITION: "a", "#spec": 7}], descriptor)
+
+
+def test_the_plan_names_the_spec_of_a_crowded_partition(mem_repo):
+    """Small files of one partition value under two specs are two partitions, each named."""
+    ds = mem_repo.create("d", DatasetDescriptor(SCHEMA, partition_strategy="identity(p)", properties=SMALL))
+    for k in range(3):
+        _append(ds, "a", [k])
+    ds.alter().partition_by("identity(v) as p_copy").commit()
+    for k in range(3):
+        _append(ds, "a", [10 + k])  # v is "v10"...: partitions of spec 1
+    lines = ds.services_plan().describe()
+    assert any("small files in partition p_copy=a:" in line or "small files in partition p_copy=a " in line
+               for line in lines), lines
+    assert sum("(partition spec 1)" in line for line in lines) == 0  # one file per v value: not crowded
+    for k in range(3):
+        with ds.writer() as w:
+            w.write({"id": 20 + k, "p": "x", "v": "same"})
+    assert any("small files in partition p_copy=same (partition spec 1)" in line
+               for line in ds.services_plan().describe())
