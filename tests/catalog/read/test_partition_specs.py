@@ -279,3 +279,17 @@ def _bucket_of(ds, value: int) -> int:
     strategy = ds.descriptor.strategy_of(0)
     (function,) = strategy.functions
     return function.apply(value, ds.descriptor.fields["id"].kind)
+
+
+def test_a_past_specs_source_follows_a_rename_and_may_not_be_dropped(mem_repo):
+    ds = _changed(mem_repo)  # spec 0: day(ts); ts is no source of the current spec
+    ds.alter().rename("ts", "at").commit()
+    assert ds.descriptor.strategy_of(0).functions[0].source == "at"
+    early = "at < timestamp '2026-01-02T00:00:00Z'"
+    assert _ids(ds.to_table(where=early)) == [1, 2]  # 0 and 3 were deleted
+    plan = ds.plan(early)
+    assert [f.partition["day"] for f in plan.files if f.spec_id == 0] == [1]  # day of month: spec 0 pruned by it
+    assert _ids(mem_repo.load("e").to_table(where=early)) == [1, 2]
+    from cdkds.catalog.errors import IncompatibleDescriptorError as Refused
+    with pytest.raises(Refused, match="at"):
+        ds.alter().drop("at").commit()
