@@ -456,8 +456,8 @@ class StreamFeed:
             layout = descriptor.with_schema(self.descriptor.schema)  # sources named as the stream names them
         except CdkdsError as e:
             return StreamingReadError(
-                f"dataset {self.dataset!r}: revision {revision} is partitioned by a field this stream does not read "
-                f"({e}); restart the query to read with the new schema")
+                f"dataset {self.dataset!r}: revision {revision} changed the partitioning in a way this stream cannot "
+                f"follow ({e}); restart the query to read with the new schema")
         self.descriptor = self.descriptor.replace(partition_strategy=layout.partition_strategy,
                                                   partition_specs=dict(layout.partition_specs),
                                                   partition_spec_id=layout.partition_spec_id)
