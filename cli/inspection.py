@@ -87,8 +87,8 @@ def describe(url: str, storage: Sequence[str], as_json: bool) -> None:
 
 
 def partition_specs(descriptor: DatasetDescriptor, files: FileTable) -> list[dict[str, Any]]:
-    """Each partition spec of the dataset, by id: its strategy's
-    text, how many live files it has and whether new files are written with it."""
+    """Each partition spec of the dataset, by id: its strategy's text, how many of the live
+    ``files`` it has and whether new files are written with it."""
     if "spec" in files.table.schema.names:
         counts = files.table.column("spec").value_counts().to_pylist()
         by_spec = {c["values"]: c["counts"] for c in counts}
