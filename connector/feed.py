@@ -325,7 +325,7 @@ class _Blocked:
 class StreamFeed:
     """The files of one stream: where it starts, how far a micro-batch goes, and how to read
     the files between two positions. The stream's descriptor is ``latest``'s (the query
-    started on it); ``columns`` are the columns it outputs; ``where`` prunes files and filters rows."""
+    started on it), taking on the partition specs of later commits; ``columns`` are the columns it outputs; ``where`` prunes files and filters rows."""
 
     def __init__(self, log: StreamLog, latest: Snapshot, columns: Sequence[str], where: Expression,
                  skip_change_commits: bool):
