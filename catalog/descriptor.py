@@ -201,10 +201,16 @@ class DatasetDescriptor:
         given a file's ``partition`` values (of partition spec ``spec_id``, default the
         current one), how to read that file: a source field of an identity partition
         function that the file lacks reads the file's partition value (docs/FORMAT.md §8)."""
-        strategy = self.partition_strategy if spec_id is None else self.strategy_of(spec_id)
-        constants = strategy.source_values(partition) if partition and strategy is not None else None
+        constants = self.source_values(partition, spec_id) if partition else None
         return Projection(json.loads(self._schema_json), list(self.fields) if names is None else list(names),
                           constants)
+
+    def source_values(self, partition: Mapping[str, Any], spec_id: int | None = None) -> dict[str, Any]:
+        """The value the source field of each identity function of spec ``spec_id`` (default:
+        the current one) has in every row of a file of that spec whose partition values are
+        ``partition``: what the file reads for such a field it lacks (docs/FORMAT.md §8)."""
+        strategy = self.partition_strategy if spec_id is None else self.strategy_of(spec_id)
+        return strategy.source_values(partition) if strategy is not None else {}
 
     def spark_schema_json(self) -> dict:
         """The schema as Spark's StructType JSON (``StructType.fromJson`` reads it)."""

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.tree import Tree
 
+from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.log.commit import HistoryEntry
 from cdkds.catalog.log.files import FileTable
 from cdkds.catalog.read.scan import read_plan
@@ -50,16 +51,14 @@ def describe(url: str, storage: Sequence[str], as_json: bool) -> None:
     ds = open_dataset(url, storage)
     d, s = ds.descriptor, ds.snapshot
     small = d.services.file_size * SMALL_FILE_FRACTION  # small as the services count it
-    files = files_summary(s.files.table(), small)
+    live = s.files.table()
+    files = files_summary(live, small)
     info = {
         "dataset": ds.name, "url": ds.url, "revision": ds.version,
         "committed": dt.datetime.fromtimestamp(s.timestamp / 1000, dt.timezone.utc).isoformat(),
         "format": d.format, "compression": d.compression,
         "partition_strategy": d.partition_strategy.to_text() if d.partition_strategy else None,
-        **({"partition_spec": d.partition_spec_id,
-            "past_partition_specs": {str(i): strategy.to_text() if strategy else None
-                                     for i, strategy in sorted(d.partition_specs.items()) if i != d.partition_spec_id}}
-           if d.has_past_specs else {}),
+        "partition_specs": partition_specs(d, live),
         "record_key": list(d.record_key) or None, "ordering_field": d.ordering_field,
         "properties": dict(d.properties),
         **{k: files[k] for k in ("files", "rows", "bytes", "small_files")},
@@ -73,6 +72,9 @@ def describe(url: str, storage: Sequence[str], as_json: bool) -> None:
     def render(out: Console) -> None:
         table = Table(show_header=False, box=None)
         for key, value in info.items():
+            if key == "partition_specs":
+                value = "; ".join(f"spec {p['spec_id']}: {p['strategy'] or 'unpartitioned'}"
+                                  f"{' (current)' if p['current'] else ''}, {p['files']} files" for p in value)
             if key not in ("schema", "services"):
                 table.add_row(key.replace("_", " "), "-" if value in (None, {}, []) else str(value))
         out.print(table)
@@ -82,6 +84,18 @@ def describe(url: str, storage: Sequence[str], as_json: bool) -> None:
             out.print(f"  {line}")
 
     emit(as_json, info, render)
+
+
+def partition_specs(descriptor: DatasetDescriptor, files: FileTable) -> list[dict[str, Any]]:
+    """Each partition spec of the dataset, by id: its strategy's text, how many of the live
+    ``files`` it has and whether new files are written with it."""
+    if "spec" in files.table.schema.names:
+        counts = files.table.column("spec").value_counts().to_pylist()
+        by_spec = {c["values"]: c["counts"] for c in counts}
+    else:  # never changed: every file is of the current spec
+        by_spec = {descriptor.partition_spec_id: len(files)}
+    return [{"spec_id": i, "strategy": s.to_text() if s is not None else None, "files": by_spec.get(i, 0),
+             "current": i == descriptor.partition_spec_id} for i, s in sorted(descriptor.partition_specs.items())]
 
 
 def files_summary(files: FileTable, small: float) -> dict[str, int]:

@@ -325,7 +325,7 @@ class _Blocked:
 class StreamFeed:
     """The files of one stream: where it starts, how far a micro-batch goes, and how to read
     the files between two positions. The stream's descriptor is ``latest``'s (the query
-    started on it); ``columns`` are the columns it outputs; ``where`` prunes files and filters rows."""
+    started on it), taking on the partition specs of later commits; ``columns`` are the columns it outputs; ``where`` prunes files and filters rows."""
 
     def __init__(self, log: StreamLog, latest: Snapshot, columns: Sequence[str], where: Expression,
                  skip_change_commits: bool):
@@ -441,7 +441,29 @@ class StreamFeed:
                 f"which a stream of appends cannot follow; set option skipChangeCommits=true to skip such commits "
                 f"whole (the rows they add too), or start a new query after it (option startingVersion="
                 f"{commit.revision + 1})")
+        problem = self._learn_specs(commit.files_descriptor, commit.revision)
+        if problem is not None:
+            return problem
         return self._as_stream(commit.files, commit.files_descriptor)
+
+    def _learn_specs(self, descriptor: DatasetDescriptor, revision: int) -> StreamingReadError | None:
+        """Take on the partition specs of ``descriptor`` (files of ``revision`` are written with
+        them) that the stream's descriptor lacks, so that each file is pruned and read by its
+        own spec; the error when the stream cannot (a spec partitions by a field it does not have)."""
+        if set(descriptor.partition_specs) <= set(self.descriptor.partition_specs):
+            return None
+        try:
+            layout = descriptor.with_schema(self.descriptor.schema)  # sources named as the stream names them
+        except CdkdsError as e:
+            return StreamingReadError(
+                f"dataset {self.dataset!r}: revision {revision} changed the partitioning in a way this stream cannot "
+                f"follow ({e}); restart the query to read with the new schema")
+        self.descriptor = self.descriptor.replace(partition_strategy=layout.partition_strategy,
+                                                  partition_specs=dict(layout.partition_specs),
+                                                  partition_spec_id=layout.partition_spec_id)
+        self.fields = self.descriptor.fields
+        self.matches = FileFilter.of(self.predicate, self.descriptor)
+        return None
 
     def _as_stream(self, files: Sequence[AddFile], descriptor: DatasetDescriptor) -> tuple[AddFile, ...]:
         """``files`` (statistics under ``descriptor``) with statistics under the stream's descriptor."""

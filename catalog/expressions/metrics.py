@@ -42,7 +42,7 @@ class _MetricsEvaluator(BoundPredicateVisitor[bool]):
             return self.undecided
         try:
             return super().visit_predicate(p)
-        except TypeError:
+        except (TypeError, AttributeError):  # bounds a literal does not compare with; a minimum without a maximum
             return self.undecided
 
     def _bounds(self) -> tuple[Any, Any] | None:

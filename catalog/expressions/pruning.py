@@ -15,6 +15,7 @@ from cdkds.formats.statistics import ColumnStatistics
 
 if TYPE_CHECKING:
     from cdkds.catalog.descriptor import DatasetDescriptor
+    from cdkds.catalog.partitioning import PartitionStrategy
 
 MAX_SET_VALUES = 64  # values of one partition name FileFilter.of_partitions lists; more: their range
 # the hidden partition value holding a file's partition spec id, in the projections of a
@@ -64,24 +65,23 @@ class FileFilter:
 
     @classmethod
     def of_partitions(cls, partitions: Iterable[Mapping[str, Any]], descriptor: "DatasetDescriptor") -> "FileFilter":
-        """The files of some partitions (each a mapping of partition name to value): per
-        name, its values ``in`` a set (``is null`` for a null one), all names together; so
-        it may also admit combinations of the values that were not given. None given: no file."""
+        """The files of some partitions (each a mapping of partition name to value, and of
+        :data:`SPEC_NAME` to the spec whose partition it is; the current spec when absent):
+        per spec, per name, its values ``in`` a set (``is null`` for a null one), all names
+        together; so it may also admit combinations of the values that were not given. A
+        partition is a spec's: files of other specs are in none of its. None given: no file."""
         given = list(partitions)
         if not given:
             return cls(ALWAYS_FALSE, ALWAYS_FALSE)
-        strategy = descriptor.partition_strategy
-        kinds = strategy.kinds(descriptor.fields) if strategy is not None else {}
-        values: dict[str, dict[Any, None]] = {name: {} for name in kinds}
+        by_spec: dict[int, list[Mapping[str, Any]]] = {}
         for partition in given:
-            for name in kinds:
-                values[name][partition.get(name)] = None
-        inclusive = all_of(_one_of(name, list(v), kinds[name]) for name, v in values.items())
-        if not descriptor.has_past_specs:
-            return cls(ALWAYS_TRUE, inclusive)
-        # partitions of the current spec: files of other specs are in none of them
-        is_current = BoundPredicate("eq", SPEC_NAME, descriptor.partition_spec_id, kind="long")
-        return cls(ALWAYS_TRUE, all_of([is_current, inclusive]), by_spec=True)
+            by_spec.setdefault(partition.get(SPEC_NAME, descriptor.partition_spec_id), []).append(partition)
+        if not descriptor.has_past_specs and set(by_spec) == {descriptor.partition_spec_id}:
+            return cls(ALWAYS_TRUE, _in_partitions(given, descriptor.partition_strategy, descriptor))
+        return cls(ALWAYS_TRUE, any_of(
+            all_of([BoundPredicate("eq", SPEC_NAME, spec_id, kind="long"),
+                    _in_partitions(ps, descriptor.strategy_of(spec_id), descriptor)])
+            for spec_id, ps in sorted(by_spec.items())), by_spec=True)
 
     def may_match(self, file: DataFileSummary) -> bool:
         """False only when no row of ``file`` can match."""
@@ -95,6 +95,17 @@ class FileFilter:
 
     def _partition(self, file: DataFileSummary) -> Mapping[str, Any]:
         return {**file.partition, SPEC_NAME: file.spec_id} if self.by_spec else file.partition
+
+
+def _in_partitions(partitions: list[Mapping[str, Any]], strategy: "PartitionStrategy | None",
+                   descriptor: "DatasetDescriptor") -> Expression:
+    """Per partition name of ``strategy``, its value is one of those ``partitions`` give it."""
+    kinds = strategy.kinds(descriptor.fields) if strategy is not None else {}
+    values: dict[str, dict[Any, None]] = {name: {} for name in kinds}
+    for partition in partitions:
+        for name in kinds:
+            values[name][partition.get(name)] = None
+    return all_of(_one_of(name, list(v), kinds[name]) for name, v in values.items())
 
 
 def _one_of(name: str, values: list[Any], kind: str) -> Expression:

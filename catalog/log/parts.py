@@ -204,11 +204,13 @@ def _bounds(lows: pa.Array, nulls: int, highs: pa.Array) -> ColumnStatistics:
 # ---------------------------------------------------------------- writing
 
 def in_partition_order(table: FileTable) -> FileTable:
-    """``table``'s files sorted by their partition values (then path), nulls last."""
+    """``table``'s files sorted by their partition spec (when the strategy changed: a part
+    then mostly holds one spec's files, which its bounds keep apart), their partition values
+    (then path), nulls last."""
     data = table.table
     if not len(table):
         return table
-    keys = {}
+    keys = {"spec": data.column("spec")} if "spec" in data.schema.names else {}
     if "partition" in data.schema.names:
         partition = data.column("partition")
         for i, child in enumerate(data.schema.field("partition").type):

@@ -210,7 +210,7 @@ def _vector_problem(store: ObjectStore, ref: DeletionVectorRef, add: AddFile) ->
 
 def _content_problem(store: ObjectStore, descriptor: DatasetDescriptor, add: AddFile) -> tuple[str, str] | None:
     """Reads data file ``add`` whole with the scan's reader; what differs from the log, if anything."""
-    projection = descriptor.projection(partition=add.partition)
+    projection = descriptor.projection(partition=add.partition, spec_id=add.spec_id)
     collector = StatisticsCollector(projection.arrow_schema)
     try:
         with store_failures(f"reading data file {store.display(add.path)}", unclassified=False):

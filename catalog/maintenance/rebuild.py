@@ -47,7 +47,9 @@ from typing import Mapping
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import CorruptLogWarning, DatasetNotFoundError, StorageError
 from cdkds.catalog.log import LOG_FOLDER, TransactionLog
-from cdkds.catalog.log.actions import Action, AddFile, SetMetadata
+from cdkds.catalog.log.actions import (
+    LAYOUT_PROTOCOL, PARTED_CHECKPOINT_PROTOCOL, Action, AddFile, SetMetadata, SetProtocol,
+)
 from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.storage import ObjectStore, modified, store_failures
 from cdkds.catalog.write.modes import Append, Overwrite, RewriteFiles, WriteMode, write_mode
@@ -108,6 +110,7 @@ class _StoredFile:
     key: str
     size: int
     partition: Mapping
+    spec_id: int  # the partition spec of the descriptor it records (its current one)
 
 
 @dataclass
@@ -140,7 +143,7 @@ def rebuild_log(store: ObjectStore, name: str) -> tuple[TransactionLog, RebuildR
         stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%f")
         store.move_tree(LOG_FOLDER, f"{LOG_FOLDER}.broken-{stamp}")
     log = TransactionLog(store, name)
-    snapshot = log.create(ordered[0].descriptor, {"rebuilt": True})
+    snapshot = log.create(ordered[0].descriptor, {"rebuilt": True}, _protocol(ordered[0].descriptor, None))
     stored = {f.key for t in ordered for f in t.files}
     own: dict[str, set[str]] = defaultdict(set)
     committed = []
@@ -156,7 +159,8 @@ def rebuild_log(store: ObjectStore, name: str) -> tuple[TransactionLog, RebuildR
         adds = [_add(store, f, txn.descriptor) for f in txn.files]
         first = not own[txn.writer]  # its writer's first flush, or the first one that left files
         removes, _ = mode.plan(snapshot, adds, own[txn.writer], first)
-        actions: list[Action] = [SetMetadata(txn.descriptor)] if txn.descriptor != snapshot.descriptor else []
+        actions: list[Action] = [*_protocol(txn.descriptor, snapshot), SetMetadata(txn.descriptor)] \
+            if txn.descriptor != snapshot.descriptor else []
         snapshot = log.commit(snapshot, txn.operation, [*actions, *removes, *adds], {"rebuilt": True}, txn.uuid)
         own[txn.writer].update(a.path for a in adds)
         committed.append(txn.uuid)
@@ -190,12 +194,21 @@ def _read_transactions(store: ObjectStore) -> tuple[list[_Transaction], list[str
             txn.written = min(txn.written, modified(info))
             kinds = descriptor.partition_strategy.kinds(descriptor.fields) if descriptor.is_partitioned else {}
             partition = {k: values.from_json(v, kinds[k]) for k, v in json.loads(meta["cdkds.partition"]).items()}
-            txn.files.append(_StoredFile(key, int(info.get("size", 0)), partition))
+            txn.files.append(_StoredFile(key, int(info.get("size", 0)), partition, descriptor.partition_spec_id))
         except StorageError:
             raise  # a failed connection says nothing of the file: skipping it would drop its rows from the log
         except Exception:  # noqa: BLE001 - an unreadable file is reported, not fatal
             unreadable.append(key)
     return list(transactions.values()), unreadable
+
+
+def _protocol(descriptor: DatasetDescriptor, snapshot: Snapshot | None) -> list[Action]:
+    """The protocol raise ``descriptor`` needs on ``snapshot`` (None: a new log): partition
+    specs need log protocol 5."""
+    have = snapshot.protocol.reader_version if snapshot is not None else PARTED_CHECKPOINT_PROTOCOL
+    if descriptor.has_past_specs and have < LAYOUT_PROTOCOL:
+        return [SetProtocol(LAYOUT_PROTOCOL, LAYOUT_PROTOCOL)]
+    return []
 
 
 def _mode(txn: _Transaction, snapshot: Snapshot, stored: set[str]) -> WriteMode | None:
@@ -273,4 +286,4 @@ def _add(store: ObjectStore, stored: _StoredFile, descriptor: DatasetDescriptor)
             collector.update(batch)
     # the descriptor it was written with is not known: readers open it to learn its columns
     return AddFile(stored.key, stored.partition, stored.size, collector.row_count, collector.result(),
-                   schema_version=-1)
+                   schema_version=-1, spec_id=stored.spec_id)

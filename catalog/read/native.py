@@ -126,8 +126,8 @@ def plan_native(store: ObjectStore, scan: ScanPlan, reader: NativeReader) -> Nat
         constants = _partition_values(descriptor, plain[shape], t)
         key = (shape, constants)
         if key not in resolved:
-            resolved[key] = plain[shape] if not constants else \
-                descriptor.projection(projection_names, t.file.partition).resolve(layout, store.display(t.file.path))
+            resolved[key] = plain[shape] if not constants else descriptor.projection(
+                projection_names, t.file.partition, t.file.spec_id).resolve(layout, store.display(t.file.path))
             resolved[key] = reader.conversions(resolved[key]) or resolved[key]  # type: ignore[arg-type]
         if isinstance(resolved[key], str):
             reasons[t.file.path] = resolved[key]  # type: ignore[assignment]
@@ -143,12 +143,12 @@ def _partition_values(descriptor: DatasetDescriptor, projection: FileProjection,
     """The fields ``projection`` finds missing from ``task``'s file that read the file's
     partition values instead (sources of identity partitions, docs/FORMAT.md §8), with those
     values; files of one layout are grouped by them."""
-    if descriptor.partition_strategy is None or not task.file.partition:
+    if not task.file.partition:
         return ()
     missing = {r.field["name"] for r in projection.readers if isinstance(r, MissingField)}
     if not missing:
         return ()
-    values = descriptor.partition_strategy.source_values(task.file.partition)
+    values = descriptor.source_values(task.file.partition, task.file.spec_id)
     return tuple(sorted((k, v) for k, v in values.items() if k in missing))
 
 

@@ -275,7 +275,7 @@ def read_task(store: ObjectStore, descriptor: DatasetDescriptor, predicate: Expr
     needed = list(dict.fromkeys([*columns, *sorted(referenced)]))
     if not needed:
         needed = [next(iter(descriptor.fields))]  # a file must be read to count its rows
-    projection = descriptor.projection(needed, task.file.partition)
+    projection = descriptor.projection(needed, task.file.partition, task.file.spec_id)
     output = [*columns, "_pos"] if positions else list(columns)
     fmt = file_format(descriptor.format)
     where = store.display(task.file.path)
@@ -313,7 +313,8 @@ def read_rows(store: ObjectStore, descriptor: DatasetDescriptor, file: AddFile, 
     int64 ``_pos`` column, conformed to the current schema. Parquet files are read only in
     the row groups that hold them. Deletion vectors and TTL are not applied."""
     schema = descriptor.arrow_schema
-    projection = descriptor.projection(list(dict.fromkeys(columns)) or [schema.names[0]], file.partition)
+    projection = descriptor.projection(list(dict.fromkeys(columns)) or [schema.names[0]], file.partition,
+                                       file.spec_id)
     positions = np.asarray(positions, dtype=np.int64)
     out_schema = pa.schema([*(schema.field(c) for c in dict.fromkeys(columns)), pa.field("_pos", pa.int64())])
     where = store.display(file.path)

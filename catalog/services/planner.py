@@ -287,7 +287,9 @@ def _in_scope(snapshot: "Snapshot", scope: ServiceScope, settings: ServiceSettin
 
 
 def _partition(key: tuple) -> str:
-    return ", ".join(f"{k}={v}" for k, v in key) or "(unpartitioned)"
+    spec = dict(key).get(SPEC_NAME)
+    text = ", ".join(f"{k}={v}" for k, v in key if k != SPEC_NAME) or "(unpartitioned)"
+    return text if spec is None else f"{text} (partition spec {spec})"
 
 
 class _DeadRows:

@@ -10,11 +10,11 @@ may match. Removing files makes no work, so it touches nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from cdkds.catalog.errors import ExpressionError
 from cdkds.catalog.expressions import Expression, bind
-from cdkds.catalog.expressions.pruning import FileFilter
+from cdkds.catalog.expressions.pruning import SPEC_NAME, FileFilter
 from cdkds.catalog.log.actions import Action, AddFile, DeleteRows, Tombstone
 
 if TYPE_CHECKING:
@@ -22,8 +22,16 @@ if TYPE_CHECKING:
 
 
 def partition_key(file: AddFile) -> tuple:
-    """A file's partition as a hashable key: its (name, value) pairs sorted by name."""
-    return tuple(sorted(file.partition.items(), key=lambda kv: kv[0]))
+    """A file's partition as a hashable key: its (name, value) pairs sorted by name, then
+    ``(SPEC_NAME, spec id)`` for a file of a spec other than 0 (a partition is a spec's: files
+    of two specs with equal values are in two partitions)."""
+    key = tuple(sorted(file.partition.items(), key=lambda kv: kv[0]))
+    return (*key, (SPEC_NAME, file.spec_id)) if file.spec_id else key
+
+
+def key_partition(key: tuple) -> dict[str, Any]:
+    """The partition a :func:`partition_key` names, its spec as :data:`SPEC_NAME`."""
+    return {SPEC_NAME: 0, **dict(key)}
 
 
 @dataclass(frozen=True)
@@ -58,7 +66,7 @@ class ServiceScope:
         descriptor = snapshot.descriptor
         found: dict[str, AddFile] = {}
         if self.partitions:
-            wanted = FileFilter.of_partitions((dict(key) for key in self.partitions), descriptor)
+            wanted = FileFilter.of_partitions((key_partition(key) for key in self.partitions), descriptor)
             found.update((f.path, f) for f in snapshot.files.matching(wanted) if partition_key(f) in self.partitions)
         for predicate in self.deletes:
             try:

@@ -290,6 +290,33 @@ def test_rebuild_reports_commits_that_left_no_file(repo, ds):
     assert [h.operation for h in rebuilt.history()] == ["create", "append", "unrecovered", "append"]
 
 
+def test_rebuild_keeps_each_files_partition_spec(repo, ds):
+    """Files written before and after partition changes are rebuilt with their specs (the
+    descriptor each file records knows them), under log protocol 5."""
+    write(ds, rows(range(0, 6)))
+    ds.alter().partition_by("range(g, ['b', 'z']) as g_copy").commit()  # g_copy names another function
+    write(ds, rows(range(6, 12)))
+    ds.alter().partition_by("identity(v)").commit()
+    write(ds, rows(range(12, 18)))
+    specs = {f.path: f.spec_id for f in ds.files}
+    rebuilt, _ = rebuild(repo)
+    assert {f.path: f.spec_id for f in rebuilt.files} == specs and set(specs.values()) == {0, 1, 2}
+    assert rebuilt.snapshot.protocol.reader_version == 5
+    assert ids(rebuilt) == list(range(18))
+    for where in ("g = 'a'", "id = 7", "v = 13", "v is null"):
+        assert ids(rebuilt, where) == ids(ds, where), where
+    assert rebuilt.check(read_data=True).ok
+
+
+def test_a_rebuild_whose_first_file_came_after_a_partition_change_starts_at_protocol_5(repo, ds):
+    ds.alter().partition_by("identity(v)").commit()
+    write(ds, rows(range(0, 6)))
+    rebuilt, _ = rebuild(repo)
+    first = repo.load("t", version=0)
+    assert first.descriptor.has_past_specs and first.snapshot.protocol.reader_version == 5
+    assert {f.spec_id for f in rebuilt.files} == {1} and ids(rebuilt, "v = 3") == [3]
+
+
 def test_a_second_rebuild_orders_writes_after_the_first_one(repo, ds):
     """Revisions keep their numbers across a rebuild, so files written after it (planned
     on the rebuilt log) sort after the older files of a later rebuild."""

@@ -63,3 +63,41 @@ def test_a_read_restricted_to_fallback_files_reads_those_files(lake):
     expected = sorted(tuple(r.values()) for r in ds.to_table("p = 2").to_pylist() if any(
         r["id"] // 100 == f.revision - 1 for f in kept))
     assert _rows(reader) == expected
+
+
+@pytest.fixture(scope="module")
+def changed_lake(tmp_path_factory):
+    """Files of three partition specs: identity(p), then hash(id, 3) under another name, then
+    range(id, 50) as p_copy (p_copy names another function)."""
+    root = tmp_path_factory.mktemp("planning-specs")
+    ds = DatasetRepository(f"file://{root}").create("t", DatasetDescriptor(
+        SCHEMA, "identity(p)", properties={"checkpoint.partFiles": "3"}))
+    for i, strategy in enumerate(["hash(id, 3)", "range(id, 50) as p_copy", None]):
+        with ds.writer() as w:
+            w.write_batch(pa.table({"id": range(i * 100, i * 100 + 30), "p": [j % 5 for j in range(30)],
+                                    "v": [str(j % 4) for j in range(30)]}))
+        ds.checkpoint()
+        if strategy:
+            ds.alter().partition_by(strategy).commit()
+    ds.delete("id = 3 or id = 203")
+    return f"file://{root}/t"
+
+
+@pytest.mark.parametrize("where", [None, "p = 1", "v = '2'", "p in (0, 3) and id > 15", "id = 3", "id = 107",
+                                   "v = '1' or p = 4"])
+def test_partitions_of_files_of_several_specs_read_the_plans_rows(changed_lake, where):
+    ds = open_dataset(location({"path": changed_lake}))
+    assert {f.spec_id for f in ds.files} == {0, 1, 2}
+    everything = ds.to_table().to_pylist()
+    expected = sorted(tuple(r.values()) for r in ds.to_table(where).to_pylist())
+    if where is not None:
+        assert expected == sorted(tuple(r.values()) for r in everything if _holds(where, r))
+    assert _rows(_reader(changed_lake, where)) == expected
+
+
+def _holds(where: str, row: dict) -> bool:
+    from cdkds.catalog.expressions import bind, evaluate, parse
+    return evaluate(bind(parse(where), _FIELDS), row) is True
+
+
+_FIELDS = DatasetDescriptor(SCHEMA).fields

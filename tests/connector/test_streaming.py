@@ -235,6 +235,22 @@ def test_where_prunes_and_filters_and_columns_project(lake):
         started(reader(repo, url, where="nope = 1"))
 
 
+def test_a_stream_goes_on_across_partition_changes_pruning_each_file_by_its_spec(lake):
+    """A query started before the changes reads, batch by batch, every matching row of the
+    files written after them: g_copy first names identity(g), then range(g, ...)."""
+    repo, url = lake
+    append(repo, 0, 30)
+    stream = reader(repo, url, startingVersion=1, where="g = 'g1' or id in (31, 65)")
+    first = batches(stream)
+    repo.load("events").alter().partition_by("range(g, ['g1', 'g9']) as g_copy").commit()
+    append(repo, 30, 60)
+    repo.load("events").alter().partition_by("range(id, 10)").commit()
+    append(repo, 60, 90)
+    later = batches(stream, first[-1][1])
+    expected = [i for i in range(90) if i % 3 == 1 or i in (31, 65)]
+    assert ids_of(first) + ids_of(later) == expected
+
+
 def test_keyed_inserts_stream_and_updates_are_changes(tmp_path):
     repo = DatasetRepository(f"file://{tmp_path}/lake")
     users = repo.create("users", DatasetDescriptor(SCHEMA, record_key=["id"]))

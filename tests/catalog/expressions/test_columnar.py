@@ -2,7 +2,8 @@
 row by row, the per-file answer of ``FileFilter.may_match``/``must_match`` on the AddFile
 the row was made from — for random files (partition values with nulls; statistics missing,
 without bounds, all null, with a minimum but no maximum, NaN bounds) of a schema of many
-kinds under several partition strategies, and random bound predicates."""
+kinds under several partition strategies — also of datasets whose strategy changed, each
+file of one of its partition specs — and random bound predicates."""
 
 from __future__ import annotations
 
@@ -58,6 +59,19 @@ STRATEGIES = [
     "range(s, ['a', 'b', 'c'])", "identity(l), list(i, [[1, 2], [3]]), month(dt)",
 ]
 DESCRIPTORS = [DatasetDescriptor(SCHEMA, partition_strategy=s) for s in STRATEGIES]
+# descriptors whose strategy changed: files of each spec are pruned by that spec's strategy;
+# some reuse a partition name for another function (l_hash: 4 then 8 buckets, then i itself)
+MULTI_SPEC = [
+    DatasetDescriptor(SCHEMA, partition_strategy=current, partition_specs=past, partition_spec_id=spec_id)
+    for past, spec_id, current in [
+        ({0: "hash(l, 4), range(i, 3)", 1: "identity(s), identity(i)"}, 2, "hash(l, 8), month(ts)"),
+        ({0: None, 1: "year(ts), month(ts), day(ts), hour(ts)"}, 2, "identity(dt), identity(dec), identity(flag)"),
+        ({0: "identity(s), identity(i)"}, 1, None),
+        ({0: "range(s, ['a', 'b', 'c'])", 2: "identity(l), list(i, [[1, 2], [3]]), month(dt)"}, 1,
+         "range(s, ['a', 'c']), identity(i) as i_list"),
+        ({0: "hash(l, 4)", 1: "identity(ts), identity(lts), day(lts)"}, 3, "identity(i) as l_hash, day(ts)"),
+    ]
+]
 
 _hours = st.integers(-30_000, 30_000)
 VALUES = {
@@ -151,10 +165,12 @@ def statistics(draw, name, rows):
 
 @st.composite
 def add_files(draw, descriptor):
-    strategy = descriptor.partition_strategy
+    """Files of ``descriptor``, each of one of its partition specs."""
     fields = descriptor.fields
     adds = []
     for n in range(draw(st.integers(0, 12))):
+        spec_id = draw(st.sampled_from(sorted(descriptor.partition_specs)))
+        strategy = descriptor.strategy_of(spec_id)
         rows = draw(st.integers(0, 4))
         partition = {}
         for f in strategy.functions if strategy is not None else ():
@@ -167,14 +183,14 @@ def add_files(draw, descriptor):
         for name in (*VALUES, "arr"):
             if draw(st.integers(0, 5)):
                 stats[name] = draw(statistics(name, rows))
-        adds.append(AddFile(f"f{n}.parquet", partition, 1, rows, stats))
+        adds.append(AddFile(f"f{n}.parquet", partition, 1, rows, stats, spec_id=spec_id))
     return adds
 
 
 @st.composite
 def cases(draw, focus):
     """A descriptor, files of it and a filter mostly on the field ``focus``."""
-    descriptor = draw(st.sampled_from(DESCRIPTORS))
+    descriptor = draw(st.sampled_from(DESCRIPTORS + MULTI_SPEC))
     adds = draw(add_files(descriptor))
     names = [focus] * 4 + NAMES
     try:
@@ -426,3 +442,18 @@ def test_tables_of_many_chunks_give_the_masks_of_one():
     expected = [f.may_match(a) for a in odd_table.files()]
     chunked_odd = FileTable(pa.concat_tables([odd.slice(0, 1000), odd.slice(1000)]), descriptor)
     assert may_match_mask(f, chunked_odd).to_pylist() == expected == may_match_mask(f, odd_table).to_pylist()
+
+
+def test_a_minimum_without_a_maximum_leaves_a_prefix_test_undecided():
+    """Per file and column-wise alike: such statistics decide nothing a prefix test asks
+    (the per-file rule used to raise, column-wise too, but only where the partition
+    projection did not prune the file first)."""
+    from cdkds.catalog.expressions.metrics import may_match, must_match
+    descriptor = DESCRIPTORS[1]
+    for op in ("starts_with", "not_starts_with"):
+        p = BoundPredicate(op, "s", "", kind="string")
+        assert may_match(p, 2, {"s": ColumnStatistics(0, "", None)}) is True
+        assert must_match(p, 2, {"s": ColumnStatistics(0, "", None)}) is False
+        adds = [AddFile("a", {"s_copy": None, "i_copy": None}, 1, 2, {"s": ColumnStatistics(0, "", None)}),
+                AddFile("b", {"s_copy": "a", "i_copy": None}, 1, 2, {"s": ColumnStatistics(0, "", None)})]
+        _check(FileFilter(p, Predicate("not_null", "s_copy")), adds, FileTable.of(adds, descriptor))

@@ -377,6 +377,54 @@ def test_a_partial_read_of_the_checkpoint_plans_the_same_files_as_a_full_one(par
     assert sorted(a.path for a in whole.matching(f)) == sorted(a.path for a in whole.values() if f.may_match(a))
 
 
+@pytest.fixture(scope="module")
+def multi_spec_parted():
+    """A dataset whose partition strategy changed twice (spec 1 gives the name g_copy to
+    another function; the last change goes back to the first strategy, spec 0), checkpointed in parts before the first change (parts without
+    a spec bound), between the changes and after them, read back."""
+    repo = DatasetRepository(f"memory://parted-{uuid.uuid4().hex}")
+    ds = make(repo, files=0)
+
+    def write(first):
+        with ds.writer() as w:
+            w.write_batch(pa.table({"id": [first + j for j in range(6)], "g": [f"p{j:03d}" for j in range(6)]}))
+
+    for i in range(4):
+        write(i * 10)
+    ds.checkpoint()
+    ds.alter().partition_by("hash(id, 3), range(g, ['p002', 'p004', 'p999']) as g_copy").commit()  # g_copy: another function
+    for i in range(4, 6):
+        write(i * 10)
+    ds.checkpoint()
+    ds.alter().partition_by("identity(g)").commit()
+    write(60)
+    ds.checkpoint()
+    return repo.load("t")
+
+
+def test_parts_of_several_specs_bound_their_spec_ids(multi_spec_parted):
+    ds = multi_spec_parted
+    assert ds.descriptor.partition_spec_id == 0 and sorted(ds.descriptor.partition_specs) == [0, 1]
+    assert sorted({f.spec_id for f in ds.files}) == [0, 1]
+    bounds = [p.partition.get("#spec") for p in ds.snapshot.files.parts]
+    assert None in bounds  # parts written before the first change
+    assert {(b.min, b.max) for b in bounds if b is not None} >= {(1, 1)}
+    assert sorted(r["id"] for r in ds.reader()) == [i * 10 + j for i in range(7) for j in range(6)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(PREDICATE_TEXTS)
+def test_a_partial_read_of_a_multi_spec_checkpoint_plans_the_same_files_as_a_full_one(multi_spec_parted, text):
+    ds = multi_spec_parted
+    files = ds.snapshot.files
+    f = FileFilter.of(bind(parse(text), ds.descriptor.fields), ds.descriptor)
+    whole = LiveFiles.of(dict(files.items()), ds.descriptor)
+    expected = sorted(a.path for a in whole.values() if f.may_match(a))
+    assert sorted(a.path for a in files.matching(f)) == expected
+    assert sorted(a.path for a in whole.matching(f)) == expected
+    assert sorted(a.path for a in ds.plan(text).files) == expected
+
+
 def test_a_point_query_reads_only_the_parts_that_may_match(parted):
     reads = []
     read = parted.store.read

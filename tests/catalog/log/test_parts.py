@@ -165,3 +165,22 @@ def test_a_part_written_under_an_older_descriptor_reads_under_the_current_one():
     assert all(set(f.statistics) == {"id", "g", "n"} for f in files)  # y: none yet; x gone
     evolved = part.evolve(DESCRIPTOR, current)
     assert set(evolved.statistics) == {"id", "g", "n"} and evolved.statistics["n"] == ColumnStatistics(0, 0, 8)
+
+
+def test_files_of_several_specs_are_parted_by_spec_first():
+    """Spec 1 gives g_copy to a range function: sorted by value alone, files of both specs
+    would share parts. Parts hold one spec's files each and are pruned by it; a part
+    written before the change (no spec bound) reads as spec 0's."""
+    changed = recorded(DESCRIPTOR.with_partitioning("range(g, ['b', 'z']) as g_copy"))
+    old = [add(i, "abcd"[i % 4]) for i in range(6)]
+    new = [AddFile(f"data/r/f{i}.parquet", {"g_copy": "bz"[i % 2]}, 100, 10, {"id": ColumnStatistics(0, i, i)},
+                   schema_version=0, revision=9, spec_id=1) for i in range(6)]
+    parts = write_parts(store(), [FileTable.of(old + new, changed)], revision=9, most=3)
+    assert sorted((p.partition["#spec"].min, p.partition["#spec"].max) for p in parts) == [(0, 0)] * 2 + [(1, 1)] * 2
+    f = FileFilter.of(bind(parse("g = 'a'"), changed.fields), changed)
+    matched = [p for p in parts if p.may_match(f, changed)]
+    assert sorted((p.partition["#spec"].min, p.partition["g_copy"].min) for p in matched) == [(0, "a"), (1, "b")]
+    (before,) = write_parts(store(), [FileTable.of(old, DESCRIPTOR)], revision=2)
+    assert "#spec" not in before.partition
+    assert before.may_match(FileFilter.of(bind(parse("g = 'a'"), changed.fields), changed), changed)
+    assert not before.may_match(FileFilter.of(bind(parse("g = 'q'"), changed.fields), changed), changed)

@@ -86,3 +86,21 @@ def test_change_feed(converted):
     changes = converted.changes(1).read_all().to_pylist()
     deleted = [(c["id"], c["country"], c["day"]) for c in changes if c["_change_type"] == "delete"]
     assert deleted == [EXPECTED[1]]
+
+
+@pytest.mark.parametrize("strategy", ["hash(id, 2)", None, "identity(note) as country_copy"])
+def test_files_of_a_past_spec_read_their_own_partition_values(converted, strategy):
+    """After the partition strategy changes, the converted files (of spec 0) still read their
+    missing columns from their own spec's identity functions, on every read path; a later
+    spec that reuses a partition name for another source does not lend them its."""
+    converted.alter().partition_by(strategy).commit()
+    assert converted.descriptor.has_past_specs
+    plan = converted.plan(columns=["id", "country", "day"])
+    assert triples(_table(read_plan(converted.store, plan), plan)) == EXPECTED
+    assert triples(converted.to_table(columns=["id", "country", "day"])) == EXPECTED
+    assert triples(converted.to_table("country = 'AU' and id > 5")) == [EXPECTED[5]]
+    assert triples(converted.to_arrow_dataset().to_table()) == EXPECTED
+    add = next(f for f in converted.files if f.path == NZ1)
+    table = read_rows(converted.store, converted.descriptor, add, np.array([0, 2]), ["id", "country", "day"])
+    assert triples(table) == [EXPECTED[0], EXPECTED[2]]
+    assert not converted.check(read_data=True).problems

@@ -9,12 +9,13 @@ import pytest
 
 from cdkds.catalog import DatasetDescriptor
 from cdkds.catalog.expressions.pruning import FileFilter
-from cdkds.catalog.log.actions import AddFile
+from cdkds.catalog.keyed.deletion import DeletionVectorRef
+from cdkds.catalog.log.actions import AddFile, DeleteRows
 from cdkds.catalog.log.files import FileTable
 from cdkds.catalog.log.parts import CheckpointPart
 from cdkds.catalog.log.live import LiveFiles
 from cdkds.catalog.log.snapshot import Snapshot
-from cdkds.catalog.services.scope import ServiceScope, partition_key
+from cdkds.catalog.services.scope import ServiceScope, key_partition, partition_key
 from cdkds.formats.statistics import ColumnStatistics
 from tests.catalog.services.conftest import TINY
 
@@ -162,3 +163,63 @@ def test_many_partitions_are_admitted_by_their_range_and_kept_exactly():
     snapshot = Snapshot(5, 0, "u", descriptor, 0, {f.path: f for f in files})
     scope = ServiceScope().including([_add(1000 + i, p) for i, p in enumerate(many)], snapshot)
     assert sorted(f.partition[PARTITION] for f in scope.files(snapshot)) == many  # p001 is in the range, not in scope
+
+
+# ---------------------------------------------------------------- partition specs
+
+def _two_specs() -> DatasetDescriptor:
+    """Spec 0 partitioned p_copy by p, the current spec 1 by v under the same name."""
+    return DatasetDescriptor(SCHEMA, partition_strategy="identity(v) as p_copy", partition_specs={0: "identity(p)"},
+                             partition_spec_id=1)
+
+
+def _spec_add(i: int, p, spec_id: int) -> AddFile:
+    return AddFile(f"data/{spec_id}-{i}.parquet", {PARTITION: p}, 100, 10, {"id": ColumnStatistics(0, i, i)}, 0,
+                   spec_id=spec_id)
+
+
+def test_partitions_of_two_specs_are_distinct_and_each_is_in_scope():
+    """A partition is a spec's: files of spec 0 and spec 1 with equal partition values are in
+    two partitions; a write that deletes rows of a past spec's file scopes that file's partition."""
+    descriptor = _two_specs()
+    old = [_spec_add(i, "a", 0) for i in range(3)]
+    new = [_spec_add(i, "a", 1) for i in range(3)]
+    snapshot = Snapshot(5, 0, "u", descriptor, 0, {f.path: f for f in old + new})
+    assert partition_key(old[0]) != partition_key(new[0])
+    vector = DeletionVectorRef(1, path="dv/x.bin", size=1, sha256="")
+    touched = ServiceScope().including([DeleteRows(old[1].path, vector)], snapshot)
+    assert sorted(f.path for f in touched.files(snapshot)) == sorted(f.path for f in old)
+    appended = ServiceScope().including([_spec_add(9, "a", 1)], snapshot)
+    assert sorted(f.path for f in appended.files(snapshot)) == sorted(f.path for f in new)
+    both = ServiceScope().including([DeleteRows(old[1].path, vector), _spec_add(9, "a", 1)], snapshot)
+    assert len(both.files(snapshot)) == 6
+
+
+def test_the_partition_filter_takes_each_partition_of_its_spec():
+    descriptor = _two_specs()
+    ff = FileFilter.of_partitions([key_partition(partition_key(_spec_add(0, "a", 0)))], descriptor)
+    assert ff.may_match(_spec_add(1, "a", 0)) and not ff.may_match(_spec_add(1, "a", 1))
+    assert not ff.may_match(_spec_add(1, "b", 0))
+    current = FileFilter.of_partitions([{PARTITION: "a"}], descriptor)  # no spec given: the current one
+    assert current.may_match(_spec_add(1, "a", 1)) and not current.may_match(_spec_add(1, "a", 0))
+    with pytest.raises(ValueError, match="partition spec 7"):
+        FileFilter.of_partitions([{PARTITION: "a", "#spec": 7}], descriptor)
+
+
+def test_the_plan_names_the_spec_of_a_crowded_partition(mem_repo):
+    """Small files of one partition value under two specs are two partitions, each named."""
+    ds = mem_repo.create("d", DatasetDescriptor(SCHEMA, partition_strategy="identity(p)", properties=SMALL))
+    for k in range(3):
+        _append(ds, "a", [k])
+    ds.alter().partition_by("identity(v) as p_copy").commit()
+    for k in range(3):
+        _append(ds, "a", [10 + k])  # v is "v10"...: partitions of spec 1
+    lines = ds.services_plan().describe()
+    assert any("small files in partition p_copy=a:" in line or "small files in partition p_copy=a " in line
+               for line in lines), lines
+    assert sum("(partition spec 1)" in line for line in lines) == 0  # one file per v value: not crowded
+    for k in range(3):
+        with ds.writer() as w:
+            w.write({"id": 20 + k, "p": "x", "v": "same"})
+    assert any("small files in partition p_copy=same (partition spec 1)" in line
+               for line in ds.services_plan().describe())
