@@ -55,3 +55,17 @@ def test_a_single_row_file_is_always_decided():
     bucket = descriptor.partition_strategy.functions[0].apply(4, "long")
     assert coverage(descriptor, file, {(bucket, 12)}) == INSIDE
     assert coverage(descriptor, file, {(bucket, 11), ((bucket + 1) % 3, 12)}) == OUTSIDE
+
+
+def test_equal_images_of_the_bounds_say_nothing_of_the_rows_between():
+    """hour(ts) of two midnights is 0, of the 01:00 between them 1; hash(n, 3) may give 1 and 5 one bucket."""
+    descriptor = DatasetDescriptor(SCHEMA, "identity(n) as n_old").with_partitioning("hour(ts)")
+    times = ColumnStatistics(0, START, START + dt.timedelta(days=15))
+    file = SimpleNamespace(partition={"n_old": 0}, row_count=3, spec_id=0, statistics={"ts": times})
+    assert coverage(descriptor, file, {(0,)}) not in (INSIDE, OUTSIDE)
+    hashed = DatasetDescriptor(SCHEMA, "identity(ts) as t_old").with_partitioning("hash(n, 3)")
+    bucket = hashed.partition_strategy.functions[0].apply
+    low, high = next((a, b) for a in range(20) for b in range(a + 2, 40) if bucket(a, "long") == bucket(b, "long"))
+    spread = SimpleNamespace(partition={"t_old": None}, row_count=3, spec_id=0,
+                             statistics={"n": ColumnStatistics(0, low, high)})
+    assert coverage(hashed, spread, {(bucket(low, "long"),)}) != INSIDE
