@@ -38,9 +38,8 @@ class LogCheck:
         self.listed = listed
         self.progress = progress
         self.expired = listed.expired
-        # the oldest retained state the commits continue (an older checkpoint is one kept for a tag)
-        self.first = min([r for r in listed.replayable_checkpoints if r > 0] or
-                         [r for r in listed.checkpoints if r > 0]) if self.expired else 0
+        marker = listing.expiry_marker() if self.expired else None
+        self.first = listed.retained_start(marker.expired_before if marker else 0) if self.expired else 0
         self.latest = max(listed.commits[-1:] + listed.checkpoints[-1:])
         self.refs = References(self.first)
         self.problems: list[Problem] = []

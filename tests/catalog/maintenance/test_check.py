@@ -376,3 +376,13 @@ def _raw_writer(ds):
     """A plain append that writes a data file without touching the index (as a broken writer would)."""
     from cdkds.catalog.write.writer import DatasetWriter
     return DatasetWriter(ds, "append")
+
+
+def test_a_checkpoint_kept_for_a_tag_just_below_the_retained_log_is_no_hole(repo):
+    ds = events(repo, commits=3, name="tagged")  # checkpoint 3
+    ds.tag("q", version=2)  # checkpoint 2, kept by expiry; the retained log starts at 3
+    ds.expire_log(dt.timedelta(0), force=True)
+    assert ds.store.exists(checkpoint_key(2)) and not ds.store.exists(commit_key(2))
+    report = checked(ds, read_data=True)
+    assert report.ok, report.problems
+    assert (report.first_revision, report.latest_revision) == (3, 4)
