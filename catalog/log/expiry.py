@@ -105,17 +105,29 @@ class LogExpiry:
         self._check_parts(keep)
         ours = ExpiryMarker(keep.version, self._commit1_timestamp(listing))
         self._mark(ours)  # before any commit's name is freed: committers check it (committer.py)
-        pins = {r: refs for r, refs in self.replay.snapshot().pinned_revisions().items() if 0 < r < keep.version}
+        pins = self._pins(keep.version)
         self._pin(pins)
-        keys = [checkpoint_key(r) for r in doomed if r not in pins] + commits
+        # a tag may land between reading the pins and deleting: its checkpoint is put back (below)
+        dropped = {r: self.listing.fetch(checkpoint_key(r)) for r in doomed if r not in pins}
+        keys = [checkpoint_key(r) for r in dropped] + commits
         for key in keys:
             self.listing.store.delete(key)
         self._mark(ours)  # a concurrent expiry that read the marker before ours may have lowered it
-        parts = self._unnamed_parts(keep.version, set(pins))
+        late = {r: refs for r, refs in self._pins(keep.version).items() if r not in pins}
+        for revision in late:
+            if dropped.get(revision) is not None:
+                self.listing.store.put(checkpoint_key(revision), dropped[revision])
+                keys.remove(checkpoint_key(revision))
+        pins = dict(sorted({**pins, **late}.items()))
+        parts = self._unnamed_parts(keep.version)
         for key in parts:
             self.listing.store.delete(key)
         kept = [f"kept checkpoint {r} and the parts it names for {', '.join(refs)}" for r, refs in pins.items()]
         return Removed(keys + parts, kept)
+
+    def _pins(self, oldest: int) -> dict[int, tuple[str, ...]]:
+        """The pinned revisions older than ``oldest`` (the revision expiry keeps) other than 0, as of the latest revision."""
+        return {r: refs for r, refs in self.replay.snapshot().pinned_revisions().items() if 0 < r < oldest}
 
     def _pin(self, pins: Mapping[int, tuple[str, ...]]) -> None:
         """Make sure each pinned revision below the one expiry keeps has a readable checkpoint
@@ -145,11 +157,13 @@ class LogExpiry:
                     f"one expiry would keep, is missing; reads can go around it only from the commits before it, "
                     f"so nothing was expired (cdkds check names the remedy)")
 
-    def _unnamed_parts(self, oldest: int, pinned: set[int]) -> list[str]:
-        """The checkpoint parts no retained checkpoint names, of checkpoints older than ``oldest``
-        (the oldest retained; those of ``pinned`` revisions are retained too): a checkpoint being
-        written names parts of its own revision (new ones) or ones a retained checkpoint names
-        already. None when a retained checkpoint cannot be read: what it names is unknown."""
+    def _unnamed_parts(self, oldest: int) -> list[str]:
+        """The checkpoint parts no checkpoint names, of checkpoints older than ``oldest`` (the
+        oldest retained): a checkpoint being written names parts of its own revision (new ones)
+        or ones a present checkpoint names already. Every present checkpoint counts, the older
+        ones too: those kept for a tag, or written for a tag that landed after the pins were
+        read (a concurrent expiry's leftovers only keep their parts until the next expiry).
+        None when a present checkpoint cannot be read: what it names is unknown."""
         store = self.listing.store
         old = [key for key in (f"{PARTS_FOLDER}/{name}" for name in store.list(PARTS_FOLDER))
                if (revision := part_revision(key)) is not None and revision < oldest]
@@ -157,8 +171,6 @@ class LogExpiry:
             return []
         named: set[str] = set()
         for revision in self.listing.list().checkpoints:
-            if revision < oldest and revision not in pinned:
-                continue  # being expired meanwhile by a concurrent expiry
             data = self.listing.fetch(checkpoint_key(revision))
             try:
                 named.update(checkpoint.part_keys(data, self.listing.where(checkpoint_key(revision)))

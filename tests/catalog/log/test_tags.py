@@ -319,3 +319,27 @@ def test_a_tag_that_lost_its_revision_to_a_concurrent_expiry_is_taken_back(repo,
                                        "could keep it; the tag was taken back \\(revision 9\\)"):
         tagger.tag("q3", version=3)
     assert repo.load("t").tags() == {} and [h.operation for h in repo.load("t").history()][-2:] == ["tag", "untag"]
+
+
+@pytest.mark.parametrize("tagged", [2, 3])  # 2: a new checkpoint and part; 3: a checkpoint the expiry lists to delete
+def test_a_tag_that_lands_after_a_concurrent_expiry_read_the_tags_stays_readable(repo, monkeypatch, tagged):
+    from cdkds.catalog.log import expiry
+    ds = make(repo, interval=3)  # checkpoint 3
+    appends(ds, range(3, 7))  # checkpoint 6
+    ds.delete("id = 0")
+    expected = ids(repo.load("t", version=tagged))
+    tagger = repo.load("t")
+    pin = expiry.LogExpiry._pin
+
+    def tag_lands_meanwhile(self, pins):  # the expiry has read the tags; the tag commits and checks now
+        assert tagger.tag("q", version=tagged) == tagged
+        return pin(self, pins)
+    monkeypatch.setattr(expiry.LogExpiry, "_pin", tag_lands_meanwhile)
+    removed = ds.expire_log(soon(), force=True)
+    monkeypatch.undo()
+    assert checkpoint_key(tagged) not in removed and removed.kept == (
+        f"kept checkpoint {tagged} and the parts it names for tag 'q'",)
+    assert repo.load("t").tags() == {"q": tagged}
+    assert ids(repo.load("t", tag="q")) == expected
+    ds.vacuum(dt.timedelta(0), dry_run=False, force=True)
+    assert ids(repo.load("t", tag="q")) == expected
