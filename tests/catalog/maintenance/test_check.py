@@ -386,3 +386,34 @@ def test_a_checkpoint_kept_for_a_tag_just_below_the_retained_log_is_no_hole(repo
     report = checked(ds, read_data=True)
     assert report.ok, report.problems
     assert (report.first_revision, report.latest_revision) == (3, 4)
+
+
+def test_a_tagged_revision_below_the_retained_log_is_checked_too(repo):
+    from cdkds.catalog.log.expiry import files_of
+    ds = events(repo, commits=2, name="tagged")
+    ds.tag("q")  # checkpoint 2 (the tag's commit is revision 3)
+    ds.compact()  # revision 4 removes revision 2's files
+    ds.checkpoint()
+    ds.expire_log(dt.timedelta(0), force=True)
+    ds.vacuum(dt.timedelta(0), dry_run=False, force=True)
+    tagged = repo.load("tagged", tag="q").snapshot
+    kept = files_of(tagged) - files_of(ds.snapshot)  # revision 2's files, kept for the tag
+    report = checked(ds)
+    assert report.ok, report.problems
+    assert len(kept) == 4 and report.data_files == len(ds.files) + len(kept) and report.checkpoints == 2
+    only = sorted(kept)[0]
+    data = ds.store.read(only)
+    ds.store.delete(only)
+    report = checked(ds)
+    assert found(report) == [("missing_file", only)]
+    assert report.problems[0].cost.startswith("reads that include this file fail at revision 2 only")
+    ds.store.put(only, data)
+    (part,) = checkpoint.parts_of(tagged)
+    ds.store.delete(part.key)
+    report = checked(ds)
+    assert found(report) == [("corrupt_checkpoint_part", part.key)]
+    assert "revision 2, which tag 'q' keeps, cannot be read" in report.problems[0].cost
+    ds.store.delete(checkpoint_key(2))
+    report = checked(ds)
+    assert found(report) == [("corrupt_checkpoint", checkpoint_key(2))]
+    assert report.problems[0].message == "checkpoint 2 is missing"
