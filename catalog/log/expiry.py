@@ -9,6 +9,7 @@ both say in their result what they kept for it.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
@@ -17,7 +18,7 @@ from cdkds.catalog.log.actions import AddFile, AddIndex, DeleteRows
 from cdkds.catalog.log.checkpointer import Checkpointer
 from cdkds.catalog.log.commit import age_ms, commit_key, cutoff_millis
 from cdkds.catalog.log import checkpoint
-from cdkds.catalog.log.listing import EXPIRED_KEY, ExpiryMarker, Listing, checkpoint_key
+from cdkds.catalog.log.listing import EXPIRED_KEY, HINT_KEY, ExpiryMarker, Listing, checkpoint_key
 from cdkds.catalog.log.parts import PARTS_FOLDER, part_revision
 from cdkds.catalog.log.replay import Replay
 from cdkds.catalog.log.snapshot import Snapshot
@@ -107,6 +108,7 @@ class LogExpiry:
         self._mark(ours)  # before any commit's name is freed: committers check it (committer.py)
         pins = self._pins(keep.version)
         self._pin(pins)
+        self._hint_at_least(keep.version)
         # a tag may land between reading the pins and deleting: its checkpoint is put back (below)
         dropped = {r: self.listing.fetch(checkpoint_key(r)) for r in doomed if r not in pins}
         keys = [checkpoint_key(r) for r in dropped] + commits
@@ -124,6 +126,14 @@ class LogExpiry:
             self.listing.store.delete(key)
         kept = [f"kept checkpoint {r} and the parts it names for {', '.join(refs)}" for r, refs in pins.items()]
         return Removed(keys + parts, kept)
+
+    def _hint_at_least(self, oldest: int) -> None:
+        """Point a hint older than ``oldest`` (the revision expiry keeps) at it: a stale hint
+        naming a checkpoint kept for a tag would start readers of the latest where the commits
+        after it are gone (an expired one would only be missing, and readers list the log)."""
+        hint = self.listing.hint()
+        if hint is not None and hint < oldest:
+            self.listing.store.put(HINT_KEY, json.dumps({"revision": oldest}).encode())
 
     def _pins(self, oldest: int) -> dict[int, tuple[str, ...]]:
         """The pinned revisions older than ``oldest`` (the revision expiry keeps) other than 0, as of the latest revision."""
