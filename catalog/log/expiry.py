@@ -120,6 +120,8 @@ class LogExpiry:
             if dropped.get(revision) is not None:
                 self.listing.store.put(checkpoint_key(revision), dropped[revision])
                 keys.remove(checkpoint_key(revision))
+        if late:  # its tagger may have moved the hint to its checkpoint before our marker
+            self._hint_at_least(keep.version)
         pins = dict(sorted({**pins, **late}.items()))
         parts = self._unnamed_parts(keep.version)
         for key in parts:

@@ -369,3 +369,33 @@ def test_an_expiry_moves_a_stale_hint_off_a_checkpoint_it_keeps_for_a_tag(repo):
     ds.expire_log(soon(), force=True)  # keeps checkpoint 2 for the tag, but not the commits after it
     assert ds.log.listing.hint() >= 3
     assert ids(repo.load("t")) == list(range(8))
+
+
+def test_a_hint_a_tagger_moved_while_an_expiry_ran_is_raised_again(repo, monkeypatch):
+    from cdkds.catalog.log import expiry
+    ds = make(repo, interval=3)
+    appends(ds, range(3, 8))
+    tagger = repo.load("t")
+    raise_hint, calls = expiry.LogExpiry._hint_at_least, []
+
+    def tagged_meanwhile(self, oldest):  # the tagger read the hint and the marker before ours, and wrote late
+        raise_hint(self, oldest)
+        if not calls:
+            calls.append(tagger.tag("a", version=2))
+            ds.store.put("_log/_last_checkpoint", b'{"revision": 2}')
+    monkeypatch.setattr(expiry.LogExpiry, "_hint_at_least", tagged_meanwhile)
+    ds.expire_log(soon(), force=True)
+    monkeypatch.undo()
+    assert calls == [2] and ds.log.listing.hint() >= 3
+    assert ids(repo.load("t")) == list(range(8)) and ids(repo.load("t", tag="a")) == [0, 1]
+
+
+def test_readers_go_around_a_stale_hint_naming_a_checkpoint_kept_for_a_tag(repo):
+    ds = make(repo, interval=3)
+    ds.tag("a", version=2)
+    appends(ds, range(3, 8))
+    ds.expire_log(soon(), force=True)
+    ds.store.put("_log/_last_checkpoint", b'{"revision": 2}')  # stale: readers list the log instead
+    assert ids(repo.load("t")) == list(range(8))
+    assert repo.load("t", version=ds.version).version == ds.version
+    assert ids(repo.load("t", tag="a")) == [0, 1]
