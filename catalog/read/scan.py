@@ -220,7 +220,7 @@ class FileScanTasks(Sequence[FileScanTask]):
         return FileScanTasks(self.snapshot, files, self.now_ms, splits)
 
 
-_NOT_PICKLED = ("files", "index", "transactions")  # of a snapshot: a task needs none of them
+_NOT_PICKLED = ("files", "index", "transactions", "tags")  # of a snapshot: a task needs none of them
 
 
 def _unpickled_tasks(kept: dict, files: FileTable, now_ms: int, splits: Splits | None) -> FileScanTasks:
