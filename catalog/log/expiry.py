@@ -138,7 +138,8 @@ class LogExpiry:
             self.listing.store.put(HINT_KEY, json.dumps({"revision": oldest}).encode())
 
     def _pins(self, oldest: int) -> dict[int, tuple[str, ...]]:
-        """The pinned revisions older than ``oldest`` (the revision expiry keeps) other than 0, as of the latest revision."""
+        """The pinned revisions older than ``oldest`` (the revision expiry keeps) other than 0, as
+        of the latest revision."""
         return {r: refs for r, refs in self.replay.snapshot().pinned_revisions().items() if 0 < r < oldest}
 
     def _pin(self, pins: Mapping[int, tuple[str, ...]]) -> None:
@@ -235,7 +236,9 @@ class LogExpiry:
         pinned = {}
         for revision, names in refs.items():
             try:
-                pinned[revision] = frozenset(files_of(self.replay.snapshot(version=revision)))
+                # pinned: its own checkpoint is its state wherever it lies
+                state = self.listing.checkpoint(revision) or self.replay.snapshot(version=revision)
+                pinned[revision] = frozenset(files_of(state))
             except CdkdsError as e:
                 raise CorruptLogError(f"dataset {self.dataset!r}: revision {revision}, which {', '.join(names)} "
                                       f"keeps, cannot be read ({e}): which of its files to keep is unknown") from None

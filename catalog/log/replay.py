@@ -183,8 +183,9 @@ class Replay:
             if start is not None:
                 return start
         listing = self.listing.list()
-        if upto in listing.checkpoints and (start := self.listing.checkpoint(upto)) is not None:
-            return start  # a tagged revision's own checkpoint, wherever it lies
+        if upto is not None and upto < listing.replay_start and upto in listing.checkpoints and \
+                upto in self.snapshot().pinned_revisions() and (start := self.listing.checkpoint(upto)) is not None:
+            return start  # a tagged revision's own checkpoint below the retained log (once untagged, it is expired)
         candidates = [r for r in listing.replayable_checkpoints if upto is None or r <= upto]
         for revision in reversed(candidates):
             start = self.listing.checkpoint(revision)

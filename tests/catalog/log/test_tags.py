@@ -399,3 +399,23 @@ def test_readers_go_around_a_stale_hint_naming_a_checkpoint_kept_for_a_tag(repo)
     assert ids(repo.load("t")) == list(range(8))
     assert repo.load("t", version=ds.version).version == ds.version
     assert ids(repo.load("t", tag="a")) == [0, 1]
+
+
+def test_an_untagged_revision_below_the_retained_log_is_expired_although_its_checkpoint_is_left(repo):
+    ds = make(repo, interval=3)
+    ds.tag("a", version=2)
+    for i in range(3, 8):
+        appends(ds, [i])
+        ds.delete(f"id = {i - 3}")
+    ds.expire_log(soon(), force=True)  # keeps checkpoint 2 for the tag
+    files = {f.path for f in repo.load("t", version=2).files}
+    ds.untag("a")
+    assert ds.store.exists(checkpoint_key(2))  # until the next expiry; vacuum may collect its files now
+    vacuumed = ds.vacuum(dt.timedelta(0), dry_run=False, force=True)
+    assert files <= set(vacuumed) and not vacuumed.kept
+    with pytest.raises(InvalidTimeTravelError, match="dataset 't': revision 2 has been expired from the log"):
+        repo.load("t", version=2)
+    before = log_objects(ds)
+    with pytest.raises(RefError, match="dataset 't': tag 'a' cannot name revision 2: .*expired"):
+        ds.tag("a", version=2)
+    assert log_objects(ds) == before and ds.check().ok
