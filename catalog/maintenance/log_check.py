@@ -343,7 +343,8 @@ def _differences(stored: Snapshot, replayed: Snapshot, stored_files: FileTable) 
     for noun, (only_stored, only_replayed, changed) in (
             ("file", files),
             ("index file", _differing(stored.index, replayed.index)),
-            ("application transaction", _differing(stored.transactions, replayed.transactions))):
+            ("application transaction", _differing(stored.transactions, replayed.transactions)),
+            ("tag", _differing(stored.tags, replayed.tags))):
         for keys, what in ((only_stored, "only in the checkpoint"), (only_replayed, "missing from it"),
                            (changed, "recorded differently")):
             if keys:

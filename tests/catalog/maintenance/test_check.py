@@ -417,3 +417,14 @@ def test_a_tagged_revision_below_the_retained_log_is_checked_too(repo):
     report = checked(ds)
     assert found(report) == [("corrupt_checkpoint", checkpoint_key(2))]
     assert report.problems[0].message == "checkpoint 2 is missing"
+
+
+def test_a_checkpoint_whose_tags_differ_from_the_replay(repo):
+    from types import MappingProxyType
+    ds = events(repo, commits=2, name="tagged")
+    ds.tag("q", version=1)  # revision 3: a checkpoint
+    state = ds.log.snapshot(version=3)
+    ds.store.put(checkpoint_key(3), checkpoint.encode(dataclasses.replace(state, tags=MappingProxyType({}))))
+    report = checked(ds)
+    assert found(report) == [("checkpoint_mismatch", checkpoint_key(3))]
+    assert "1 tag missing from it (q)" in report.problems[0].message
