@@ -206,7 +206,7 @@ def test_time_travel_by_version_and_timestamp(repo):
     ({"timestamp": float("nan")}, "dataset 'events': cannot read nan as a time"),
     ({"timestamp": float("inf")}, "dataset 'events': cannot read inf as a time"),
     ({"timestamp": 5}, "has no revision at or before 5"),
-    ({"version": 0, "timestamp": 5}, "not both"),
+    ({"version": 0, "timestamp": 5}, "give one of a version, a timestamp or a tag, not several"),
 ])
 def test_bad_time_travel(repo, kwargs, message):
     repo.create("events", DatasetDescriptor(EVENT_SCHEMA))
