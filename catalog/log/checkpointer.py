@@ -66,12 +66,19 @@ class Checkpointer:
         if existing is None or self.listing.decode_checkpoint(existing, snapshot.version) is None:
             written = self._put(key, self._on_newest(snapshot), damaged=existing is not None)
         hint = self.listing.hint()
-        if hint is None or hint < snapshot.version:
+        if (hint is None or hint < snapshot.version) and self._continued(snapshot.version):
             self.store.put(HINT_KEY, json.dumps({"revision": snapshot.version}).encode())
         if written is None:
             return snapshot
         loader = StoredParts(self.store, self.listing.where(key), key)
         return dataclasses.replace(snapshot, files=LiveFiles.over(written, loader, snapshot.descriptor))
+
+    def _continued(self, revision: int) -> bool:
+        """Whether the log keeps the commits after ``revision``, so readers of the latest may
+        start from its checkpoint (the hint's): not so for one kept for a tag below the retained
+        log (the expiry marker says where it starts; unreadable, the hint is left as it is)."""
+        marker = self.listing.expiry_marker()
+        return marker is not None and marker.expired_before <= revision
 
     def _on_newest(self, snapshot: Snapshot) -> Snapshot:
         """``snapshot``, or its state replayed from the newest readable checkpoint before it when

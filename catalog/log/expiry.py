@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import dataclasses
+import json
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping
 
@@ -18,7 +19,7 @@ from cdkds.catalog.log.actions import AddFile, AddIndex, DeleteRows
 from cdkds.catalog.log.checkpointer import Checkpointer
 from cdkds.catalog.log.commit import Commit, age_ms, commit_key, cutoff_millis
 from cdkds.catalog.log import checkpoint
-from cdkds.catalog.log.listing import EXPIRED_KEY, ExpiryMarker, Listing, checkpoint_key
+from cdkds.catalog.log.listing import EXPIRED_KEY, HINT_KEY, ExpiryMarker, Listing, checkpoint_key
 from cdkds.catalog.log.parts import PARTS_FOLDER, part_revision
 from cdkds.catalog.log.replay import Replay
 from cdkds.catalog.log.snapshot import Snapshot
@@ -125,13 +126,24 @@ class LogExpiry:
         self._check_parts(keep)
         ours = ExpiryMarker(keep.version, self._commit1_timestamp(listing))
         self._mark(ours)  # before any commit's name is freed: committers check it (committer.py)
-        pins = {r: refs for r, refs in self.replay.snapshot().pinned_revisions().items() if 0 < r < keep.version}
+        pins = self._pins(keep.version)
         self._pin(pins)
-        keys = [checkpoint_key(r) for r in doomed if r not in pins] + commits
+        self._hint_at_least(keep.version)
+        # a tag may land between reading the pins and deleting: its checkpoint is put back (below)
+        dropped = {r: self.listing.fetch(checkpoint_key(r)) for r in doomed if r not in pins}
+        keys = [checkpoint_key(r) for r in dropped] + commits
         for key in keys:
             self.listing.store.delete(key)
         self._mark(ours)  # a concurrent expiry that read the marker before ours may have lowered it
-        parts = self._unnamed_parts(keep.version, set(pins))
+        late = {r: refs for r, refs in self._pins(keep.version).items() if r not in pins}
+        for revision in late:
+            if dropped.get(revision) is not None:
+                self.listing.store.put(checkpoint_key(revision), dropped[revision])
+                keys.remove(checkpoint_key(revision))
+        if late:  # its tagger may have moved the hint to its checkpoint before our marker
+            self._hint_at_least(keep.version)
+        pins = dict(sorted({**pins, **late}.items()))
+        parts = self._unnamed_parts(keep.version)
         for key in parts:
             self.listing.store.delete(key)
         kept = [f"kept checkpoint {r} and the parts it names for {', '.join(refs)}" for r, refs in pins.items()]
@@ -168,6 +180,19 @@ class LogExpiry:
         return start, [sentence if start is not None else f"expired nothing: checkpoint {base}, the base of "
                        f"{names}, cannot be read, and its publish is checked against the commits after it"]
 
+    def _hint_at_least(self, oldest: int) -> None:
+        """Point a hint older than ``oldest`` (the revision expiry keeps) at it: a stale hint
+        naming a checkpoint kept for a tag would start readers of the latest where the commits
+        after it are gone (an expired one would only be missing, and readers list the log)."""
+        hint = self.listing.hint()
+        if hint is not None and hint < oldest:
+            self.listing.store.put(HINT_KEY, json.dumps({"revision": oldest}).encode())
+
+    def _pins(self, oldest: int) -> dict[int, tuple[str, ...]]:
+        """The pinned revisions older than ``oldest`` (the revision expiry keeps) other than 0, as
+        of the latest revision."""
+        return {r: refs for r, refs in self.replay.snapshot().pinned_revisions().items() if 0 < r < oldest}
+
     def _pin(self, pins: Mapping[int, tuple[str, ...]]) -> None:
         """Make sure each pinned revision below the one expiry keeps has a readable checkpoint
         (the commits it would be replayed from are about to go); one whose state can no longer
@@ -196,11 +221,13 @@ class LogExpiry:
                     f"one expiry would keep, is missing; reads can go around it only from the commits before it, "
                     f"so nothing was expired (cdkds check names the remedy)")
 
-    def _unnamed_parts(self, oldest: int, pinned: set[int]) -> list[str]:
-        """The checkpoint parts no retained checkpoint names, of checkpoints older than ``oldest``
-        (the oldest retained; those of ``pinned`` revisions are retained too): a checkpoint being
-        written names parts of its own revision (new ones) or ones a retained checkpoint names
-        already. None when a retained checkpoint cannot be read: what it names is unknown."""
+    def _unnamed_parts(self, oldest: int) -> list[str]:
+        """The checkpoint parts no checkpoint names, of checkpoints older than ``oldest`` (the
+        oldest retained): a checkpoint being written names parts of its own revision (new ones)
+        or ones a present checkpoint names already. Every present checkpoint counts, the older
+        ones too: those kept for a tag, or written for a tag that landed after the pins were
+        read (a concurrent expiry's leftovers only keep their parts until the next expiry).
+        None when a present checkpoint cannot be read: what it names is unknown."""
         store = self.listing.store
         old = [key for key in (f"{PARTS_FOLDER}/{name}" for name in store.list(PARTS_FOLDER))
                if (revision := part_revision(key)) is not None and revision < oldest]
@@ -208,8 +235,6 @@ class LogExpiry:
             return []
         named: set[str] = set()
         for revision in self.listing.list().checkpoints:
-            if revision < oldest and revision not in pinned:
-                continue  # being expired meanwhile by a concurrent expiry
             data = self.listing.fetch(checkpoint_key(revision))
             try:
                 named.update(checkpoint.part_keys(data, self.listing.where(checkpoint_key(revision)))
@@ -258,7 +283,9 @@ class LogExpiry:
         pinned = {}
         for revision, names in refs.items():
             try:
-                pinned[revision] = frozenset(files_of(self.replay.snapshot(version=revision)))
+                # pinned: its own checkpoint is its state wherever it lies
+                state = self.listing.checkpoint(revision) or self.replay.snapshot(version=revision)
+                pinned[revision] = frozenset(files_of(state))
             except CdkdsError as e:
                 raise CorruptLogError(f"dataset {self.dataset!r}: revision {revision}, which {', '.join(names)} "
                                       f"keeps, cannot be read ({e}): which of its files to keep is unknown") from None

@@ -64,6 +64,15 @@ class Listing:
         start = self.replay_start
         return tuple(r for r in self.checkpoints if r >= start)
 
+    def retained_start(self, expired_before: int) -> int:
+        """The checkpoint the retained log starts at once a prefix of it was expired: the oldest
+        replayable one at or after ``expired_before`` (what the newest expiry kept, as its marker
+        says). One below it was kept for a tag: the state of its own revision, whose commit is
+        gone. Without such a checkpoint, the oldest replayable one (or the oldest at all)."""
+        replayable = [r for r in self.replayable_checkpoints if r > 0]
+        return min([r for r in replayable if r >= expired_before] or replayable or
+                   [r for r in self.checkpoints if r > 0])
+
     def beyond(self, revision: int) -> str | None:
         """An object that could only exist if commit ``revision`` had been written: a later
         commit, or a checkpoint at or after it (``None`` when there is none)."""

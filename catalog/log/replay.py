@@ -37,7 +37,15 @@ class Replay:
             return self._at_time(at, timestamp)
         if version == 0:
             return self.first()
-        snapshot = self.forward(self._start(version), upto=version)
+        start = self._start(version)
+        try:
+            snapshot = self.forward(start, upto=version)
+        except CorruptLogError:
+            listed = self._start(version, hinted=False)
+            if listed.version == start.version:
+                raise
+            # a stale hint named a checkpoint the retained commits do not continue (one kept for a tag)
+            snapshot = self.forward(listed, upto=version)
         if version is not None and snapshot.version != version:
             latest = self.snapshot().version
             raise InvalidTimeTravelError(
@@ -166,16 +174,18 @@ class Replay:
                 f"missing but {later} exists; the log has a hole")
         return False
 
-    def _start(self, upto: int | None) -> Snapshot:
-        """The newest readable state at or before ``upto`` to replay from."""
-        hint = self.listing.hint()
+    def _start(self, upto: int | None, hinted: bool = True) -> Snapshot:
+        """The newest readable state at or before ``upto`` to replay from (without ``hinted``,
+        found by listing the log rather than from the checkpoint hint)."""
+        hint = self.listing.hint() if hinted else None
         if hint is not None and (upto is None or hint <= upto):
             start = self.listing.checkpoint(hint)
             if start is not None:
                 return start
         listing = self.listing.list()
-        if upto in listing.checkpoints and (start := self.listing.checkpoint(upto)) is not None:
-            return start  # a tagged revision's own checkpoint, wherever it lies
+        if upto is not None and upto < listing.replay_start and upto in listing.checkpoints and \
+                upto in self.snapshot().pinned_revisions() and (start := self.listing.checkpoint(upto)) is not None:
+            return start  # a tagged revision's own checkpoint below the retained log (once untagged, it is expired)
         candidates = [r for r in listing.replayable_checkpoints if upto is None or r <= upto]
         for revision in reversed(candidates):
             start = self.listing.checkpoint(revision)

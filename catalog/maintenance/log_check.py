@@ -38,9 +38,8 @@ class LogCheck:
         self.listed = listed
         self.progress = progress
         self.expired = listed.expired
-        # the oldest retained state the commits continue (an older checkpoint is one kept for a tag)
-        self.first = min([r for r in listed.replayable_checkpoints if r > 0] or
-                         [r for r in listed.checkpoints if r > 0]) if self.expired else 0
+        marker = listing.expiry_marker() if self.expired else None
+        self.first = listed.retained_start(marker.expired_before if marker else 0) if self.expired else 0
         self.latest = max(listed.commits[-1:] + listed.checkpoints[-1:])
         self.refs = References(self.first)
         self.problems: list[Problem] = []
@@ -59,6 +58,8 @@ class LogCheck:
     def run(self) -> None:
         listed = self.listed
         self._walk(listed.commits, {r for r in listed.checkpoints if r >= self.first or not self.expired})
+        if self.expired:
+            self._pinned()
         self._check_hint(listed.checkpoints)
         self._costs()
         unknown = [r for kind, _, _, r, _ in self.breaks if kind in ("missing_commit", "corrupt_commit")
@@ -205,6 +206,40 @@ class LogCheck:
         if differences:
             self.mismatches.append((r, "; ".join(differences)))
 
+    def _pinned(self) -> None:
+        """The revisions older than the retained log that tags keep (as of the replayed state;
+        every older checkpoint when it is unknown): each one's checkpoint read with its parts,
+        and the objects its state uses referenced at its revision only."""
+        state = self.state or self.last_state
+        older = [r for r in self.listed.checkpoints if 0 < r < self.first]
+        pins = state.pinned_revisions() if state is not None else {r: ("a tag",) for r in older}
+        for r in (r for r in pins if 0 < r < self.first):
+            key = checkpoint_key(r)
+            cost = f"revision {r}, which {', '.join(pins[r])} keeps, cannot be read; vacuum refuses to run"
+            if r not in older:
+                self._problem("corrupt_checkpoint", key, f"checkpoint {r} is missing", cost)
+                continue
+            data = self.listing.fetch(key)
+            if data is None:  # deleted since the listing: untagged and expired meanwhile
+                continue
+            loader = StoredParts(self.listing.store, self.listing.where(key), key)
+            try:
+                snapshot = checkpoint.decode(data, self.listing.where(key), loader)
+                if snapshot.version != r:
+                    raise CorruptLogError(f"it says it is revision {snapshot.version}")
+            except (CorruptLogError, UnsupportedLogVersionError) as e:
+                self._problem("corrupt_checkpoint", key, f"checkpoint {r} is corrupt or truncated ({detail(e)})", cost)
+                continue
+            self.checkpoints += 1
+            damaged = len(self.damaged_parts)
+            if not self._parts_read(r, snapshot, loader):
+                for _, part, reason in self.damaged_parts[damaged:]:
+                    self._problem("corrupt_checkpoint_part", part, f"part {part} of checkpoint {r} cannot be read "
+                                                                   f"({reason})", cost)
+                del self.damaged_parts[damaged:]
+                continue
+            self.refs.of_pinned(snapshot, snapshot.files.table())
+
     def _parts_read(self, r: int, snapshot: Snapshot, loader: StoredParts) -> bool:
         """Whether every part of checkpoint ``r`` reads as it says (each one that does not is noted)."""
         whole = True
@@ -308,7 +343,8 @@ def _differences(stored: Snapshot, replayed: Snapshot, stored_files: FileTable) 
     for noun, (only_stored, only_replayed, changed) in (
             ("file", files),
             ("index file", _differing(stored.index, replayed.index)),
-            ("application transaction", _differing(stored.transactions, replayed.transactions))):
+            ("application transaction", _differing(stored.transactions, replayed.transactions)),
+            ("tag", _differing(stored.tags, replayed.tags))):
         for keys, what in ((only_stored, "only in the checkpoint"), (only_replayed, "missing from it"),
                            (changed, "recorded differently")):
             if keys:

@@ -43,7 +43,7 @@ PROBLEM_KINDS = {
     "timestamp_order": "a commit not later than the one before it",
     "unsupported_protocol": "a commit needing a newer log reader than this cdkds",
     "corrupt_checkpoint": "a checkpoint that does not parse, fails its checksum, names another revision or names a "
-                          "file outside the dataset",
+                          "file outside the dataset, or is missing where a tag keeps its revision",
     "corrupt_checkpoint_part": "a part of a checkpoint that is missing, does not parse, or differs from what its "
                                "checkpoint says of it (size, SHA-256, files, rows)",
     "checkpoint_mismatch": "a checkpoint whose state differs from the replay of the commits",
@@ -128,6 +128,18 @@ class References:
                     self.add(vector.path, "deletes", vector.size, add.revision, owner=add.path)
         for entry in snapshot.index.values():
             self.add(entry.path, "index", entry.size, entry.revision)
+
+    def of_pinned(self, snapshot: Snapshot, files: FileTable) -> None:
+        """The objects revision ``snapshot`` (kept for a tag, older than the retained log) uses
+        that the retained log does not: live at that revision only."""
+        pinned = References(snapshot.version)
+        pinned.of_snapshot(snapshot, files)
+        for key, ref in pinned.items.items():
+            if key not in self.items:
+                ref.last = snapshot.version
+                self.items[key] = ref
+                if ref.owner is not None:
+                    self._vectors.setdefault(ref.owner, []).append(key)
 
     def of_kind(self, kind: str) -> list[Reference]:
         return [r for r in self.items.values() if r.kind == kind]

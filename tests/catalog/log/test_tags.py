@@ -319,3 +319,103 @@ def test_a_tag_that_lost_its_revision_to_a_concurrent_expiry_is_taken_back(repo,
                                        "could keep it; the tag was taken back \\(revision 9\\)"):
         tagger.tag("q3", version=3)
     assert repo.load("t").tags() == {} and [h.operation for h in repo.load("t").history()][-2:] == ["tag", "untag"]
+
+
+@pytest.mark.parametrize("tagged", [2, 3])  # 2: a new checkpoint and part; 3: a checkpoint the expiry lists to delete
+def test_a_tag_that_lands_after_a_concurrent_expiry_read_the_tags_stays_readable(repo, monkeypatch, tagged):
+    from cdkds.catalog.log import expiry
+    ds = make(repo, interval=3)  # checkpoint 3
+    appends(ds, range(3, 7))  # checkpoint 6
+    ds.delete("id = 0")
+    expected = ids(repo.load("t", version=tagged))
+    tagger = repo.load("t")
+    pin = expiry.LogExpiry._pin
+
+    def tag_lands_meanwhile(self, pins):  # the expiry has read the tags; the tag commits and checks now
+        assert tagger.tag("q", version=tagged) == tagged
+        return pin(self, pins)
+    monkeypatch.setattr(expiry.LogExpiry, "_pin", tag_lands_meanwhile)
+    removed = ds.expire_log(soon(), force=True)
+    monkeypatch.undo()
+    assert checkpoint_key(tagged) not in removed and removed.kept == (
+        f"kept checkpoint {tagged} and the parts it names for tag 'q'",)
+    assert repo.load("t").tags() == {"q": tagged}
+    assert ids(repo.load("t", tag="q")) == expected
+    ds.vacuum(dt.timedelta(0), dry_run=False, force=True)
+    assert ids(repo.load("t", tag="q")) == expected
+
+
+@pytest.mark.parametrize("how", ["tag", "checkpoint"])
+def test_a_checkpoint_of_a_tagged_revision_below_the_retained_log_never_becomes_the_hint(repo, how):
+    ds = make(repo, interval=3)
+    ds.tag("a", version=2)  # checkpoint 2, kept below the retained log
+    appends(ds, range(3, 8))
+    ds.expire_log(soon(), force=True)
+    ds.store.delete("_log/_last_checkpoint")  # missing (a crash after a checkpoint, say): readers list the log
+    if how == "tag":
+        assert ds.tag("b", version=2) == 2
+    else:
+        repo.load("t", tag="a").checkpoint()
+    assert ds.log.listing.hint() is None
+    assert ids(repo.load("t")) == list(range(8))
+
+
+def test_an_expiry_moves_a_stale_hint_off_a_checkpoint_it_keeps_for_a_tag(repo):
+    ds = make(repo, interval=3)
+    ds.tag("a", version=2)
+    appends(ds, range(3, 8))
+    ds.store.put("_log/_last_checkpoint", b'{"revision": 2}')  # stale (two checkpoint writers raced), and harmless
+    assert ids(repo.load("t")) == list(range(8))
+    ds.expire_log(soon(), force=True)  # keeps checkpoint 2 for the tag, but not the commits after it
+    assert ds.log.listing.hint() >= 3
+    assert ids(repo.load("t")) == list(range(8))
+
+
+def test_a_hint_a_tagger_moved_while_an_expiry_ran_is_raised_again(repo, monkeypatch):
+    from cdkds.catalog.log import expiry
+    ds = make(repo, interval=3)
+    appends(ds, range(3, 8))
+    tagger = repo.load("t")
+    raise_hint, calls = expiry.LogExpiry._hint_at_least, []
+
+    def tagged_meanwhile(self, oldest):  # the tagger read the hint and the marker before ours, and wrote late
+        raise_hint(self, oldest)
+        if not calls:
+            calls.append(tagger.tag("a", version=2))
+            ds.store.put("_log/_last_checkpoint", b'{"revision": 2}')
+    monkeypatch.setattr(expiry.LogExpiry, "_hint_at_least", tagged_meanwhile)
+    ds.expire_log(soon(), force=True)
+    monkeypatch.undo()
+    assert calls == [2] and ds.log.listing.hint() >= 3
+    assert ids(repo.load("t")) == list(range(8)) and ids(repo.load("t", tag="a")) == [0, 1]
+
+
+def test_readers_go_around_a_stale_hint_naming_a_checkpoint_kept_for_a_tag(repo):
+    ds = make(repo, interval=3)
+    ds.tag("a", version=2)
+    appends(ds, range(3, 8))
+    ds.expire_log(soon(), force=True)
+    ds.store.put("_log/_last_checkpoint", b'{"revision": 2}')  # stale: readers list the log instead
+    assert ids(repo.load("t")) == list(range(8))
+    assert repo.load("t", version=ds.version).version == ds.version
+    assert ids(repo.load("t", tag="a")) == [0, 1]
+
+
+def test_an_untagged_revision_below_the_retained_log_is_expired_although_its_checkpoint_is_left(repo):
+    ds = make(repo, interval=3)
+    ds.tag("a", version=2)
+    for i in range(3, 8):
+        appends(ds, [i])
+        ds.delete(f"id = {i - 3}")
+    ds.expire_log(soon(), force=True)  # keeps checkpoint 2 for the tag
+    files = {f.path for f in repo.load("t", version=2).files}
+    ds.untag("a")
+    assert ds.store.exists(checkpoint_key(2))  # until the next expiry; vacuum may collect its files now
+    vacuumed = ds.vacuum(dt.timedelta(0), dry_run=False, force=True)
+    assert files <= set(vacuumed) and not vacuumed.kept
+    with pytest.raises(InvalidTimeTravelError, match="dataset 't': revision 2 has been expired from the log"):
+        repo.load("t", version=2)
+    before = log_objects(ds)
+    with pytest.raises(RefError, match="dataset 't': tag 'a' cannot name revision 2: .*expired"):
+        ds.tag("a", version=2)
+    assert log_objects(ds) == before and ds.check().ok

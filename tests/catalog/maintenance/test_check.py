@@ -376,3 +376,55 @@ def _raw_writer(ds):
     """A plain append that writes a data file without touching the index (as a broken writer would)."""
     from cdkds.catalog.write.writer import DatasetWriter
     return DatasetWriter(ds, "append")
+
+
+def test_a_checkpoint_kept_for_a_tag_just_below_the_retained_log_is_no_hole(repo):
+    ds = events(repo, commits=3, name="tagged")  # checkpoint 3
+    ds.tag("q", version=2)  # checkpoint 2, kept by expiry; the retained log starts at 3
+    ds.expire_log(dt.timedelta(0), force=True)
+    assert ds.store.exists(checkpoint_key(2)) and not ds.store.exists(commit_key(2))
+    report = checked(ds, read_data=True)
+    assert report.ok, report.problems
+    assert (report.first_revision, report.latest_revision) == (3, 4)
+
+
+def test_a_tagged_revision_below_the_retained_log_is_checked_too(repo):
+    from cdkds.catalog.log.expiry import files_of
+    ds = events(repo, commits=2, name="tagged")
+    ds.tag("q")  # checkpoint 2 (the tag's commit is revision 3)
+    ds.compact()  # revision 4 removes revision 2's files
+    ds.checkpoint()
+    ds.expire_log(dt.timedelta(0), force=True)
+    ds.vacuum(dt.timedelta(0), dry_run=False, force=True)
+    tagged = repo.load("tagged", tag="q").snapshot
+    kept = files_of(tagged) - files_of(ds.snapshot)  # revision 2's files, kept for the tag
+    report = checked(ds)
+    assert report.ok, report.problems
+    assert len(kept) == 4 and report.data_files == len(ds.files) + len(kept) and report.checkpoints == 2
+    only = sorted(kept)[0]
+    data = ds.store.read(only)
+    ds.store.delete(only)
+    report = checked(ds)
+    assert found(report) == [("missing_file", only)]
+    assert report.problems[0].cost.startswith("reads that include this file fail at revision 2 only")
+    ds.store.put(only, data)
+    (part,) = checkpoint.parts_of(tagged)
+    ds.store.delete(part.key)
+    report = checked(ds)
+    assert found(report) == [("corrupt_checkpoint_part", part.key)]
+    assert "revision 2, which tag 'q' keeps, cannot be read" in report.problems[0].cost
+    ds.store.delete(checkpoint_key(2))
+    report = checked(ds)
+    assert found(report) == [("corrupt_checkpoint", checkpoint_key(2))]
+    assert report.problems[0].message == "checkpoint 2 is missing"
+
+
+def test_a_checkpoint_whose_tags_differ_from_the_replay(repo):
+    from types import MappingProxyType
+    ds = events(repo, commits=2, name="tagged")
+    ds.tag("q", version=1)  # revision 3: a checkpoint
+    state = ds.log.snapshot(version=3)
+    ds.store.put(checkpoint_key(3), checkpoint.encode(dataclasses.replace(state, tags=MappingProxyType({}))))
+    report = checked(ds)
+    assert found(report) == [("checkpoint_mismatch", checkpoint_key(3))]
+    assert "1 tag missing from it (q)" in report.problems[0].message
