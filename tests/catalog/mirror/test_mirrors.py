@@ -5,7 +5,6 @@ the commit stands, the next commit catches up), updates on demand, vacuum and ch
 from __future__ import annotations
 
 import datetime as dt
-import warnings
 
 import pyarrow as pa
 import pytest
