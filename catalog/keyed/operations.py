@@ -279,8 +279,19 @@ def _plan_write(dataset: "Dataset", snapshot: "Snapshot", change: KeyedChange, i
         writer.abort()
         raise
     placed, files, positions = writer.placements()
-    order = np.argsort(placed, kind="stable")
+    order = _inverse(placed)
     change.entries = index.entries(written, files.take(pa.array(order)), positions[order], hashes[winners])
+
+
+def _inverse(placed: np.ndarray) -> np.ndarray:
+    """The order that sorts ``placed`` (distinct row numbers): a scatter when they are every
+    row of ``0..n-1`` once (a writer places each row once), else a stable sort."""
+    order = np.full(len(placed), -1, dtype=np.int64)
+    if len(placed) and 0 <= int(placed.min()) and int(placed.max()) < len(placed):
+        order[placed] = np.arange(len(placed), dtype=np.int64)
+        if (order >= 0).all():
+            return order
+    return np.argsort(placed, kind="stable")
 
 
 def _ties(dataset: "Dataset", snapshot: "Snapshot", table: pa.Table, stored: _Stored, against: np.ndarray) -> np.ndarray:

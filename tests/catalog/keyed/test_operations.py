@@ -440,3 +440,13 @@ def test_a_connection_failing_mid_read_of_the_index_is_a_storage_error(users, mo
         users.get_many([("nz", i) for i in range(20)])
     monkeypatch.setattr(index, "open_data_file", opened)
     assert len(users.get_many([("nz", i) for i in range(20)])) == 20
+
+
+def test_the_order_of_placed_rows_is_a_stable_sort_of_them_permutation_or_not():
+    import numpy as np
+
+    from cdkds.catalog.keyed.operations import _inverse
+
+    for placed in ([2, 0, 1], [5, 1, 3], [0, 0, 1], [1, 2], [], list(np.random.default_rng(0).permutation(100))):
+        array = np.array(placed, dtype=np.int64)
+        assert _inverse(array).tolist() == np.argsort(array, kind="stable").tolist()
