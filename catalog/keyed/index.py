@@ -35,7 +35,7 @@ from cdkds.catalog.expressions import ALWAYS_TRUE
 from cdkds.catalog.keyed.bloom import HashBloom
 from cdkds.catalog.keyed.caches import FOOTERS, IndexFooter, deleted_positions
 from cdkds.catalog.keyed.keys import RecordKey
-from cdkds.catalog.keyed.matching import KEY_ROW, distinct_sorted, in_sorted, join, matches, same_keys, with_key_rows
+from cdkds.catalog.keyed.matching import KEY_ROW, deleted_at, distinct_sorted, join, matches, same_keys, with_key_rows
 from cdkds.catalog.keyed.reconcile import distinct_hashes
 from cdkds.catalog.keyed.ttl import EXPIRY_TYPE, TimeToLive, files_timestamps
 from cdkds.catalog.log.actions import Action, AddIndex, RemoveIndex
@@ -340,7 +340,7 @@ class RecordIndex:
             if add is None:
                 alive[rows] = False
             elif add.deletes:
-                alive[rows] &= ~in_sorted(positions[rows], deleted_positions(self.store, add.deletes))
+                alive[rows] &= ~deleted_at(positions[rows], deleted_positions(self.store, add.deletes), add.row_count)
         if self.ttl is not None and entries.num_rows:
             alive &= self.ttl.alive(entries.column("_expires").combine_chunks()
                                     if isinstance(entries.column("_expires"), pa.ChunkedArray)

@@ -49,3 +49,16 @@ def test_by_file_groups_dictionary_encoded_paths_as_it_groups_the_strings(chunks
         coded.append(pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32()), pa.array(values)))
     assert groups(pa.chunked_array(coded, pa.dictionary(pa.int32(), pa.string()))) == expected
     assert groups(pa.chunked_array([a.cast(pa.string()).dictionary_encode() for a in coded]).combine_chunks()) == expected
+
+
+@settings(max_examples=80)
+@given(rows=st.integers(1, 300), deleted=st.sets(st.integers(0, 320), max_size=60),
+       positions=st.lists(st.integers(-2, 330), max_size=200))
+def test_deleted_at_is_a_binary_search_in_the_deleted_positions(rows, deleted, positions):
+    """A mask of the file's rows for many positions, a search for few: the same answer,
+    positions past the file's rows or the vector's included."""
+    from cdkds.catalog.keyed.matching import deleted_at, in_sorted
+
+    members = np.array(sorted(deleted), dtype=np.int64)
+    at = np.array(positions, dtype=np.int64)
+    assert deleted_at(at, members, rows).tolist() == in_sorted(at, members).tolist()
