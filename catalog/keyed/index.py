@@ -106,10 +106,12 @@ def by_file(paths: pa.Array | pa.ChunkedArray) -> list[tuple[str | None, np.ndar
 
 @dataclass(frozen=True)
 class IndexFile:
-    """An index file encoded and not stored yet, and the action that adds it."""
+    """An index file encoded and not stored yet, the action that adds it, and its footer as
+    a lookup reads it (cached once the file is stored: the writer's next lookup reads none)."""
 
     action: AddIndex
     data: bytes = field(repr=False)
+    footer: IndexFooter | None = field(default=None, repr=False)
 
 
 class RecordIndex:
@@ -392,6 +394,8 @@ class RecordIndex:
         when it returns: the commit that references them comes after); their actions."""
         files = [p for p in planned if isinstance(p, IndexFile)]
         self.store.put_all({f.action.path: f.data for f in files})
+        for f in (f for f in files if f.footer is not None):
+            FOOTERS.put((f.action.path, f.action.size), f.footer, replace=True)
         return [p.action if isinstance(p, IndexFile) else p for p in planned]
 
     def merge(self, buckets: Iterable[int], now_ms: int) -> list[Action]:
@@ -444,8 +448,9 @@ class RecordIndex:
         data = sink.getvalue()
         path = f"{INDEX_FOLDER}/{bucket}/{uuid.uuid4().hex}.parquet"
         lo, hi = (int(hashes[0]), int(hashes[-1])) if len(hashes) else (0, 0)
+        footer = _footer_of(data)
         return IndexFile(AddIndex(path, bucket, base, rows.num_rows, len(data), hashlib.sha256(data).hexdigest(), lo, hi,
-                                  footer_crc32=zlib.crc32(_footer_of(data))), data)
+                                  footer_crc32=zlib.crc32(footer)), data, IndexFooter.of(footer, bloom=False))
 
     def entries(self, rows: pa.Table | pa.RecordBatch, files: list[str] | pa.Array | pa.ChunkedArray,
                 positions: np.ndarray,
