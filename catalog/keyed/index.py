@@ -35,7 +35,7 @@ from cdkds.catalog.expressions import ALWAYS_TRUE
 from cdkds.catalog.keyed.bloom import HashBloom
 from cdkds.catalog.keyed.caches import FOOTERS, IndexFooter, deleted_positions
 from cdkds.catalog.keyed.keys import RecordKey
-from cdkds.catalog.keyed.matching import KEY_ROW, distinct_sorted, in_sorted, join, matches, same_keys, with_key_rows
+from cdkds.catalog.keyed.matching import KEY_ROW, deleted_at, distinct_sorted, join, matches, same_keys, with_key_rows
 from cdkds.catalog.keyed.reconcile import distinct_hashes
 from cdkds.catalog.keyed.ttl import EXPIRY_TYPE, TimeToLive, files_timestamps
 from cdkds.catalog.log.actions import Action, AddIndex, RemoveIndex
@@ -70,6 +70,16 @@ def entry_schema(descriptor: DatasetDescriptor) -> pa.Schema:
     ])
 
 
+FILE_CODES = pa.dictionary(pa.int32(), pa.string())  # ``_file`` as entries are written: a code per row
+
+
+def coded_schema(schema: pa.Schema) -> pa.Schema:
+    """The schema of entries being written (``schema``: :func:`entry_schema`): ``_file``
+    dictionary-encoded, as Parquet stores it, so sorting and taking entries moves codes, not
+    a path per row."""
+    return schema.set(schema.get_field_index("_file"), pa.field("_file", FILE_CODES))
+
+
 _READERS = WORKERS  # pyarrow decodes index files without holding Python's lock
 
 
@@ -79,23 +89,29 @@ def _reading_pool() -> ThreadPoolExecutor:
 
 
 def by_file(paths: pa.Array | pa.ChunkedArray) -> list[tuple[str | None, np.ndarray]]:
-    """The distinct values of a column of file paths and the rows holding each."""
+    """The distinct values of a column of file paths (strings, or dictionary-encoded as
+    entries are read and written) and the rows holding each."""
     if isinstance(paths, pa.ChunkedArray):
-        paths = paths.combine_chunks()
-    encoded = paths.dictionary_encode(null_encoding="encode")
-    codes = encoded.indices.to_numpy(zero_copy_only=False)
-    small = codes.astype(np.int16) if len(encoded.dictionary) < 2**15 else codes  # a radix sort
+        paths = paths.combine_chunks()  # dictionary chunks: their dictionaries unified
+    if not pa.types.is_dictionary(paths.type) or len(pc.unique(paths.dictionary)) < len(paths.dictionary):
+        paths = paths.cast(pa.string()).dictionary_encode() if pa.types.is_dictionary(paths.type) \
+            else paths.dictionary_encode()
+    names = [*paths.dictionary.to_pylist(), None]  # the last: null paths (tombstones)
+    codes = paths.indices.fill_null(len(names) - 1).to_numpy(zero_copy_only=False)
+    small = codes.astype(np.int16) if len(names) < 2**15 else codes  # a radix sort
     order = np.argsort(small, kind="stable")
-    bounds = np.searchsorted(codes[order], np.arange(len(encoded.dictionary) + 1))
-    return [(encoded.dictionary[j].as_py(), order[bounds[j]:bounds[j + 1]]) for j in range(len(encoded.dictionary))]
+    bounds = np.searchsorted(codes[order], np.arange(len(names) + 1))
+    return [(names[j], order[bounds[j]:bounds[j + 1]]) for j in range(len(names)) if bounds[j + 1] > bounds[j]]
 
 
 @dataclass(frozen=True)
 class IndexFile:
-    """An index file encoded and not stored yet, and the action that adds it."""
+    """An index file encoded and not stored yet, the action that adds it, and its footer as
+    a lookup reads it (cached once the file is stored: the writer's next lookup reads none)."""
 
     action: AddIndex
     data: bytes = field(repr=False)
+    footer: IndexFooter | None = field(default=None, repr=False)
 
 
 class RecordIndex:
@@ -108,6 +124,7 @@ class RecordIndex:
         self.descriptor = snapshot.descriptor
         self.key = RecordKey.of(self.descriptor, dataset)
         self.schema = entry_schema(self.descriptor)
+        self.coded = coded_schema(self.schema)
         props = self.descriptor.keyed
         self.buckets = props.buckets
         self.compaction_deltas = props.compaction_deltas
@@ -120,7 +137,7 @@ class RecordIndex:
 
     def lookup(self, keys: pa.Table, hashes: np.ndarray) -> pa.Table:
         """The latest entry of each key of ``keys`` that has one, with ``_row``: the key's
-        row in ``keys``. Reads only the buckets the hashes are in, in each bucket only the
+        row in ``keys``; in :attr:`coded` (``_file`` dictionary-encoded). Reads only the buckets the hashes are in, in each bucket only the
         files whose Bloom filter may hold one of them, and in each file the ``_hash``
         column of the row groups whose hash range may hold one, then the other columns of
         the row groups that do; buckets are read in parallel."""
@@ -146,7 +163,7 @@ class RecordIndex:
             pieces = list(_reading_pool().map(lambda task: self._read_matching(*task), tasks))
         pieces = [p for p in pieces if p is not None and p.num_rows]
         if not pieces:
-            return self._with_row(self.schema.empty_table(), np.zeros(0, np.int64))
+            return self._with_row(self.coded.empty_table(), np.zeros(0, np.int64))
         found = pa.concat_tables(pieces)
         if carried:  # each entry read knows the one key row of its hash: compared by values (a collision)
             key_rows = found.column(KEY_ROW).to_numpy()
@@ -156,8 +173,13 @@ class RecordIndex:
             entry_rows, key_rows = join(found, keys, hashes, self.key.names)
         # the latest entry (highest rank) of each key row
         ranks = found.column(_RANK).to_numpy()[entry_rows]
-        order = np.lexsort((ranks, key_rows))
-        last = order[np.r_[key_rows[order][1:] != key_rows[order][:-1], True]] if len(order) else order
+        if carried and (ranks[1:] > ranks[:-1]).all():  # read in rank order (tasks and hits are): the last one
+            latest = np.full(keys.num_rows, -1, dtype=np.int64)
+            np.maximum.at(latest, key_rows, np.arange(len(key_rows), dtype=np.int64))
+            last = latest[latest >= 0]
+        else:
+            order = np.lexsort((ranks, key_rows))
+            last = order[np.r_[key_rows[order][1:] != key_rows[order][:-1], True]] if len(order) else order
         if not carried:  # an entry may be the latest of several key rows (a key looked up twice)
             return self._with_row(found.take(pa.array(entry_rows[last])).select(self.schema.names), key_rows[last])
         # each entry is one key row's: kept by a mask, in found's order (a filter keeps to each
@@ -229,7 +251,7 @@ class RecordIndex:
         return with_key_rows(_entries(table, self._ranked_schema()), wanted, key_rows, hit_hashes)
 
     def _ranked_schema(self) -> pa.Schema:
-        return self.schema.append(pa.field(_RANK, pa.int64()))
+        return self.coded.append(pa.field(_RANK, pa.int64()))  # ``_file`` as read: codes, not a path per entry
 
     def _footer(self, entry: AddIndex, bloom: bool = True) -> IndexFooter:
         """``entry``'s footer, cached; with ``bloom``, its Bloom filter decoded (the footer is
@@ -320,7 +342,7 @@ class RecordIndex:
             if add is None:
                 alive[rows] = False
             elif add.deletes:
-                alive[rows] &= ~in_sorted(positions[rows], deleted_positions(self.store, add.deletes))
+                alive[rows] &= ~deleted_at(positions[rows], deleted_positions(self.store, add.deletes), add.row_count)
         if self.ttl is not None and entries.num_rows:
             alive &= self.ttl.alive(entries.column("_expires").combine_chunks()
                                     if isinstance(entries.column("_expires"), pa.ChunkedArray)
@@ -340,23 +362,23 @@ class RecordIndex:
         """Index files for new ``entries`` (any buckets; later rows win for a key): per
         bucket a delta, or a new base when the bucket has reached its delta threshold. The
         buckets are encoded in parallel and their files stored together (:meth:`store_files`)."""
-        entries = entries.cast(self.schema)
+        entries = entries.cast(self.coded)
         if entries.num_rows == 0:
             return []
         hashes = entries.column("_hash").to_numpy(zero_copy_only=False)
         buckets = self.key.buckets(hashes, self.buckets)
-        # by bucket, then hash (as files store them), equal hashes in the order given (later
-        # rows win): one take, and each bucket's rows a slice of it that needs no sorting
-        order = np.argsort(hashes, kind="stable")
-        order = order[np.argsort(buckets[order].astype(np.int16), kind="stable")]  # radix sort: at most 4,096 buckets
+        # by bucket (a radix sort: at most 4,096 buckets), then within each bucket, on the
+        # threads encoding them, by hash (as files store them), equal hashes in the order
+        # given (later rows win)
+        order = np.argsort(buckets.astype(np.int16), kind="stable")
         sorted_buckets = buckets[order]
         starts = np.flatnonzero(np.r_[True, sorted_buckets[1:] != sorted_buckets[:-1]])
         bounds = [*starts, len(order)]
-        entries = entries.take(pa.array(order))
 
         def bucket_actions(i: int) -> list[Action | IndexFile]:
             bucket = int(sorted_buckets[starts[i]])
-            rows = entries.slice(starts[i], bounds[i + 1] - starts[i])
+            picked = order[starts[i]:bounds[i + 1]]
+            rows = entries.take(pa.array(picked[np.argsort(hashes[picked], kind="stable")]))
             existing = self.snapshot.index_files(bucket)
             deltas = [f for f in existing if not f.base]
             if len(deltas) + 1 >= self.merge_deltas:
@@ -372,6 +394,8 @@ class RecordIndex:
         when it returns: the commit that references them comes after); their actions."""
         files = [p for p in planned if isinstance(p, IndexFile)]
         self.store.put_all({f.action.path: f.data for f in files})
+        for f in (f for f in files if f.footer is not None):
+            FOOTERS.put((f.action.path, f.action.size), f.footer, replace=True)
         return [p.action if isinstance(p, IndexFile) else p for p in planned]
 
     def merge(self, buckets: Iterable[int], now_ms: int) -> list[Action]:
@@ -395,7 +419,7 @@ class RecordIndex:
 
     def _compact(self, bucket: int, existing: Iterable[AddIndex], rows: pa.Table, now_ms: int) -> list[Action | IndexFile]:
         existing = tuple(existing)
-        pieces = [self.read_file(f) for f in existing] + [rows]
+        pieces = [self.read_file(f) for f in existing] + [rows.cast(self.schema)]
         ranked = pa.concat_tables([p.append_column(_RANK, pa.array((i << 32) + np.arange(p.num_rows), pa.int64()))
                                    for i, p in enumerate(pieces)])
         latest = self._latest(ranked, ["_hash", *self.key.names])
@@ -424,32 +448,34 @@ class RecordIndex:
         data = sink.getvalue()
         path = f"{INDEX_FOLDER}/{bucket}/{uuid.uuid4().hex}.parquet"
         lo, hi = (int(hashes[0]), int(hashes[-1])) if len(hashes) else (0, 0)
+        footer = _footer_of(data)
         return IndexFile(AddIndex(path, bucket, base, rows.num_rows, len(data), hashlib.sha256(data).hexdigest(), lo, hi,
-                                  footer_crc32=zlib.crc32(_footer_of(data))), data)
+                                  footer_crc32=zlib.crc32(footer)), data, IndexFooter.of(footer, bloom=False))
 
     def entries(self, rows: pa.Table | pa.RecordBatch, files: list[str] | pa.Array | pa.ChunkedArray,
                 positions: np.ndarray,
                 hashes: np.ndarray | None = None) -> pa.Table:
         """Index entries for live rows (with their key, ordering and TTL columns) that were
-        written at ``files``/``positions``."""
+        written at ``files``/``positions``, in :attr:`coded` (``_file`` dictionary-encoded)."""
         hashes = self.key.hashes(rows) if hashes is None else hashes
         n = rows.num_rows
         order = rows.column(self.descriptor.ordering_field) if self.descriptor.ordering_field else pa.nulls(n, pa.int8())
         expires = self.ttl.expiry(rows) if self.ttl is not None else None
         return pa.table([pa.array(hashes, pa.uint64()), *(rows.column(k) for k in self.key.names),
-                         files.cast(pa.string()) if isinstance(files, (pa.Array, pa.ChunkedArray)) else
-                         pa.array(files, pa.string()), pa.array(positions, pa.int64()), order,
+                         files.cast(FILE_CODES) if isinstance(files, (pa.Array, pa.ChunkedArray)) else
+                         pa.array(files, pa.string()).dictionary_encode(), pa.array(positions, pa.int64()), order,
                          expires if expires is not None else pa.nulls(n, EXPIRY_TYPE),
-                         pa.array(np.zeros(n, dtype=bool))], schema=self.schema)
+                         pa.array(np.zeros(n, dtype=bool))], schema=self.coded)
 
     def tombstones(self, keys: pa.Table, hashes: np.ndarray, orders: pa.Array, now_ms: int) -> pa.Table:
-        """Tombstone entries for deleted ``keys`` with their ordering values, kept for gc.grace."""
+        """Tombstone entries for deleted ``keys`` with their ordering values, kept for gc.grace
+        (in :attr:`coded`, as :meth:`entries`)."""
         n = keys.num_rows
         grace = int(self.descriptor.keyed.gc_grace.total_seconds() * 1_000_000)
         until = pa.array(np.full(n, now_ms * 1000 + grace, dtype=np.int64)).cast(EXPIRY_TYPE)
         return pa.table([pa.array(hashes, pa.uint64()), *(keys.column(k) for k in self.key.names),
-                         pa.nulls(n, pa.string()), pa.nulls(n, pa.int64()), orders, until,
-                         pa.array(np.ones(n, dtype=bool))], schema=self.schema)
+                         pa.nulls(n, FILE_CODES), pa.nulls(n, pa.int64()), orders, until,
+                         pa.array(np.ones(n, dtype=bool))], schema=self.coded)
 
     # ---------------------------------------------------------------- rebuilding
 
@@ -467,7 +493,7 @@ class RecordIndex:
             for batch in read_task(self.store, self.descriptor, ALWAYS_TRUE, columns, task, positions=True):
                 parts.append(self.entries(batch, [f.path] * batch.num_rows,
                                           batch.column("_pos").to_numpy(zero_copy_only=False)))
-        entries = pa.concat_tables(parts) if parts else self.schema.empty_table()
+        entries = pa.concat_tables(parts) if parts else self.coded.empty_table()
         counts = entries.group_by([*self.key.names], use_threads=False).aggregate([("_hash", "count")])
         twice = counts.filter(pc.greater(counts.column("_hash_count"), 1))
         if twice.num_rows:
@@ -478,7 +504,7 @@ class RecordIndex:
         if held.num_rows:
             unkeyed = held.join(entries.select(["_hash", *self.key.names]), keys=["_hash", *self.key.names],
                                 join_type="left anti")
-            entries = pa.concat_tables([entries, unkeyed.select(self.schema.names).cast(self.schema)])
+            entries = pa.concat_tables([entries, unkeyed.select(self.schema.names).cast(self.coded)])
         actions: list[Action] = [RemoveIndex(p) for p in self.snapshot.index]
         hashes = entries.column("_hash").to_numpy(zero_copy_only=False)
         buckets = self.key.buckets(hashes, self.buckets)

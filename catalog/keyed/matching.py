@@ -46,6 +46,19 @@ def in_sorted(values: np.ndarray, members: np.ndarray) -> np.ndarray:
     return members[at] == values
 
 
+def deleted_at(positions: np.ndarray, deleted: np.ndarray, rows: int) -> np.ndarray:
+    """For each row position of a file of ``rows`` rows, whether it is one of ``deleted``
+    (sorted): a binary search each for a few positions, a mask of the file's rows for many
+    (random positions search a large vector slowly)."""
+    if len(positions) * 256 < rows or not len(positions) or positions.dtype.kind != "i":  # floats: _pos held nulls
+        return in_sorted(positions, deleted)
+    size = max(rows, int(deleted[-1]) + 1 if len(deleted) else 0)
+    mask = np.zeros(size, dtype=bool)
+    mask[deleted] = True
+    inside = (positions >= 0) & (positions < size)  # a position outside is none of them
+    return mask[np.where(inside, positions, 0)] & inside
+
+
 def with_key_rows(entries: pa.Table, wanted: np.ndarray, key_rows: np.ndarray | None, hashes: np.ndarray) -> pa.Table:
     """``entries`` (of ``hashes``, each one of sorted, distinct ``wanted``) with ``_key``: the
     key row of each one's hash (``key_rows`` holds wanted's); as they are without ``key_rows``."""

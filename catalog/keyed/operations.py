@@ -27,9 +27,11 @@ from cdkds.catalog.errors import (
     CdkdsError, CommitConflictError, CommitFailedError, CommitStateUnknownError, InvalidRecordError,
     KeyExistsError,
 )
-from cdkds.catalog.keyed.deletion import DeletionVector, DeletionVectorRef, load_deletes
+from cdkds.catalog.keyed.deletion import DeletionVector, DeletionVectorRef
+from cdkds.catalog.keyed.caches import deleted_positions
 from cdkds.catalog.keyed.index import RecordIndex, by_file
 from cdkds.catalog.keyed.keys import RecordKey, arrow_table
+from cdkds.catalog.keyed.matching import distinct_sorted, in_sorted
 from cdkds.catalog.keyed.reconcile import compare_orders, greater_rows, reduce_delete, reduce_write
 from cdkds.catalog.keyed.rows import full_rows, partial_rows
 from cdkds.catalog.log.actions import KEYED_PROTOCOL, Action, AddFile, AddIndex, DeleteRows, SetProtocol
@@ -279,8 +281,19 @@ def _plan_write(dataset: "Dataset", snapshot: "Snapshot", change: KeyedChange, i
         writer.abort()
         raise
     placed, files, positions = writer.placements()
-    order = np.argsort(placed, kind="stable")
+    order = _inverse(placed)
     change.entries = index.entries(written, files.take(pa.array(order)), positions[order], hashes[winners])
+
+
+def _inverse(placed: np.ndarray) -> np.ndarray:
+    """The order that sorts ``placed`` (distinct row numbers): a scatter when they are every
+    row of ``0..n-1`` once (a writer places each row once), else a stable sort."""
+    order = np.full(len(placed), -1, dtype=np.int64)
+    if len(placed) and 0 <= int(placed.min()) and int(placed.max()) < len(placed):
+        order[placed] = np.arange(len(placed), dtype=np.int64)
+        if (order >= 0).all():
+            return order
+    return np.argsort(placed, kind="stable")
 
 
 def _ties(dataset: "Dataset", snapshot: "Snapshot", table: pa.Table, stored: _Stored, against: np.ndarray) -> np.ndarray:
@@ -407,10 +420,11 @@ def commit(dataset: "Dataset", changes: Sequence[KeyedChange], info: Mapping[str
         actions.extend(adds)
         sidecars: dict[str, bytes] = {}
         for path, parts in positions.items():
-            deleted = np.unique(np.concatenate(parts))
-            earlier = load_deletes(dataset.store, snapshot.files[path].deletes) if path in snapshot.files else None
-            if earlier is not None:  # vectors of one file are disjoint: its deleted rows are their cardinalities' sum
-                deleted = np.setdiff1d(deleted, earlier.to_numpy())
+            deleted = distinct_sorted(np.concatenate(parts))
+            if path in snapshot.files and snapshot.files[path].deletes:
+                # vectors of one file are disjoint: its deleted rows are their cardinalities' sum;
+                # its deleted positions as the lookup read them (cached, sorted)
+                deleted = deleted[~in_sorted(deleted, deleted_positions(dataset.store, snapshot.files[path].deletes))]
             if not len(deleted):
                 continue
             ref, sidecar = DeletionVectorRef.planned(DeletionVector.of(deleted))

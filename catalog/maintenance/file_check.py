@@ -174,7 +174,7 @@ class FileCheck:
         pointed = np.zeros(live.num_rows, dtype=bool)
         rows = found.column("_row").to_numpy()
         same = np.asarray(pc.and_(
-            pc.equal(found.column("_file"), live.column("_file").take(found.column("_row"))),
+            pc.equal(found.column("_file").cast(pa.string()), live.column("_file").take(found.column("_row"))),
             pc.equal(found.column("_pos"), live.column("_pos").take(found.column("_row")))).fill_null(False))
         pointed[rows[same]] = True
         missing = np.flatnonzero(~pointed)

@@ -92,6 +92,23 @@ def write_sort(dataset: str, descriptor: Any, option: Any, name: str = "sort_by"
 
 
 def sort_order(table: pa.Table | pa.RecordBatch, columns: Sequence[str]) -> np.ndarray:
-    """The row order that sorts ``table`` by ``columns`` (ascending, nulls last; stable)."""
-    indices = pc.sort_indices(table, sort_keys=[(c, "ascending") for c in columns])
-    return indices.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    """The row order that sorts ``table`` by ``columns`` (ascending, nulls last; stable).
+    A column of one value (a partition's, in its files) orders nothing and is left out: a
+    sort comparing it first compares a string per comparison for nothing."""
+    keys = [(c, "ascending") for c in columns if _varies(table.column(c))]
+    if not keys:
+        return np.arange(table.num_rows, dtype=np.int64)
+    return pc.sort_indices(table, sort_keys=keys).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+
+
+def _varies(column: pa.Array | pa.ChunkedArray) -> bool:
+    """False when every value of ``column`` is the same (or null, all of them); True when
+    they may differ (floats may hold NaN, which min and max leave out)."""
+    kind = column.type
+    if column.null_count == len(column):
+        return False
+    if column.null_count or not (pa.types.is_integer(kind) or pa.types.is_string(kind) or pa.types.is_large_string(kind)
+                                 or pa.types.is_temporal(kind) or pa.types.is_boolean(kind)):
+        return True
+    bounds = pc.min_max(column)
+    return bounds["min"] != bounds["max"]

@@ -521,14 +521,17 @@ def _outside(f: Any, source: pa.Array, kind: str, error: SchemaMismatchError) ->
 def _group(arrays: list[pa.Array]) -> list[tuple[np.ndarray | None, list[Any]]]:
     """Row indices and partition values of each distinct combination of partition values."""
     n = len(arrays[0])
-    codes = np.zeros(n, dtype=np.int64)
+    codes, distinct = np.zeros(n, dtype=np.int64), 1
     for array in arrays:
         encoded = array.dictionary_encode(null_encoding="encode")
         indices = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-        codes = np.unique(codes * len(encoded.dictionary) + indices, return_inverse=True)[1].reshape(-1)
+        codes, distinct = codes * len(encoded.dictionary) + indices, distinct * len(encoded.dictionary)
+        if distinct > n:  # kept below the row count: codes of distinct combinations, renumbered
+            codes = np.unique(codes, return_inverse=True)[1].reshape(-1)
+            distinct = int(codes.max()) + 1 if n else 1
     if n and codes.max() == codes.min():
         return [(None, [a[0].as_py() for a in arrays])]
-    order = np.argsort(codes, kind="stable")
+    order = np.argsort(codes.astype(np.int16) if distinct < 2**15 else codes, kind="stable")  # a radix sort when few
     sorted_codes = codes[order]
     starts = np.concatenate(([0], np.flatnonzero(np.diff(sorted_codes)) + 1))
     ends = np.concatenate((starts[1:], [n]))

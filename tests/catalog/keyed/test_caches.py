@@ -63,3 +63,26 @@ def test_a_value_put_again_replaces_the_held_one_only_when_asked_and_its_size_is
     assert cache.get("a") == b"y" * 50 and cache._bytes == 50
     cache.put("b", b"z" * 60)  # over the capacity: the least recently used goes
     assert cache.get("a") is None and cache._bytes == 60
+
+
+def test_the_footers_of_index_files_a_process_writes_are_cached_as_a_read_gives_them(repo, monkeypatch):
+    """The writer's next lookup reads no index footer (an upsert after a load read every one)."""
+    import numpy as np
+
+    ds = repo.create("warm", users_descriptor(**{"index.buckets": "2"}))
+    index_module.FOOTERS.clear()
+    monkeypatch.setattr(RecordIndex, "_tail", lambda self, entry: (_ for _ in ()).throw(AssertionError("read")))
+    ds.upsert([user("nz", i, 1, "a") for i in range(300)])
+    ds.upsert([user("nz", i, 2, "b") for i in range(250, 310)])  # its lookup reads no footer
+    index = RecordIndex(ds.store, ds.snapshot, ds.name)
+    keys = index.key.keys([("nz", i) for i in range(0, 310, 7)])
+    assert index.lookup(keys, index.key.hashes(keys)).num_rows == 45
+    entries = list(ds.snapshot.index.values())
+    cached = [index_module.FOOTERS.get((e.path, e.size)) for e in entries]
+    assert len(entries) == 4 and all(c is not None and c.bloom is None for c in cached)
+    monkeypatch.undo()
+    index_module.FOOTERS.clear()
+    read = [index._footer(e, bloom=False) for e in entries]
+    for c, r in zip(cached, read):
+        assert c.metadata.to_dict() == r.metadata.to_dict() and c.has_bloom == r.has_bloom
+        assert all(np.array_equal(getattr(c, a), getattr(r, a)) for a in ("low", "high", "offsets"))

@@ -21,3 +21,44 @@ def test_matching_hashes_are_every_row_of_a_wanted_hash_duplicates_included(stor
 def test_distinct_sorted_is_numpys_unique(values):
     array = np.array(values, dtype=np.uint64)
     assert distinct_sorted(array).tolist() == np.unique(array).tolist()
+
+
+_PATHS = st.sampled_from(["a.parquet", "b.parquet", "c.parquet", None])
+
+
+@settings(max_examples=60)
+@given(chunks=st.lists(st.lists(_PATHS, max_size=12), min_size=1, max_size=4), unused=st.booleans())
+def test_by_file_groups_dictionary_encoded_paths_as_it_groups_the_strings(chunks, unused):
+    """Entries carry ``_file`` dictionary-encoded (codes as read and written): chunks with
+    dictionaries of their own, null paths (tombstones), dictionary values no row uses and
+    a dictionary holding a path twice group exactly as the decoded strings do."""
+    import pyarrow as pa
+
+    from cdkds.catalog.keyed.index import by_file
+
+    def groups(paths):
+        return sorted((p or "", rows.tolist()) for p, rows in by_file(paths))
+
+    strings = pa.chunked_array([pa.array(c, pa.string()) for c in chunks])
+    expected = groups(strings)
+    coded = []
+    for c in chunks:
+        values = ["a.parquet", "b.parquet", "c.parquet"] + (["a.parquet", "z.parquet"] if unused else [])
+        codes = [None if p is None else (values.index(p) + (3 if unused and p == "a.parquet" and i % 2 else 0))
+                 for i, p in enumerate(c)]
+        coded.append(pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32()), pa.array(values)))
+    assert groups(pa.chunked_array(coded, pa.dictionary(pa.int32(), pa.string()))) == expected
+    assert groups(pa.chunked_array([a.cast(pa.string()).dictionary_encode() for a in coded]).combine_chunks()) == expected
+
+
+@settings(max_examples=80)
+@given(rows=st.integers(1, 300), deleted=st.sets(st.integers(0, 320), max_size=60),
+       positions=st.lists(st.integers(-2, 330), max_size=200))
+def test_deleted_at_is_a_binary_search_in_the_deleted_positions(rows, deleted, positions):
+    """A mask of the file's rows for many positions, a search for few: the same answer,
+    positions past the file's rows or the vector's included."""
+    from cdkds.catalog.keyed.matching import deleted_at, in_sorted
+
+    members = np.array(sorted(deleted), dtype=np.int64)
+    at = np.array(positions, dtype=np.int64)
+    assert deleted_at(at, members, rows).tolist() == in_sorted(at, members).tolist()

@@ -440,3 +440,30 @@ def test_a_connection_failing_mid_read_of_the_index_is_a_storage_error(users, mo
         users.get_many([("nz", i) for i in range(20)])
     monkeypatch.setattr(index, "open_data_file", opened)
     assert len(users.get_many([("nz", i) for i in range(20)])) == 20
+
+
+def test_the_order_of_placed_rows_is_a_stable_sort_of_them_permutation_or_not():
+    import numpy as np
+
+    from cdkds.catalog.keyed.operations import _inverse
+
+    for placed in ([2, 0, 1], [5, 1, 3], [0, 0, 1], [1, 2], [], list(np.random.default_rng(0).permutation(100))):
+        array = np.array(placed, dtype=np.int64)
+        assert _inverse(array).tolist() == np.argsort(array, kind="stable").tolist()
+
+
+def test_a_commit_adds_only_positions_no_earlier_vector_of_the_file_deletes(users):
+    """Vectors of one file are disjoint (its deleted rows are their cardinalities' sum): a
+    change naming a position already deleted (a stale entry's) adds a vector of the others."""
+    users.upsert([user("nz", i, 1) for i in range(4)])
+    (path,) = users.snapshot.files
+    users.upsert([user("nz", 0, 2)])  # deletes the row of key 0 in ``path``
+    (earlier,) = users.snapshot.files[path].deletes
+    change = operations.prepare(users, "upsert", [user("nz", 1, 3)])
+    assert len(change.deletes[path]) == 1
+    change.deletes[path] = pa.array([*change.deletes[path].tolist(), *earlier.load(users.store).to_numpy().tolist()]
+                                    ).to_numpy().astype("int64")
+    operations.commit(users, [change])
+    deletes = users.refresh().snapshot.files[path].deletes
+    assert [d.cardinality for d in deletes] == [1, 1]
+    assert users.snapshot.files[path].live_rows == 2 and len(state(users)) == 4

@@ -13,7 +13,7 @@ import fastavro
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cdkds.catalog import DatasetDescriptor, DatasetRepository
@@ -336,3 +336,28 @@ def test_placements_name_each_rows_file_and_position_as_arrow(tmp_path):
     for row, path, position in zip(rows, files.to_pylist(), positions):
         stored = pq.read_table(ds.store.path(path))
         assert stored.column("id")[int(position)].as_py() == table.column("id")[int(row)].as_py()
+
+
+@settings(max_examples=60)
+@given(data=st.data())
+def test_a_sort_leaving_out_columns_of_one_value_orders_rows_as_the_full_sort(data):
+    """Columns of one value (a partition's), all null, or floats with NaN: the same order as
+    Arrow's sort by every column."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from cdkds.catalog.write.sorting import sort_order
+
+    n = data.draw(st.integers(0, 30))
+    values = {"s": st.sampled_from(["a", "b"]), "i": st.integers(-2, 2), "f": st.sampled_from([1.0, float("nan"), 0.5])}
+    columns = {}
+    for name, kind in (("s", pa.string()), ("i", pa.int64()), ("f", pa.float64())):
+        one = data.draw(st.booleans())
+        pool = st.just(data.draw(values[name])) if one else values[name]
+        columns[name] = pa.array(data.draw(st.lists(st.one_of(pool, st.none()) if data.draw(st.booleans()) else pool,
+                                                    min_size=n, max_size=n)), kind)
+    table = pa.table(columns)
+    keys = data.draw(st.permutations(["s", "i", "f"]))[:data.draw(st.integers(1, 3))]
+    expected = pc.sort_indices(table, sort_keys=[(k, "ascending") for k in keys]).to_numpy()
+    assert sort_order(table, keys).tolist() == np.asarray(expected).tolist()
