@@ -23,7 +23,7 @@ from cdkds.catalog.log.actions import (
     Action, AddFile, AddIndex, BranchRef, DeleteRows, DropBranch, RemoveFile, RemoveIndex, SetMetadata, SetProtocol,
     SetTransaction, Tag, Tombstone, Untag,
 )
-from cdkds.catalog.expressions import ALWAYS_TRUE, bind
+from cdkds.catalog.expressions import ALWAYS_TRUE, as_expression, bind
 from cdkds.catalog.expressions.pruning import SPEC_NAME, FileFilter
 from cdkds.catalog.expressions.tree import BoundPredicate as Predicate
 from cdkds.catalog.errors import AmbiguousOverwriteError, CdkdsError, ConcurrentRewriteError
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from cdkds.catalog.log.snapshot import Snapshot
 
 
+DELETE_OPERATION = "delete"  # a delete by predicate (Dataset.delete); its info holds the predicate
 REPLANS = 5  # plans of one write that lost races to compactions (each a commit that landed)
 T = TypeVar("T")
 
@@ -243,8 +244,9 @@ class Recorded(ConflictRule):
     """What a commit already in a log assumed (a branch's commit being published onto main),
     told from its actions alone and erring towards a conflict: a compaction assumed what
     :class:`Rewrite` says; a descriptor change, what :class:`Exclusive` says (refs aside); a
-    keyed write, that no index bucket it wrote was written; a delete, that nothing was added
-    where its tombstones may match; any other removal (an overwrite), that nothing was added
+    keyed write, that no index bucket it wrote was written; a delete by predicate, what
+    :class:`ReadPartitions` says of the files its predicate (in its info) may match, whether
+    it removed whole files, tombstoned or marked rows; any other removal (an overwrite), that nothing was added
     at all; a plain append assumed nothing. ``before``: the state it was made on."""
 
     commit: "Commit"
@@ -270,6 +272,9 @@ class Recorded(ConflictRule):
         reason = self._same_keys(theirs)
         if reason is not None:
             return reason
+        deleted = self._deleted()
+        if deleted is not None:  # a delete's own rule, whether it removed whole files, tombstoned or marked rows
+            return ReadPartitions(deleted).specific_conflict(theirs, base)
         tombstones = [a for a in ours if isinstance(a, Tombstone)]
         if any(isinstance(a, RemoveFile) for a in ours) or "overwrite" in self.commit.operation:
             return ReadPartitions(None).specific_conflict(theirs, base)
@@ -280,6 +285,18 @@ class Recorded(ConflictRule):
                 return reason
         return None
 
+
+    def _deleted(self) -> FileFilter | None:
+        """The files a delete by predicate read (its predicate is in its info), as its own
+        rule (:class:`ReadPartitions`) reads them; ``None`` for any other commit."""
+        predicate = self.commit.info.get("predicate") if self.commit.operation == DELETE_OPERATION else None
+        if not isinstance(predicate, str):
+            return None
+        descriptor = self.before.descriptor
+        try:
+            return FileFilter.of(bind(as_expression(predicate), descriptor.fields), descriptor)
+        except CdkdsError:  # not readable back: judged by its actions, as any other commit
+            return None
 
     def _same_keys(self, theirs: "Commit") -> str | None:
         """A keyed write assumed nobody else wrote its keys (as ``KeyedWrite`` does): a

@@ -107,6 +107,22 @@ def test_a_conflicting_publish_is_refused_and_commits_nothing(users):
     assert users.branches() == {}
 
 
+def test_a_branch_delete_that_removed_whole_files_replays_over_main_appends_it_cannot_match(tmp_path):
+    repo = DatasetRepository(f"file://{tmp_path}/lake")
+    ds = repo.create("users", DatasetDescriptor(USER_SCHEMA, partition_strategy="identity(userId)"))
+    append(ds, [1, 2, 3])
+    audit = ds.branch("audit")
+    audit.delete("userId = 2")  # the file of partition userId=2 is removed whole, as a delete's usual rule reads it
+    append(ds, [5])  # main appends where the delete cannot match: as for two writers on main, no conflict
+    ds.publish("audit")
+    assert ids(repo.load("users")) == [1, 3, 5]
+    audit = ds.branch("audit-2")
+    audit.delete("userId = 3")
+    append(ds, [3])  # ...but where it matches, the publish is refused
+    with pytest.raises(CommitConflictError, match="where this commit overwrites or deletes"):
+        ds.publish("audit-2")
+
+
 def test_a_branch_delete_over_files_the_branch_added_is_published_as_their_deletion_vectors(users):
     audit = users.branch("audit")
     append(audit, [30, 31])
