@@ -246,8 +246,10 @@ class Recorded(ConflictRule):
     :class:`Rewrite` says; a descriptor change, what :class:`Exclusive` says (refs aside); a
     keyed write, that no index bucket it wrote was written; a delete by predicate, what
     :class:`ReadPartitions` says of the files its predicate (in its info) may match, whether
-    it removed whole files, tombstoned or marked rows; any other removal (an overwrite), that nothing was added
-    at all; a plain append assumed nothing. ``before``: the state it was made on."""
+    it removed whole files, tombstoned or marked rows; any other removal (an overwrite), that
+    nothing was added at all; a plain append assumed nothing. A compaction on main adds no
+    row, so it meets the last two only by the files it removed (a publish cannot be planned
+    again, as a delete on main is after one). ``before``: the state it was made on."""
 
     commit: "Commit"
     before: "Snapshot"
@@ -272,6 +274,8 @@ class Recorded(ConflictRule):
         reason = self._same_keys(theirs)
         if reason is not None:
             return reason
+        if theirs.operation == REWRITE_OPERATION:
+            return None  # no row added: a tombstone reaches its files as it did those they replace (removals aside)
         deleted = self._deleted()
         if deleted is not None:  # a delete's own rule, whether it removed whole files, tombstoned or marked rows
             return ReadPartitions(deleted).specific_conflict(theirs, base)
