@@ -170,6 +170,24 @@ def test_keyed_writes_and_the_change_feed_across_a_publish(tmp_path):
     assert main.check().ok
 
 
+def test_published_rows_keep_the_commit_time_their_ttl_counts_from(tmp_path):
+    repo = DatasetRepository(f"file://{tmp_path}/lake")
+    ds = repo.create("users", DatasetDescriptor(USER_SCHEMA, record_key="userId", properties={"ttl": "1h"}))
+    ds.upsert([{"userId": 1, "username": "u1"}])
+    audit = ds.branch("audit")
+    audit.upsert([{"userId": 2, "username": "b2"}])
+    written = {f.path: f.timestamp for f in audit.files if f.revision > ds.version}
+    append(ds, [3])
+    ds.publish("audit")  # later: were the files to take the publish's time, their rows would outlive their ttl
+    for main in (repo.load("users"), repo.load("users").refresh()):
+        assert {f.path: f.timestamp for f in main.files if f.path in written} == written
+    main = repo.load("users")
+    main.checkpoint()
+    assert {f.path: f.timestamp for f in TransactionLog(main.store, "users").snapshot().files.values()
+            if f.path in written} == written
+    assert main.check().ok
+
+
 def test_a_publish_conflicts_on_a_key_main_also_wrote(tmp_path):
     repo = DatasetRepository(f"file://{tmp_path}/lake")
     ds = repo.create("users", DatasetDescriptor(USER_SCHEMA, record_key="userId"))
