@@ -248,8 +248,9 @@ class Recorded(ConflictRule):
     :class:`ReadPartitions` says of the files its predicate (in its info) may match, whether
     it removed whole files, tombstoned or marked rows; any other removal (an overwrite), that
     nothing was added at all; a plain append assumed nothing. A compaction on main adds no
-    row, so it meets the last two only by the files it removed (a publish cannot be planned
-    again, as a delete on main is after one). ``before``: the state it was made on."""
+    row and keeps main's descriptor, so it meets the last three only by the files it removed,
+    and a descriptor change only when that built the index (a publish cannot be planned
+    again, as a write on main is after one). ``before``: the state it was made on."""
 
     commit: "Commit"
     before: "Snapshot"
@@ -268,6 +269,8 @@ class Recorded(ConflictRule):
             removed = {a.path for a in ours if isinstance(a, RemoveFile)}
             return Rewrite(tuple(f for p, f in self.before.files.items() if p in removed)).specific_conflict(theirs, base)
         if any(isinstance(a, (SetMetadata, SetProtocol)) for a in ours):
+            if theirs.operation == REWRITE_OPERATION and not any(isinstance(a, AddIndex) for a in ours):
+                return None  # its files hold main's rows in main's descriptor, as the files before it did
             for action in theirs.actions:
                 if not isinstance(action, (AddFile, BranchRef, DropBranch)):
                     return f"its {theirs.operation!r} changed what this branch's descriptor change was checked against"

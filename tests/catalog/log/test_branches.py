@@ -133,6 +133,17 @@ def test_a_branch_delete_replays_over_a_compaction_of_main(users):
     assert ids(main) == [1, 3, 5] and main.check().ok
 
 
+def test_a_branch_schema_change_replays_over_a_compaction_of_main(users):
+    audit = users.branch("audit")
+    audit.alter().add("email", "string", default="none").commit()
+    append(users, [5])
+    users.compact()  # moves rows into files of main's descriptor, as main's files before it: nothing to re-check
+    users.publish("audit")
+    main = users.repository.load("users")
+    assert sorted((r["userId"], r["email"]) for r in main.reader()) == [(i, "none") for i in (1, 2, 3, 5)]
+    assert main.check().ok
+
+
 def test_a_branch_delete_over_files_the_branch_added_is_published_as_their_deletion_vectors(users):
     audit = users.branch("audit")
     append(audit, [30, 31])
