@@ -234,6 +234,15 @@ def test_bad_refs_are_refused_naming_them_and_commit_nothing(users, call, error,
     assert users.repository.load("users").version == before
 
 
+def test_the_change_feed_of_a_branch_starts_after_its_base_and_says_so(users):
+    audit = users.branch("audit")
+    base = users.version
+    append(audit, [10])
+    assert [c["userId"] for c in audit.changes(base + 1).read_all().to_pylist()] == [10]
+    with pytest.raises(InvalidTimeTravelError, match=rf"branch 'audit' starts at revision {base}.*main"):
+        audit.changes(base)  # not "expired": main's feed has those revisions
+
+
 def test_a_write_to_a_branch_that_ended_is_refused(users):
     audit = users.branch("audit")
     users.drop_branch("audit")
