@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar
 
 from cdkds.catalog.log.actions import (
@@ -61,6 +62,8 @@ class ConflictRule(ABC):
     """What one kind of write assumed when it was planned."""
 
     rebases_over_schema_changes = False  # whether a concurrent schema change leaves it valid
+    # files the commit brings that were referenced in the log already, which a vacuum keeps (a branch's, published)
+    referenced_before: frozenset[str] = frozenset()
 
     def conflict(self, ours: tuple[Action, ...], theirs: "Commit", base: "Snapshot") -> str | None:
         """Why ``theirs`` (committed after ``base``) conflicts with ``ours``, or ``None``."""
@@ -349,6 +352,13 @@ class Publish(ConflictRule):
         if any(isinstance(a, DropBranch) and a.name == self.name for a in theirs.actions):
             return f"it ended branch {self.name!r} ({theirs.operation})"
         return None
+
+    @cached_property
+    def referenced_before(self) -> frozenset[str]:  # type: ignore[override]
+        """The files the branch's commits reference: a vacuum on main keeps them while the branch
+        is live, however old (only the vectors the publish writes itself are new)."""
+        from cdkds.catalog.log.vacuum_trace import new_files
+        return frozenset(path for r in self.commits for path in new_files(r.commit.actions))
 
 
 def schema_only(before: "DatasetDescriptor", after: "DatasetDescriptor") -> bool:

@@ -314,6 +314,31 @@ def test_a_branch_write_whose_files_a_vacuum_on_main_may_have_deleted_is_refused
     assert ids(users.repository.load("users", branch="audit")) == [1, 2, 3]
 
 
+def test_a_vacuum_on_main_that_kept_a_branch_s_files_does_not_refuse_its_publish(users):
+    import time
+    audit = users.branch("audit")
+    append(audit, [10])
+    time.sleep(0.01)
+    users.store.put("data/orphan.parquet", b"left by a crashed writer")
+    time.sleep(0.01)
+    removed = users.vacuum(dt.timedelta(0), dry_run=False, force=True)  # a trace on main, later than the branch's file
+    assert removed == ["data/orphan.parquet"] and any("branch 'audit'" in k for k in removed.kept)
+    users.publish("audit")  # the vacuum kept the file because the branch referenced it: refused for ever before
+    assert ids(users.repository.load("users")) == [1, 2, 3, 10]
+
+
+def test_a_publish_whose_branch_file_a_vacuum_deleted_is_refused(users):
+    audit = users.branch("audit")
+    append(audit, [10])
+    lost = [f.path for f in audit.files if f.revision > users.version]
+    users.store.put("data/orphan.parquet", b"left by a crashed writer")
+    users.vacuum(dt.timedelta(0), dry_run=False, force=True)
+    users.store.delete(lost[0])  # as a vacuum racing the branch's writer could (docs/guide/branches.md)
+    with pytest.raises(CommitConflictError, match=rf"it deleted {lost[0]}"):
+        users.publish("audit")
+    assert ids(users.repository.load("users")) == [1, 2, 3]
+
+
 def test_writers_on_one_branch_race_under_put_if_absent(users):
     import threading
     users.branch("audit")
