@@ -447,13 +447,16 @@ from hypothesis import given, settings, strategies as st  # noqa: E402
 X_SCHEMA = {"type": "record", "name": "R", "fields": [{"name": "x", "type": "long"}]}
 VALUES = st.lists(st.integers(0, 9), min_size=1, max_size=4)
 OPERATIONS = st.one_of(st.tuples(st.just("append"), VALUES),
-                       st.tuples(st.sampled_from(["=", "<"]), st.integers(0, 9)))
+                       st.tuples(st.sampled_from(["=", "<"]), st.integers(0, 9)),
+                       st.tuples(st.just("compact"), st.just(0)))  # as main's inline services do after appends
 
 
 def _apply(rows, operation):
     kind, value = operation
     if kind == "append":
         return rows + value
+    if kind == "compact":
+        return rows
     return [x for x in rows if not (x == value if kind == "=" else x < value)]
 
 
@@ -471,6 +474,8 @@ def _run(ds, operation):
         with ds.writer() as w:
             w.write_batch(pa.table({"x": value}))
         return True
+    if kind == "compact":
+        return ds.compact() is not None
     return ds.delete(f"x {kind} {value}") is not None
 
 
