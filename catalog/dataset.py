@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
-from cdkds.catalog.log.conflicts import ConflictRule, Exclusive, replanned
+from cdkds.catalog.log.conflicts import DELETE_OPERATION, ConflictRule, Exclusive, replanned
 from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.expressions import Expression
 from cdkds.catalog.log.actions import Action, AddFile
@@ -216,12 +216,12 @@ class Dataset:
                 return None
             sidecars = [a.vector.path for a in actions if isinstance(a, DeleteRows) and a.vector.path]
             try:
-                self._commit("delete", actions, info, rule=plan.rule)
+                self._commit(DELETE_OPERATION, actions, info, rule=plan.rule)
             except CommitFailedError:
                 delete_files(self.store, sidecars)
                 raise
             return self.version
-        self._commit("delete", actions, info, rule=plan.rule)
+        self._commit(DELETE_OPERATION, actions, info, rule=plan.rule)
         return self.version
 
     # ---------------------------------------------------------------- keyed datasets

@@ -168,7 +168,7 @@ class StreamCommit:
 def stream_commit(commit: Commit, before: DatasetDescriptor) -> StreamCommit:
     """What ``commit`` (decoded with ``before``, the descriptor in effect before it) gives a stream."""
     actions = commit.actions
-    adds = sorted((a.at(commit.revision, commit.timestamp) for a in actions if isinstance(a, AddFile)),
+    adds = sorted((a.landed(commit.revision, commit.timestamp) for a in actions if isinstance(a, AddFile)),
                   key=lambda a: a.path)
     changes = any(isinstance(a, (RemoveFile, Tombstone, DeleteRows)) for a in actions)
     if commit.operation in NO_DATA_CHANGE or (not changes and not adds):

@@ -88,6 +88,12 @@ class AddFile:
     def at(self, revision: int, timestamp: int = 0) -> "AddFile":
         return dataclasses.replace(self, revision=revision, timestamp=timestamp)
 
+    def landed(self, revision: int, timestamp: int) -> "AddFile":
+        """The file as commit ``revision``, made at ``timestamp``, adds it: at that revision, and
+        at that time unless it carries its own (``committedAt``: a published branch's file keeps
+        the time of the branch commit that wrote it, from which a TTL by commit time counts)."""
+        return self.at(revision, self.timestamp or timestamp)
+
     @property
     def deleted_rows(self) -> int:
         return sum(d.cardinality for d in self.deletes)

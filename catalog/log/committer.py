@@ -214,7 +214,7 @@ class _Attempt:
             if theirs.revision == self.unsettled:
                 self.unsettled = None  # that revision is someone else's: our PUT there did not land
             reason = self.rule.conflict(ours.actions, theirs, self.base) or endangered(
-                self.committer.store, ours.actions, theirs)
+                self.committer.store, ours.actions, theirs, self.rule.referenced_before)
             if reason is not None:
                 kind = ConcurrentRewriteError if theirs.operation == REWRITE_OPERATION else CommitConflictError
                 raise kind(

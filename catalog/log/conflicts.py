@@ -17,13 +17,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar
 
 from cdkds.catalog.log.actions import (
     Action, AddFile, AddIndex, BranchRef, DeleteRows, DropBranch, RemoveFile, RemoveIndex, SetMetadata, SetProtocol,
     SetTransaction, Tag, Tombstone, Untag,
 )
-from cdkds.catalog.expressions import ALWAYS_TRUE, bind
+from cdkds.catalog.expressions import ALWAYS_TRUE, as_expression, bind
 from cdkds.catalog.expressions.pruning import SPEC_NAME, FileFilter
 from cdkds.catalog.expressions.tree import BoundPredicate as Predicate
 from cdkds.catalog.errors import AmbiguousOverwriteError, CdkdsError, ConcurrentRewriteError
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from cdkds.catalog.log.snapshot import Snapshot
 
 
+DELETE_OPERATION = "delete"  # a delete by predicate (Dataset.delete); its info holds the predicate
 REPLANS = 5  # plans of one write that lost races to compactions (each a commit that landed)
 T = TypeVar("T")
 
@@ -60,6 +62,8 @@ class ConflictRule(ABC):
     """What one kind of write assumed when it was planned."""
 
     rebases_over_schema_changes = False  # whether a concurrent schema change leaves it valid
+    # files the commit brings that were referenced in the log already, which a vacuum keeps (a branch's, published)
+    referenced_before: frozenset[str] = frozenset()
 
     def conflict(self, ours: tuple[Action, ...], theirs: "Commit", base: "Snapshot") -> str | None:
         """Why ``theirs`` (committed after ``base``) conflicts with ``ours``, or ``None``."""
@@ -243,9 +247,13 @@ class Recorded(ConflictRule):
     """What a commit already in a log assumed (a branch's commit being published onto main),
     told from its actions alone and erring towards a conflict: a compaction assumed what
     :class:`Rewrite` says; a descriptor change, what :class:`Exclusive` says (refs aside); a
-    keyed write, that no index bucket it wrote was written; a delete, that nothing was added
-    where its tombstones may match; any other removal (an overwrite), that nothing was added
-    at all; a plain append assumed nothing. ``before``: the state it was made on."""
+    keyed write, that no index bucket it wrote was written; a delete by predicate, what
+    :class:`ReadPartitions` says of the files its predicate (in its info) may match, whether
+    it removed whole files, tombstoned or marked rows; any other removal (an overwrite), that
+    nothing was added at all; a plain append assumed nothing. A compaction on main adds no
+    row and keeps main's descriptor, so it meets the last three only by the files it removed,
+    and a descriptor change only when that built the index (a publish cannot be planned
+    again, as a write on main is after one). ``before``: the state it was made on."""
 
     commit: "Commit"
     before: "Snapshot"
@@ -264,12 +272,19 @@ class Recorded(ConflictRule):
             removed = {a.path for a in ours if isinstance(a, RemoveFile)}
             return Rewrite(tuple(f for p, f in self.before.files.items() if p in removed)).specific_conflict(theirs, base)
         if any(isinstance(a, (SetMetadata, SetProtocol)) for a in ours):
+            if theirs.operation == REWRITE_OPERATION and not any(isinstance(a, AddIndex) for a in ours):
+                return None  # its files hold main's rows in main's descriptor, as the files before it did
             for action in theirs.actions:
                 if not isinstance(action, (AddFile, BranchRef, DropBranch)):
                     return f"its {theirs.operation!r} changed what this branch's descriptor change was checked against"
         reason = self._same_keys(theirs)
         if reason is not None:
             return reason
+        if theirs.operation == REWRITE_OPERATION:
+            return None  # no row added: a tombstone reaches its files as it did those they replace (removals aside)
+        deleted = self._deleted()
+        if deleted is not None:  # a delete's own rule, whether it removed whole files, tombstoned or marked rows
+            return ReadPartitions(deleted).specific_conflict(theirs, base)
         tombstones = [a for a in ours if isinstance(a, Tombstone)]
         if any(isinstance(a, RemoveFile) for a in ours) or "overwrite" in self.commit.operation:
             return ReadPartitions(None).specific_conflict(theirs, base)
@@ -280,6 +295,18 @@ class Recorded(ConflictRule):
                 return reason
         return None
 
+
+    def _deleted(self) -> FileFilter | None:
+        """The files a delete by predicate read (its predicate is in its info), as its own
+        rule (:class:`ReadPartitions`) reads them; ``None`` for any other commit."""
+        predicate = self.commit.info.get("predicate") if self.commit.operation == DELETE_OPERATION else None
+        if not isinstance(predicate, str):
+            return None
+        descriptor = self.before.descriptor
+        try:
+            return FileFilter.of(bind(as_expression(predicate), descriptor.fields), descriptor)
+        except CdkdsError:  # not readable back: judged by its actions, as any other commit
+            return None
 
     def _same_keys(self, theirs: "Commit") -> str | None:
         """A keyed write assumed nobody else wrote its keys (as ``KeyedWrite`` does): a
@@ -325,6 +352,13 @@ class Publish(ConflictRule):
         if any(isinstance(a, DropBranch) and a.name == self.name for a in theirs.actions):
             return f"it ended branch {self.name!r} ({theirs.operation})"
         return None
+
+    @cached_property
+    def referenced_before(self) -> frozenset[str]:  # type: ignore[override]
+        """The files the branch's commits reference: a vacuum on main keeps them while the branch
+        is live, however old (only the vectors the publish writes itself are new)."""
+        from cdkds.catalog.log.vacuum_trace import new_files
+        return frozenset(path for r in self.commits for path in new_files(r.commit.actions))
 
 
 def schema_only(before: "DatasetDescriptor", after: "DatasetDescriptor") -> bool:

@@ -55,8 +55,9 @@ def net_change(store: ObjectStore, base: Snapshot, head: Snapshot, written: list
         if vector is not None and vector.path:
             written.append(vector.path)
         # a file's schema_version is a revision of the line it was written on: one on the branch would
-        # name another commit on main, so the files read by field ids (the base's is the safe claim)
-        actions.append(dataclasses.replace(f, revision=-1, timestamp=0, schema_version=min(f.schema_version, R),
+        # name another commit on main, so the files read by field ids (the base's is the safe claim); it
+        # keeps its commit time (committedAt), from which a TTL by commit time counts
+        actions.append(dataclasses.replace(f, revision=-1, schema_version=min(f.schema_version, R),
                                            deletes=f.deletes + ((vector,) if vector is not None else ())))
     for f in head.files.values():
         if f.revision <= R and f.path in base.files:

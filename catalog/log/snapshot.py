@@ -140,7 +140,7 @@ class Snapshot:
 
         for action in commit.actions:
             if isinstance(action, AddFile):
-                added.append(action.at(commit.revision, commit.timestamp))
+                added.append(action.landed(commit.revision, commit.timestamp))
             elif isinstance(action, RemoveFile):
                 if added or deleted:
                     files = settle()

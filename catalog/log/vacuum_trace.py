@@ -11,7 +11,7 @@ planned after the trace, and every commit when no vacuum ran, pay nothing.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from typing import Collection, Iterable, Mapping
 
 from cdkds.catalog.log.actions import Action, AddFile, AddIndex, DeleteRows
 from cdkds.catalog.log.commit import Commit
@@ -45,12 +45,12 @@ def new_files(actions: Iterable[Action]) -> list[str]:
     return paths
 
 
-def endangered(store: ObjectStore, ours: Iterable[Action], trace: Commit) -> str | None:
+def endangered(store: ObjectStore, ours: Iterable[Action], trace: Commit, kept: Collection[str] = ()) -> str | None:
     """Why the vacuum of ``trace`` has deleted, or may delete, a file ``ours`` brings; ``None``
     when ``trace`` is no vacuum, or each file is there and modified at or after its cut-off
-    (the vacuum never deletes those)."""
+    (the vacuum never deletes those) or in ``kept`` (see :func:`files_at_risk`)."""
     cutoff = cutoff_of(trace.operation, trace.info)
-    return None if cutoff is None else files_at_risk(store, ours, cutoff)
+    return None if cutoff is None else files_at_risk(store, ours, cutoff, kept)
 
 
 def older(info: Mapping[str, object], cutoff: int) -> bool:
@@ -60,12 +60,14 @@ def older(info: Mapping[str, object], cutoff: int) -> bool:
     return modified(dict(info)) * 1000 < cutoff
 
 
-def files_at_risk(store: ObjectStore, ours: Iterable[Action], cutoff: int) -> str | None:
-    """Why a vacuum with cut-off ``cutoff`` (ms) has deleted, or may delete, a file ``ours`` brings."""
+def files_at_risk(store: ObjectStore, ours: Iterable[Action], cutoff: int, kept: Collection[str] = ()) -> str | None:
+    """Why a vacuum with cut-off ``cutoff`` (ms) has deleted, or may delete, a file ``ours`` brings.
+    A file in ``kept`` was referenced in the log before the vacuum's trace (a live branch's, which
+    a vacuum reads after its trace and keeps), so it is only checked to be there."""
     for path in new_files(ours):
         found = dict(store.walk_files(path))
         if path not in found:
             return f"it deleted {path}, a file this commit adds"
-        if older(found[path], cutoff):
+        if path not in kept and older(found[path], cutoff):
             return f"it may delete {path}, a file this commit adds, older than its cut-off"
     return None

@@ -127,6 +127,11 @@ def plan_changes(log: "TransactionLog", start: int, end: int | None = None,
         return ChangePlan(name, start, last.version, last.descriptor, selected, ())
     if start > last.version:
         raise InvalidTimeTravelError(f"dataset {name!r} has no revision {start}; its latest is {last.version}")
+    branch = log.branch
+    if branch is not None and start <= branch.base:
+        raise InvalidTimeTravelError(f"dataset {name!r}, branch {branch.name!r} starts at revision {branch.base}: its "
+                                     f"change feed starts at revision {branch.base + 1} (read main's for revision "
+                                     f"{start})")
     oldest = log.replay.oldest().version  # 0, or after expiry the checkpoint the retained commits continue
     expired = InvalidTimeTravelError(
         f"dataset {name!r}: the change feed from revision {start} needs the commits after revision {start - 1}, "

@@ -305,7 +305,7 @@ class _Conflicts(ConflictRule):
         if theirs.operation != "transaction":
             return None
         for add in (a for a in theirs.actions if isinstance(a, AddFile)):
-            run = self.store.run(add.at(theirs.revision, theirs.timestamp))
+            run = self.store.run(add.landed(theirs.revision, theirs.timestamp))
             for k in run.keys():
                 if k in self.touched:
                     return f"it wrote {_describe(k)}, which this transaction read or wrote"

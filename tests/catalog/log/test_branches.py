@@ -107,6 +107,43 @@ def test_a_conflicting_publish_is_refused_and_commits_nothing(users):
     assert users.branches() == {}
 
 
+def test_a_branch_delete_that_removed_whole_files_replays_over_main_appends_it_cannot_match(tmp_path):
+    repo = DatasetRepository(f"file://{tmp_path}/lake")
+    ds = repo.create("users", DatasetDescriptor(USER_SCHEMA, partition_strategy="identity(userId)"))
+    append(ds, [1, 2, 3])
+    audit = ds.branch("audit")
+    audit.delete("userId = 2")  # the file of partition userId=2 is removed whole, as a delete's usual rule reads it
+    append(ds, [5])  # main appends where the delete cannot match: as for two writers on main, no conflict
+    ds.publish("audit")
+    assert ids(repo.load("users")) == [1, 3, 5]
+    audit = ds.branch("audit-2")
+    audit.delete("userId = 3")
+    append(ds, [3])  # ...but where it matches, the publish is refused
+    with pytest.raises(CommitConflictError, match="where this commit overwrites or deletes"):
+        ds.publish("audit-2")
+
+
+def test_a_branch_delete_replays_over_a_compaction_of_main(users):
+    audit = users.branch("audit")
+    audit.delete("userId = 2")  # a tombstone over main's file
+    append(users, [5])
+    users.compact()  # rewrites the rows the tombstone hides (as main's inline services do after appends): no row added
+    users.publish("audit")  # refused for ever before: a publish cannot be planned again as a delete on main is
+    main = users.repository.load("users")
+    assert ids(main) == [1, 3, 5] and main.check().ok
+
+
+def test_a_branch_schema_change_replays_over_a_compaction_of_main(users):
+    audit = users.branch("audit")
+    audit.alter().add("email", "string", default="none").commit()
+    append(users, [5])
+    users.compact()  # moves rows into files of main's descriptor, as main's files before it: nothing to re-check
+    users.publish("audit")
+    main = users.repository.load("users")
+    assert sorted((r["userId"], r["email"]) for r in main.reader()) == [(i, "none") for i in (1, 2, 3, 5)]
+    assert main.check().ok
+
+
 def test_a_branch_delete_over_files_the_branch_added_is_published_as_their_deletion_vectors(users):
     audit = users.branch("audit")
     append(audit, [30, 31])
@@ -144,6 +181,24 @@ def test_keyed_writes_and_the_change_feed_across_a_publish(tmp_path):
     assert main.check().ok
 
 
+def test_published_rows_keep_the_commit_time_their_ttl_counts_from(tmp_path):
+    repo = DatasetRepository(f"file://{tmp_path}/lake")
+    ds = repo.create("users", DatasetDescriptor(USER_SCHEMA, record_key="userId", properties={"ttl": "1h"}))
+    ds.upsert([{"userId": 1, "username": "u1"}])
+    audit = ds.branch("audit")
+    audit.upsert([{"userId": 2, "username": "b2"}])
+    written = {f.path: f.timestamp for f in audit.files if f.revision > ds.version}
+    append(ds, [3])
+    ds.publish("audit")  # later: were the files to take the publish's time, their rows would outlive their ttl
+    for main in (repo.load("users"), repo.load("users").refresh()):
+        assert {f.path: f.timestamp for f in main.files if f.path in written} == written
+    main = repo.load("users")
+    main.checkpoint()
+    assert {f.path: f.timestamp for f in TransactionLog(main.store, "users").snapshot().files.values()
+            if f.path in written} == written
+    assert main.check().ok
+
+
 def test_a_publish_conflicts_on_a_key_main_also_wrote(tmp_path):
     repo = DatasetRepository(f"file://{tmp_path}/lake")
     ds = repo.create("users", DatasetDescriptor(USER_SCHEMA, record_key="userId"))
@@ -177,6 +232,15 @@ def test_bad_refs_are_refused_naming_them_and_commit_nothing(users, call, error,
     with pytest.raises(error, match=match):
         call(users)
     assert users.repository.load("users").version == before
+
+
+def test_the_change_feed_of_a_branch_starts_after_its_base_and_says_so(users):
+    audit = users.branch("audit")
+    base = users.version
+    append(audit, [10])
+    assert [c["userId"] for c in audit.changes(base + 1).read_all().to_pylist()] == [10]
+    with pytest.raises(InvalidTimeTravelError, match=rf"branch 'audit' starts at revision {base}.*main"):
+        audit.changes(base)  # not "expired": main's feed has those revisions
 
 
 def test_a_write_to_a_branch_that_ended_is_refused(users):
@@ -248,6 +312,31 @@ def test_a_branch_write_whose_files_a_vacuum_on_main_may_have_deleted_is_refused
     with pytest.raises(CommitConflictError, match=r"main's revision \d+ \('vacuum'\).*it may delete data/x"):
         append(audit, [9])
     assert ids(users.repository.load("users", branch="audit")) == [1, 2, 3]
+
+
+def test_a_vacuum_on_main_that_kept_a_branch_s_files_does_not_refuse_its_publish(users):
+    import time
+    audit = users.branch("audit")
+    append(audit, [10])
+    time.sleep(0.01)
+    users.store.put("data/orphan.parquet", b"left by a crashed writer")
+    time.sleep(0.01)
+    removed = users.vacuum(dt.timedelta(0), dry_run=False, force=True)  # a trace on main, later than the branch's file
+    assert removed == ["data/orphan.parquet"] and any("branch 'audit'" in k for k in removed.kept)
+    users.publish("audit")  # the vacuum kept the file because the branch referenced it: refused for ever before
+    assert ids(users.repository.load("users")) == [1, 2, 3, 10]
+
+
+def test_a_publish_whose_branch_file_a_vacuum_deleted_is_refused(users):
+    audit = users.branch("audit")
+    append(audit, [10])
+    lost = [f.path for f in audit.files if f.revision > users.version]
+    users.store.put("data/orphan.parquet", b"left by a crashed writer")
+    users.vacuum(dt.timedelta(0), dry_run=False, force=True)
+    users.store.delete(lost[0])  # as a vacuum racing the branch's writer could (docs/guide/branches.md)
+    with pytest.raises(CommitConflictError, match=rf"it deleted {lost[0]}"):
+        users.publish("audit")
+    assert ids(users.repository.load("users")) == [1, 2, 3]
 
 
 def test_writers_on_one_branch_race_under_put_if_absent(users):
@@ -358,13 +447,16 @@ from hypothesis import given, settings, strategies as st  # noqa: E402
 X_SCHEMA = {"type": "record", "name": "R", "fields": [{"name": "x", "type": "long"}]}
 VALUES = st.lists(st.integers(0, 9), min_size=1, max_size=4)
 OPERATIONS = st.one_of(st.tuples(st.just("append"), VALUES),
-                       st.tuples(st.sampled_from(["=", "<"]), st.integers(0, 9)))
+                       st.tuples(st.sampled_from(["=", "<"]), st.integers(0, 9)),
+                       st.tuples(st.just("compact"), st.just(0)))  # as main's inline services do after appends
 
 
 def _apply(rows, operation):
     kind, value = operation
     if kind == "append":
         return rows + value
+    if kind == "compact":
+        return rows
     return [x for x in rows if not (x == value if kind == "=" else x < value)]
 
 
@@ -382,6 +474,8 @@ def _run(ds, operation):
         with ds.writer() as w:
             w.write_batch(pa.table({"x": value}))
         return True
+    if kind == "compact":
+        return ds.compact() is not None
     return ds.delete(f"x {kind} {value}") is not None
 
 
