@@ -245,8 +245,8 @@ class DatasetDescriptor:
     def with_partitioning(self, strategy: PartitionStrategy | str | list | None) -> "DatasetDescriptor":
         """This descriptor with ``strategy`` as the current partition strategy (None:
         unpartitioned); the current one joins the past specs, which files written with it keep.
-        A strategy equal to a past one takes that spec's id back.
-        :class:`IncompatibleDescriptorError` when it is the current strategy already."""
+        A strategy equal to a past one takes that spec back (its id, and the source types its
+        hashes were made with). :class:`IncompatibleDescriptorError` when it is the current strategy already."""
         new = _strategy(strategy)
         if new is not None:
             new = new.bind(self.fields)
@@ -255,6 +255,8 @@ class DatasetDescriptor:
         specs = dict(self.partition_specs)
         reused = [i for i, s in specs.items() if s == new]
         spec_id = reused[0] if reused else max(specs) + 1
+        if reused:  # the spec as its files were written: a hash keeps the source type it was made with
+            new = specs[spec_id]
         return DatasetDescriptor(self.schema, new, self.format, self.compression, self.record_key,
                                  self.ordering_field, self.properties, partition_specs=specs,
                                  partition_spec_id=spec_id)

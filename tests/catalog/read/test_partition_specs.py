@@ -292,3 +292,25 @@ def test_a_past_specs_source_follows_a_rename_and_may_not_be_dropped(mem_repo):
     assert _ids(mem_repo.load("e").to_table(where=early)) == [1, 2]
     with pytest.raises(IncompatibleDescriptorError, match="at"):
         ds.alter().drop("at").commit()
+
+
+def test_a_hash_spec_taken_back_after_its_source_was_widened_keeps_hashing_as_its_files_were(mem_repo):
+    """hash(id, 4) over an int, id widened to long, another spec, then hash(id, 4) again: the
+    spec's id comes back and so must its source type, or its old files' negative ids (whose
+    long hash differs from their int hash) are pruned by the wrong buckets."""
+    schema = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "int"}]}
+    ds = mem_repo.create("w", DatasetDescriptor(schema, "hash(id, 4)", properties={"services.inline": "false"}))
+    with ds.writer() as w:
+        for i in range(-8, 8):
+            w.write({"id": i})
+    ds.alter().widen("id", "long").commit()
+    ds.alter().partition_by("hash(id, 8)").commit()
+    ds.alter().partition_by("hash(id, 4)").commit()
+    assert ds.descriptor.partition_spec_id == 0
+    assert ds.descriptor.partition_strategy.functions[0].source_type == "int"
+    with ds.writer() as w:
+        for i in (-2**40, 2**40):
+            w.write({"id": i})
+    for reader in (ds, mem_repo.load("w")):
+        for i in [*range(-8, 8), -2**40, 2**40]:
+            assert _ids(reader.to_table(where=f"id = {i}")) == [i], i
