@@ -245,8 +245,8 @@ class DatasetDescriptor:
     def with_partitioning(self, strategy: PartitionStrategy | str | list | None) -> "DatasetDescriptor":
         """This descriptor with ``strategy`` as the current partition strategy (None:
         unpartitioned); the current one joins the past specs, which files written with it keep.
-        A strategy equal to a past one takes that spec's id back.
-        :class:`IncompatibleDescriptorError` when it is the current strategy already."""
+        A strategy equal to a past one takes that spec back (its id, and the source types its
+        hashes were made with). :class:`IncompatibleDescriptorError` when it is the current strategy already."""
         new = _strategy(strategy)
         if new is not None:
             new = new.bind(self.fields)
@@ -255,6 +255,8 @@ class DatasetDescriptor:
         specs = dict(self.partition_specs)
         reused = [i for i, s in specs.items() if s == new]
         spec_id = reused[0] if reused else max(specs) + 1
+        if reused:  # the spec as its files were written: a hash keeps the source type it was made with
+            new = specs[spec_id]
         return DatasetDescriptor(self.schema, new, self.format, self.compression, self.record_key,
                                  self.ordering_field, self.properties, partition_specs=specs,
                                  partition_spec_id=spec_id)
@@ -488,9 +490,20 @@ def _specs_from_json(data: Any) -> dict[int, Any]:
     return specs
 
 
+_SHARED_KINDS = {frozenset({"int", "long"}): "long"}  # an int widens losslessly into a long column
+
+
+def shared_partition_kind(a: str, b: str) -> str | None:
+    """The kind of the one file-table column a partition name holding values of kinds ``a``
+    and ``b`` (in two specs) takes; ``None`` when they cannot share one. Ints and longs do
+    (a long column): a past spec's identity source may be widened while another spec's int
+    function shares its name."""
+    return a if a == b else _SHARED_KINDS.get(frozenset({a, b}))
+
+
 def _check_specs(specs: Mapping[int, PartitionStrategy | None], fields: Mapping[str, FieldType]) -> None:
-    """Refuse specs that give one partition name values of two kinds (files of every spec
-    share one column per name in the log's file table)."""
+    """Refuse specs that give one partition name values of two kinds that cannot share one
+    column (files of every spec share one column per name in the log's file table)."""
     seen: dict[str, tuple[str, str, int]] = {}
     for spec_id, strategy in sorted(specs.items()):
         if strategy is None:
@@ -500,7 +513,7 @@ def _check_specs(specs: Mapping[int, PartitionStrategy | None], fields: Mapping[
                 raise InvalidPartitionStrategyError(f"partition name {f.name!r} may not start with '#'")
             kind = f.result_kind(fields[f.source].kind)
             shape = kind if kind != "decimal" else f"{kind} of {fields[f.source].kind} {f.source}"
-            if f.name in seen and seen[f.name][0] != shape:
+            if f.name in seen and shared_partition_kind(seen[f.name][0], shape) is None:
                 raise InvalidPartitionStrategyError(
                     f"partition name {f.name!r} of {f.to_text()} (spec {spec_id}) holds {shape} values but spec "
                     f"{seen[f.name][2]} gives it {seen[f.name][0]} values ({seen[f.name][1]}); give it another "

@@ -186,8 +186,6 @@ class DatasetRepository:
         found = overlapping_datasets(self.store, name)
         if found:
             raise _overlap_error(self.store, name, found)
-        if descriptor.has_past_specs or descriptor.partition_spec_id:  # (another dataset's): no file has them here
-            descriptor = descriptor.replace(partition_specs={}, partition_spec_id=0)
         store = self.store.child(name)
         log = TransactionLog(store, name)
         snapshot = log.create(descriptor)

@@ -21,7 +21,7 @@ from typing import Any, Mapping
 
 import pyarrow as pa
 
-from cdkds.catalog.descriptor import DatasetDescriptor
+from cdkds.catalog.descriptor import DatasetDescriptor, shared_partition_kind
 from cdkds.catalog.errors import UnsupportedLogVersionError
 from cdkds.catalog.expressions import Expression, from_json as expression_from_json
 from cdkds.catalog.keyed.deletion import DeletionVectorRef
@@ -392,11 +392,11 @@ def partition_kinds(descriptor: DatasetDescriptor, spec_id: int | None = None) -
 
 def all_partition_kinds(descriptor: DatasetDescriptor) -> dict[str, str]:
     """Partition name -> kind of its values over every spec, the current spec's names first
-    (a name has one kind in every spec that uses it)."""
+    (a name's kinds in the specs that use it share one column: :func:`shared_partition_kind`)."""
     kinds = partition_kinds(descriptor)
     for spec_id in sorted(descriptor.partition_specs, reverse=True):
         for name, kind in partition_kinds(descriptor, spec_id).items():
-            kinds.setdefault(name, kind)
+            kinds[name] = shared_partition_kind(kinds[name], kind) or kinds[name] if name in kinds else kind
     return kinds
 
 

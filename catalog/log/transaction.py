@@ -76,6 +76,8 @@ class TransactionLog:
         as created, for planning a write that creates the dataset only when it commits);
         ``actions``: what it holds after the descriptor (a conversion's files)."""
         descriptor = DatasetDescriptor.from_json(descriptor.to_json())  # as every reader of the log sees it
+        if descriptor.has_past_specs or descriptor.partition_spec_id:  # (another dataset's): no file has them here
+            descriptor = descriptor.replace(partition_specs={}, partition_spec_id=0)
         # the newest protocol: its checkpoints are read in part (keyed datasets and field ids need less)
         protocol = SetProtocol(PARTED_CHECKPOINT_PROTOCOL, PARTED_CHECKPOINT_PROTOCOL)
         return Commit(0, uuid.uuid4().hex, None, next_timestamp(0), "create", engine_info(info),

@@ -48,7 +48,7 @@ from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import CorruptLogWarning, DatasetNotFoundError, StorageError
 from cdkds.catalog.log import LOG_FOLDER, TransactionLog
 from cdkds.catalog.log.actions import (
-    LAYOUT_PROTOCOL, PARTED_CHECKPOINT_PROTOCOL, Action, AddFile, SetMetadata, SetProtocol,
+    LAYOUT_PROTOCOL, Action, AddFile, SetMetadata, SetProtocol,
 )
 from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.storage import ObjectStore, modified, store_failures
@@ -143,7 +143,9 @@ def rebuild_log(store: ObjectStore, name: str) -> tuple[TransactionLog, RebuildR
         stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%f")
         store.move_tree(LOG_FOLDER, f"{LOG_FOLDER}.broken-{stamp}")
     log = TransactionLog(store, name)
-    snapshot = log.create(ordered[0].descriptor, {"rebuilt": True}, _protocol(ordered[0].descriptor, None))
+    # created as any dataset is (past specs are not a new dataset's); the first commit with files
+    # brings its descriptor, with its specs and the protocol they need
+    snapshot = log.create(ordered[0].descriptor, {"rebuilt": True})
     stored = {f.key for t in ordered for f in t.files}
     own: dict[str, set[str]] = defaultdict(set)
     committed = []
@@ -202,11 +204,9 @@ def _read_transactions(store: ObjectStore) -> tuple[list[_Transaction], list[str
     return list(transactions.values()), unreadable
 
 
-def _protocol(descriptor: DatasetDescriptor, snapshot: Snapshot | None) -> list[Action]:
-    """The protocol raise ``descriptor`` needs on ``snapshot`` (None: a new log): partition
-    specs need log protocol 5."""
-    have = snapshot.protocol.reader_version if snapshot is not None else PARTED_CHECKPOINT_PROTOCOL
-    if descriptor.has_past_specs and have < LAYOUT_PROTOCOL:
+def _protocol(descriptor: DatasetDescriptor, snapshot: Snapshot) -> list[Action]:
+    """The protocol raise ``descriptor`` needs on ``snapshot``: partition specs need log protocol 5."""
+    if descriptor.has_past_specs and snapshot.protocol.reader_version < LAYOUT_PROTOCOL:
         return [SetProtocol(LAYOUT_PROTOCOL, LAYOUT_PROTOCOL)]
     return []
 

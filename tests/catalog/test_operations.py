@@ -1,6 +1,7 @@
 """Overwrite, partition overwrite, delete, compaction, and how they race other commits."""
 
 import datetime as dt
+import json
 import time
 import uuid
 
@@ -10,6 +11,7 @@ from hypothesis import given, settings, strategies as st
 
 from cdkds.catalog import DatasetDescriptor
 from cdkds.catalog.errors import CommitConflictError, CdkdsError
+from cdkds.catalog.log.commit import commit_key
 
 SCHEMA = {"type": "record", "name": "R", "fields": [
     {"name": "id", "type": "long"}, {"name": "g", "type": "string"},
@@ -308,12 +310,20 @@ def test_rebuild_keeps_each_files_partition_spec(repo, ds):
     assert rebuilt.check(read_data=True).ok
 
 
-def test_a_rebuild_whose_first_file_came_after_a_partition_change_starts_at_protocol_5(repo, ds):
+def test_a_rebuild_whose_first_file_came_after_a_partition_change_raises_the_protocol_with_it(repo, ds):
+    """The rebuilt log starts as any dataset is created (a descriptor's past specs are not
+    a new dataset's: spec 0 without them, protocol 4, one protocol action); the first commit
+    with files brings their descriptor, its specs and protocol 5 together."""
     ds.alter().partition_by("identity(v)").commit()
     write(ds, rows(range(0, 6)))
     rebuilt, _ = rebuild(repo)
     first = repo.load("t", version=0)
-    assert first.descriptor.has_past_specs and first.snapshot.protocol.reader_version == 5
+    assert not first.descriptor.has_past_specs and first.snapshot.protocol.reader_version == 4
+    for revision in range(rebuilt.version + 1):
+        actions = json.loads(rebuilt.store.read(commit_key(revision)))["actions"]
+        assert sum("protocol" in a for a in actions) <= 1, revision
+    with_files = repo.load("t", version=next(h.revision for h in rebuilt.history() if h.operation == "append"))
+    assert with_files.descriptor.has_past_specs and with_files.snapshot.protocol.reader_version == 5
     assert {f.spec_id for f in rebuilt.files} == {1} and ids(rebuilt, "v = 3") == [3]
 
 

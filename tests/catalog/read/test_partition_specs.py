@@ -292,3 +292,54 @@ def test_a_past_specs_source_follows_a_rename_and_may_not_be_dropped(mem_repo):
     assert _ids(mem_repo.load("e").to_table(where=early)) == [1, 2]
     with pytest.raises(IncompatibleDescriptorError, match="at"):
         ds.alter().drop("at").commit()
+
+
+def test_a_hash_spec_taken_back_after_its_source_was_widened_keeps_hashing_as_its_files_were(mem_repo):
+    """hash(id, 4) over an int, id widened to long, another spec, then hash(id, 4) again: the
+    spec's id comes back and so must its source type, or its old files' negative ids (whose
+    long hash differs from their int hash) are pruned by the wrong buckets."""
+    schema = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "int"}]}
+    ds = mem_repo.create("w", DatasetDescriptor(schema, "hash(id, 4)", properties={"services.inline": "false"}))
+    with ds.writer() as w:
+        for i in range(-8, 8):
+            w.write({"id": i})
+    ds.alter().widen("id", "long").commit()
+    ds.alter().partition_by("hash(id, 8)").commit()
+    ds.alter().partition_by("hash(id, 4)").commit()
+    assert ds.descriptor.partition_spec_id == 0
+    assert ds.descriptor.partition_strategy.functions[0].source_type == "int"
+    with ds.writer() as w:
+        for i in (-2**40, 2**40):
+            w.write({"id": i})
+    for reader in (ds, mem_repo.load("w")):
+        for i in [*range(-8, 8), -2**40, 2**40]:
+            assert _ids(reader.to_table(where=f"id = {i}")) == [i], i
+
+
+def test_a_past_specs_identity_source_may_be_widened_while_another_spec_shares_its_partition_name(mem_repo):
+    """identity(u) as p, then identity(w) as p (both ints): widening u makes spec 0's p long
+    and spec 1's int — one integer column of the file table, so the widen is not refused,
+    and files of both specs still prune right, from memory and from checkpoint parts."""
+    schema = {"type": "record", "name": "R", "fields": [
+        {"name": "id", "type": "long"}, {"name": "u", "type": "int"}, {"name": "w", "type": "int"}]}
+    ds = mem_repo.create("k", DatasetDescriptor(schema, "identity(u) as p", properties={
+        "services.inline": "false", "checkpoint.partFiles": "1"}))
+    with ds.writer() as w:
+        for i in range(6):
+            w.write({"id": i, "u": i % 3, "w": i})
+    ds.alter().partition_by("identity(w) as p").commit()
+    with ds.writer() as w:
+        for i in range(6, 9):
+            w.write({"id": i, "u": i % 3, "w": i})
+    ds.checkpoint()
+    ds.alter().widen("u", "long").commit()
+    ds.alter().partition_by("identity(u) as p").commit()  # spec 0 again, now over a long
+    with ds.writer() as w:
+        w.write({"id": 9, "u": 2**40, "w": 9})
+    for reader in (ds, mem_repo.load("k")):
+        assert _ids(reader.to_table(where="u = 1")) == [1, 4, 7]
+        assert _ids(reader.to_table(where="w = 7")) == [7]
+        assert _ids(reader.to_table(where=f"u = {2**40}")) == [9]
+    ds.checkpoint()
+    assert _ids(mem_repo.load("k").to_table(where="u = 2")) == [2, 5, 8]
+    assert _ids(mem_repo.load("k").to_table(where=f"u >= {2**40}")) == [9]
