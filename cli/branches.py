@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Sequence
 
 import click
-from rich.console import Console
 
-from cdkds.cli.app import cli, committed, common, emit, open_dataset
+from cdkds.cli.app import cli, committed, common, open_dataset
+from cdkds.cli.tags import list_refs
 
 
 @cli.command()
@@ -48,12 +48,4 @@ def branches(url: str, storage: Sequence[str], as_json: bool) -> None:
       cdkds branches lake/events
     """
     ds = open_dataset(url, storage)
-    found = {name: ref.base for name, ref in ds.branches().items()}
-
-    def render(out: Console) -> None:
-        for name, base in found.items():
-            out.print(f"{name}  {base}")
-        if not found:
-            out.print(f"{ds.name} has no branches")
-
-    emit(as_json, {"dataset": ds.name, "branches": found}, render)
+    list_refs(as_json, ds.name, "branches", {name: ref.base for name, ref in ds.branches().items()})

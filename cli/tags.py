@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import click
 from rich.console import Console
@@ -47,12 +47,15 @@ def tags(url: str, storage: Sequence[str], as_json: bool) -> None:
       cdkds tags lake/events
     """
     ds = open_dataset(url, storage)
-    found = ds.tags()
+    list_refs(as_json, ds.name, "tags", ds.tags())
 
+
+def list_refs(as_json: bool, dataset: str, kind: str, found: Mapping[str, int]) -> None:
+    """Print a dataset's refs of one ``kind`` ("tags", "branches"), each with its revision."""
     def render(out: Console) -> None:
         for name, revision in found.items():
             out.print(f"{name}  {revision}")
         if not found:
-            out.print(f"{ds.name} has no tags")
+            out.print(f"{dataset} has no {kind}")
 
-    emit(as_json, {"dataset": ds.name, "tags": found}, render)
+    emit(as_json, {"dataset": dataset, kind: dict(found)}, render)

@@ -17,28 +17,19 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from itertools import product
-from typing import TYPE_CHECKING, Any, Collection, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Collection
 
+from cdkds.catalog.expressions.pruning import DataFileSummary
 from cdkds.catalog.partitioning.calendar import CALENDAR_UNITS, CalendarFunction
 from cdkds.catalog.partitioning.functions import IdentityFunction, PartitionFunction
 from cdkds.catalog.partitioning.hashing import HashFunction
 from cdkds.formats.errors import SchemaMismatchError
-from cdkds.formats.statistics import ColumnStatistics
 
 if TYPE_CHECKING:
     from cdkds.catalog.descriptor import DatasetDescriptor
 
 INSIDE, OUTSIDE, UNKNOWN = "inside", "outside", "unknown"
 MAX_ENUMERATED = 4096  # partition value combinations a file's images are enumerated up to
-
-
-class SpecFile(Protocol):
-    """What coverage reads of a data file."""
-
-    partition: Mapping[str, Any]
-    row_count: int
-    statistics: Mapping[str, ColumnStatistics]
-    spec_id: int
 
 
 @dataclass(frozen=True)
@@ -73,7 +64,7 @@ class Image:
 EVERYTHING = Image(everything=True)
 
 
-def coverage(descriptor: "DatasetDescriptor", file: SpecFile, partitions: Collection[tuple]) -> str:
+def coverage(descriptor: "DatasetDescriptor", file: DataFileSummary, partitions: Collection[tuple]) -> str:
     """:data:`INSIDE` when every row of ``file`` (of any of ``descriptor``'s specs) belongs
     to one of ``partitions`` (value tuples of the current strategy's functions, in order),
     :data:`OUTSIDE` when none does, :data:`UNKNOWN` when the file's statistics cannot tell."""
@@ -92,7 +83,7 @@ def coverage(descriptor: "DatasetDescriptor", file: SpecFile, partitions: Collec
     return UNKNOWN
 
 
-def image(descriptor: "DatasetDescriptor", file: SpecFile, function: PartitionFunction) -> Image:
+def image(descriptor: "DatasetDescriptor", file: DataFileSummary, function: PartitionFunction) -> Image:
     """The values ``function`` (of the current strategy) may give the rows of ``file``."""
     kind = descriptor.fields[function.source].kind
     bounds = source_bounds(descriptor, file, function.source)
@@ -124,7 +115,7 @@ def _all_values(function: PartitionFunction) -> Image:
     return EVERYTHING
 
 
-def source_bounds(descriptor: "DatasetDescriptor", file: SpecFile, source: str) -> tuple[Any, Any, bool] | None:
+def source_bounds(descriptor: "DatasetDescriptor", file: DataFileSummary, source: str) -> tuple[Any, Any, bool] | None:
     """The lowest and highest value of field ``source`` in ``file`` (``None, None``: every
     row null) and whether it holds nulls; ``None`` when unknown."""
     own = descriptor.strategy_of(file.spec_id)
