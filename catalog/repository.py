@@ -199,8 +199,11 @@ class DatasetRepository:
              branch: str | None = None) -> Dataset:
         """Dataset ``name`` at its latest commit, at revision ``version``, as of ``timestamp``,
         or at the revision tag ``tag`` names (:class:`RefNotFoundError` when it has no such tag);
-        with ``branch``, on that branch (its writes commit to the branch; see ``Dataset.branch``)."""
+        with ``branch``, on that branch (its writes commit to the branch; see ``Dataset.branch``;
+        ``"main"`` is main itself)."""
         check_name(name)
+        from cdkds.catalog.log.branches import MAIN
+        branch = None if branch == MAIN else branch
         if sum(x is not None for x in (version, timestamp, tag)) > 1:
             raise InvalidTimeTravelError(f"dataset {name!r}: give one of a version, a timestamp or a tag, not "
                                          f"several (got version={version!r}, timestamp={timestamp!r}, tag={tag!r})")

@@ -17,6 +17,7 @@ from urllib.parse import parse_qsl, urlsplit
 from cdkds.catalog.quantities import parse_size
 from cdkds.catalog.errors import CdkdsError, ExpressionError, InvalidTimeTravelError
 from cdkds.catalog.expressions import ALWAYS_TRUE, Expression, Predicate, all_of, as_expression
+from cdkds.catalog.log.branches import MAIN
 from cdkds.catalog.log.commit import millis
 from cdkds.catalog.read.columns import select_columns
 from cdkds.formats.files import DEFAULT_BATCH_ROWS
@@ -125,7 +126,8 @@ def location(options: Mapping[str, str]) -> Location:
         path, view = parse_view_uri(path)
     if re.match(r"^file:/[^/]", path):
         path = "file://" + path[len("file:"):]  # Hadoop's file:/x is fsspec's file:///x
-    return Location(path, storage_options, view, _get(options, "branch"))
+    branch = _get(options, "branch")
+    return Location(path, storage_options, view, None if branch == MAIN else branch)
 
 
 NO_WRITE_TARGET = (

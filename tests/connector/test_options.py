@@ -44,6 +44,8 @@ def test_location_and_storage_options():
     where = location({"path": "file:/data/lake/users", "storageOptions": '{"anon": true}'})
     assert where.url == "file:///data/lake/users" and where.storage_options == {"anon": True} and where.name == "users"
     assert location({"PATH": "s3://b/lake/t"}).url == "s3://b/lake/t"
+    assert location({"path": "file:///x/t", "branch": "audit"}).branch == "audit"
+    assert location({"path": "file:///x/t", "branch": "main"}).branch is None  # main itself
 
 
 @pytest.mark.parametrize("options, message", [

@@ -55,6 +55,8 @@ def test_a_branch_is_a_line_of_commits_main_does_not_see(users):
     assert again.version == base + 2 and ids(again) == [1, 3, 10]
     assert ids(repo.load("users", branch="audit", version=base + 1)) == [1, 2, 3, 10]
     assert [h.operation for h in again.history()][-3:] == ["branch", "append", "delete"]
+    main = repo.load("users", branch="main")  # the line every dataset has
+    assert main.branch_name is None and ids(main) == [1, 2, 3]
     # the branch survives a checkpoint of main (its ref is a checkpoint row)
     users.checkpoint()
     assert TransactionLog(users.store, "users").snapshot().branches == {"audit": ref}
