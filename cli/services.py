@@ -67,8 +67,13 @@ def _watch(ds: Dataset, budget: int | None, seconds: float, as_json: bool) -> No
                     click.echo(f"{_now()} {_with_rows(report.summary(), _data(ds, report))}")
             time.sleep(seconds)
     except KeyboardInterrupt:
-        text = f"stopped after {passes} pass{'es' if passes != 1 else ''}; {ds.name} is at revision {ds.version}"
-        click.echo(json.dumps({"dataset": ds.name, "stopped": True, "passes": passes, "revision": ds.version})
+        # a pass interrupted after its commit landed is not counted, but its revision is the dataset's
+        try:
+            revision = ds.refresh().version
+        except (CdkdsError, OSError):
+            revision = ds.version
+        text = f"stopped after {passes} pass{'es' if passes != 1 else ''}; {ds.name} is at revision {revision}"
+        click.echo(json.dumps({"dataset": ds.name, "stopped": True, "passes": passes, "revision": revision})
                    if as_json else text)
     finally:
         signal.signal(signal.SIGTERM, previous)

@@ -174,3 +174,21 @@ def test_history_shows_service_commits_as_such(tmp_path, inline_services):
     assert f"{inline['bytes_read']:,} -> {inline['bytes_written']:,}" in line, table
     assert "compact (service: inline, tombstones)" in table
     assert rows(repo) == list(range(1, 7))
+
+
+def test_a_watch_interrupted_after_a_pass_committed_reports_the_revision_it_made(tmp_path, monkeypatch, capsys):
+    """The interrupt may come between a pass's commit and its line: the last line still names
+    the dataset's latest revision (the pass is not counted)."""
+    from cdkds.catalog.dataset import Dataset
+    from cdkds.cli.services import _watch
+    repo, _ = fragmented(tmp_path)
+    maintain = Dataset.maintain
+
+    def interrupted(self, budget=None):
+        maintain(repo.load("t"), budget)  # another handle commits the pass; this one stays where it was
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Dataset, "maintain", interrupted)
+    ds = repo.load("t")
+    _watch(ds, None, 0.01, as_json=False)
+    assert capsys.readouterr().out.strip() == f"stopped after 0 passes; t is at revision {ds.version}" and ds.version == 5
