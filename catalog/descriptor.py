@@ -470,7 +470,7 @@ def _past_specs(specs: Mapping[int, Any] | None, current: int) -> tuple[tuple[in
     if not isinstance(specs, Mapping):
         raise InvalidDescriptorError(f"partition specs must map spec ids to strategies, got {specs!r:.200}")
     out = []
-    for spec_id, strategy in sorted(specs.items(), key=lambda kv: str(kv[0])):
+    for spec_id, strategy in specs.items():  # checked here, sorted below
         if not isinstance(spec_id, int) or isinstance(spec_id, bool) or spec_id < 0:
             raise InvalidDescriptorError(f"a partition spec id must be a non-negative integer, got {spec_id!r:.100}")
         if spec_id != current:
