@@ -59,7 +59,7 @@ _ENCODERS = WORKERS  # sorted files closed together, on the threads that read th
 class _OpenFile:
     """A data file being written: its writer (opened on the first batch, or when a sorted
     file's held rows are written at close), its rows so far and, when the file is sorted,
-    the batches held until it closes."""
+    the rows held until it closes."""
 
     __slots__ = ("token", "partition", "writer", "rows", "held", "held_bytes")
 
@@ -68,8 +68,46 @@ class _OpenFile:
         self.partition = partition
         self.writer = writer
         self.rows = 0
-        self.held: list[pa.RecordBatch] = []
+        self.held: list[_Held] = []
         self.held_bytes = 0
+
+
+class _Held:
+    """Rows of a batch held for a sorted file: taken out of it only as the file is sorted,
+    on the thread encoding it (one take of the rows in sorted order, not one to route them
+    and one to sort them)."""
+
+    __slots__ = ("batch", "rows")
+
+    def __init__(self, batch: pa.RecordBatch, rows: np.ndarray | None):
+        self.batch, self.rows = batch, rows  # ``rows``: of ``batch``, in order; ``None``: all of them
+
+    @property
+    def num_rows(self) -> int:
+        return self.batch.num_rows if self.rows is None else len(self.rows)
+
+    @property
+    def nbytes(self) -> int:
+        whole = self.batch.nbytes
+        return whole if self.rows is None else whole * len(self.rows) // max(self.batch.num_rows, 1)
+
+    def slice(self, start: int, stop: int | None = None) -> "_Held":
+        stop = self.num_rows if stop is None else stop
+        if self.rows is None:
+            return _Held(self.batch.slice(start, stop - start), None)
+        return _Held(self.batch, self.rows[start:stop])
+
+    def columns(self, names: Sequence[str]) -> pa.Table:
+        """The held rows of ``names`` only."""
+        picked = pa.Table.from_batches([self.batch]).select(list(names))
+        return picked if self.rows is None else picked.take(pa.array(self.rows))
+
+    def taken(self, order: np.ndarray | None = None) -> pa.Table:
+        """The held rows (in ``order`` of them, when given)."""
+        table = pa.Table.from_batches([self.batch])  # a table's take: a record batch's is slower (pyarrow 26)
+        if self.rows is None:
+            return table if order is None else table.take(pa.array(order))
+        return table.take(pa.array(self.rows if order is None else self.rows[order]))
 
 
 class PartitionedWriter:
@@ -217,7 +255,7 @@ class PartitionedWriter:
         if batch.num_rows == 0:
             return
         if self._strategy is None:
-            self._write_partition(batch, (), np.arange(base, base + batch.num_rows))
+            self._write_partition(_Held(batch, None), (), np.arange(base, base + batch.num_rows))
             return
         arrays = []
         for f in self._strategy.functions:
@@ -232,8 +270,8 @@ class PartitionedWriter:
             except SchemaMismatchError as e:
                 raise self.error(_outside(f, source, kind, e)) from None
         for indices, values_ in _group(arrays):
-            rows = base + (np.arange(batch.num_rows) if indices is None else np.asarray(indices))
-            self._write_partition(batch if indices is None else batch.take(indices), tuple(values_), rows)
+            rows = base + (np.arange(batch.num_rows) if indices is None else indices)
+            self._write_partition(_Held(batch, indices), tuple(values_), rows)
 
     def _entry(self, key: tuple) -> _OpenFile:
         if key in self._open:
@@ -244,10 +282,11 @@ class PartitionedWriter:
             self._open[key] = self._open_file(key)
         return self._open[key]
 
-    def _write_partition(self, batch: pa.RecordBatch, key: tuple, rows: np.ndarray) -> None:
+    def _write_partition(self, held: _Held, key: tuple, rows: np.ndarray) -> None:
         if self.sort_by:
-            self._hold(batch, key, rows)
+            self._hold(held, key, rows)
             return
+        batch = held.batch if held.rows is None else held.batch.take(pa.array(held.rows))
         entry = self._entry(key)
         writer = entry.writer
         self._placed.append((rows, entry.token, entry.rows))
@@ -263,8 +302,8 @@ class PartitionedWriter:
         ratio = self._arrow_bytes / self._file_bytes if self._file_bytes else 1.0
         return max(1, int(self.target_file_size * min(max(ratio, 1.0), MAX_SORT_RATIO)))
 
-    def _hold(self, batch: pa.RecordBatch, key: tuple, rows: np.ndarray) -> None:
-        """Hold a batch for its sorted file, rolling the file (and splitting the batch) at
+    def _hold(self, batch: _Held, key: tuple, rows: np.ndarray) -> None:
+        """Hold rows for their sorted file, rolling the file (and splitting the rows) at
         the roll size."""
         while batch.num_rows:
             entry = self._entry(key)
@@ -338,11 +377,15 @@ class PartitionedWriter:
         """Close a file's writer (first writing a sorted file's held rows, sorted)."""
         if entry.writer is None:  # a sorted file: sort its held rows, then write them
             held, entry.held = entry.held, []
-            table = pa.Table.from_batches(held, schema=held[0].schema)
-            order = sort_order(table, self.sort_by)
+            if len(held) == 1:  # the usual case (a batch's rows): sorted by its sort columns, taken once
+                order = sort_order(held[0].columns(self.sort_by), self.sort_by)
+                table = held[0].taken(order)
+            else:
+                table = pa.concat_tables([h.taken() for h in held])
+                order = sort_order(table, self.sort_by)
+                table = table.take(pa.array(order))
             rank = np.empty(len(order), dtype=np.int64)
             rank[order] = np.arange(len(order), dtype=np.int64)
-            table = table.take(pa.array(order))
             del held
             entry.writer = self._new_writer(key, entry.partition)
             for batch in table.to_batches(max_chunksize=SORTED_BATCH_ROWS):
@@ -539,5 +582,5 @@ def _group(arrays: list[pa.Array]) -> list[tuple[np.ndarray | None, list[Any]]]:
     for start, end in zip(starts, ends):
         indices = order[start:end]
         first = int(indices[0])
-        groups.append((pa.array(indices), [a[first].as_py() for a in arrays]))
+        groups.append((indices, [a[first].as_py() for a in arrays]))
     return groups

@@ -125,3 +125,26 @@ def test_the_cache_of_data_file_footers_is_bounded_in_bytes(tmp_path):
         cache.put((str(i), 1), footer)
     assert cache.get(("9", 1)) is footer and cache.get(("0", 1)) is None
     assert cache._bytes <= 3 * footer.serialized_size
+
+
+def test_parquet_columns_of_many_values_fall_back_to_plain_encoding_and_of_few_keep_their_dictionary(tmp_path):
+    import pyarrow.parquet as pq
+
+    from cdkds.formats.parquet import DICTIONARY_PAGE_BYTES
+
+    fs = fsspec.filesystem("file")
+    path = f"{tmp_path}/f.parquet"
+    n = 4 * DICTIONARY_PAGE_BYTES // 8  # distinct ids: a dictionary of all of them is four times the limit
+    data = [{**r, "id": i, "name": f"n{i % 7}"} for i, r in zip(range(n), rows(1) * n)]
+    writer = file_format("parquet").open_writer(fs, path, SCHEMA, ARROW, "none", {})
+    writer.write(pa.RecordBatch.from_pylist(data, schema=ARROW))
+    writer.close()
+    group = pq.ParquetFile(path).metadata.row_group(0)
+    ids, names = group.column(0), group.column(1)
+
+    def dictionary_bytes(column):
+        return column.data_page_offset - column.dictionary_page_offset if column.has_dictionary_page else 0
+
+    assert dictionary_bytes(ids) <= DICTIONARY_PAGE_BYTES + 1024  # stopped at the limit: the rest plain
+    assert 0 < dictionary_bytes(names) < 1024 and names.total_uncompressed_size < n  # a few values: a dictionary
+    assert pa.Table.from_batches(list(file_format("parquet").read(fs, path, ALL))).column("id").to_pylist() == list(range(n))
