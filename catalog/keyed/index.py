@@ -35,7 +35,8 @@ from cdkds.catalog.expressions import ALWAYS_TRUE
 from cdkds.catalog.keyed.bloom import HashBloom
 from cdkds.catalog.keyed.caches import FOOTERS, IndexFooter, deleted_positions
 from cdkds.catalog.keyed.keys import RecordKey
-from cdkds.catalog.keyed.matching import KEY_ROW, deleted_at, distinct_sorted, join, matches, same_keys, with_key_rows
+from cdkds.catalog.keyed.matching import (KEY_ROW, deleted_at, distinct_sorted, join, latest_per_key, matches, same_keys,
+                                          with_key_rows)
 from cdkds.catalog.keyed.reconcile import distinct_hashes
 from cdkds.catalog.keyed.ttl import EXPIRY_TYPE, TimeToLive, files_timestamps
 from cdkds.catalog.log.actions import Action, AddIndex, RemoveIndex
@@ -305,8 +306,9 @@ class RecordIndex:
         return store_failure(error, f"reading index file {self.store.display(entry.path)}", unclassified=False) \
             or self._corrupt(entry, problem)
 
-    def read_file(self, entry: AddIndex) -> pa.Table:
-        """All entries of one index file, its SHA-256 checked."""
+    def read_file(self, entry: AddIndex, coded: bool = False) -> pa.Table:
+        """All entries of one index file, its SHA-256 checked, in :attr:`schema` (``coded``:
+        in :attr:`coded`, ``_file`` dictionary-encoded as stored, a code per entry)."""
         try:
             data = self.store.read(entry.path)
         except FileNotFoundError:
@@ -314,17 +316,10 @@ class RecordIndex:
         if len(data) != entry.size or hashlib.sha256(data).hexdigest() != entry.sha256:
             raise self._corrupt(entry, "differs from the log (size or SHA-256)")
         try:
-            return _entries(parquet_in_memory(data, page_checksum_verification=True).read(), self.schema)
+            read = parquet_in_memory(data, page_checksum_verification=True, read_dictionary=["_file"]).read()
+            return _entries(_checked(read), self.coded if coded else self.schema)
         except (pa.ArrowException, OSError, ValueError) as e:
             raise self._corrupt(entry, f"is unreadable ({type(e).__name__}: {e})") from None
-
-    def _latest(self, table: pa.Table, by: str | list[str]) -> pa.Table:
-        """The row of highest ``_rank`` for each value of ``by``."""
-        if table.num_rows == 0:
-            return table
-        names = [by] if isinstance(by, str) else by
-        best = table.group_by(names, use_threads=False).aggregate([(_RANK, "max")])
-        return table.filter(pc.is_in(table.column(_RANK), value_set=best.column(f"{_RANK}_max")))
 
     def _with_row(self, table: pa.Table, rows: np.ndarray) -> pa.Table:
         return table.append_column("_row", pa.array(rows, pa.int64()))
@@ -414,21 +409,22 @@ class RecordIndex:
     def _dedupe(self, rows: pa.Table) -> pa.Table:
         if distinct_hashes(rows.column("_hash").to_numpy()):
             return rows  # each key once (equal keys hash equal)
-        ranked = rows.append_column(_RANK, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
-        return self._latest(ranked, ["_hash", *self.key.names]).drop_columns([_RANK])
+        return rows.take(pa.array(latest_per_key(rows, self.key.names)))
 
     def _compact(self, bucket: int, existing: Iterable[AddIndex], rows: pa.Table, now_ms: int) -> list[Action | IndexFile]:
+        """Actions replacing ``existing`` (a bucket's files, in the order they apply) and the
+        entries ``rows`` of the commit being made by one base: the latest entry of each key,
+        without those of removed files, deleted rows and expired ones."""
         existing = tuple(existing)
-        pieces = [self.read_file(f) for f in existing] + [rows.cast(self.schema)]
-        ranked = pa.concat_tables([p.append_column(_RANK, pa.array((i << 32) + np.arange(p.num_rows), pa.int64()))
-                                   for i, p in enumerate(pieces)])
-        latest = self._latest(ranked, ["_hash", *self.key.names])
+        pieces = [self.read_file(f, coded=True) for f in existing] + [rows.cast(self.coded)]
+        entries = pa.concat_tables(pieces)
+        latest = latest_per_key(entries, self.key.names)  # in hash order, as the base stores them
         # this commit's own entries point at files the snapshot does not have yet: all kept
-        new = (latest.column(_RANK).to_numpy(zero_copy_only=False) >> 32) == len(existing)
-        latest = latest.drop_columns([_RANK])
-        keep = new | self.live(latest, now_ms) | self.tombstone_alive(latest, now_ms)
+        new = latest >= entries.num_rows - rows.num_rows
+        entries = entries.take(pa.array(latest))
+        keep = new | self.live(entries, now_ms) | self.tombstone_alive(entries, now_ms)
         actions: list[Action | IndexFile] = [RemoveIndex(f.path) for f in existing]
-        actions.append(self._encode_file(bucket, latest.filter(pa.array(keep)), base=True))
+        actions.append(self._encode_file(bucket, entries.filter(pa.array(keep)), base=True))
         return actions
 
     def _encode_file(self, bucket: int, rows: pa.Table, base: bool) -> "IndexFile":
@@ -519,17 +515,16 @@ class RecordIndex:
         that cannot be read (the reason to rebuild) gives none."""
         pieces = []
         for bucket in sorted({e.bucket for e in self.snapshot.index.values()}):
-            for seq, entry in enumerate(self.snapshot.index_files(bucket)):
+            for entry in self.snapshot.index_files(bucket):  # in the order their entries apply
                 try:
-                    table = self.read_file(entry)
+                    pieces.append(self.read_file(entry, coded=True))
                 except CorruptIndexError:
                     continue
-                ranks = (_file_rank(bucket, seq) << 32) + np.arange(table.num_rows)
-                pieces.append(table.append_column(_RANK, pa.array(ranks, pa.int64())))
         if not pieces:
             return self.schema.empty_table()
-        latest = self._latest(pa.concat_tables(pieces), ["_hash", *self.key.names]).drop_columns([_RANK])
-        return latest.filter(pa.array(self.tombstone_alive(latest, now_ms)))
+        entries = pa.concat_tables(pieces)
+        latest = entries.take(pa.array(latest_per_key(entries, self.key.names)))
+        return latest.filter(pa.array(self.tombstone_alive(latest, now_ms))).cast(self.schema)
 
 
 def _footer_length(data: bytes) -> int:

@@ -91,3 +91,41 @@ def join(found: pa.Table, keys: pa.Table, hashes: np.ndarray, names: Iterable[st
     key_rows = order[np.repeat(left - (ends - counts), counts) + np.arange(int(ends[-1]) if len(ends) else 0)]
     same = same_keys(found, keys, entry_rows, key_rows, names)
     return entry_rows[same], key_rows[same].astype(np.int64)
+
+
+def latest_per_key(entries: pa.Table, names: Iterable[str]) -> np.ndarray:
+    """The rows of ``entries`` (with ``_hash``, listed in the order they apply: a later row
+    supersedes an earlier one of its key) that hold the latest entry of their key, ordered by
+    hash (entries of one hash, a collision, in the order given)."""
+    names = list(names)
+    hashes = entries.column("_hash").to_numpy()
+    order = np.argsort(hashes, kind="stable")  # merges the sorted runs that files and deltas are
+    ordered = hashes[order]
+    dup = np.flatnonzero(ordered[1:] == ordered[:-1])  # sorted positions followed by one of their hash
+    if not len(dup):
+        return order
+    equal = np.ones(len(dup), dtype=bool)
+    first, second = pa.array(order[dup]), pa.array(order[dup + 1])
+    for name in names:
+        column = entries.column(name)
+        equal &= pc.fill_null(pc.equal(column.take(first), column.take(second)), False).to_numpy(zero_copy_only=False)
+    superseded = np.zeros(len(order), dtype=bool)
+    superseded[dup[equal]] = True
+    # a run of one hash holding several keys (a collision, rare): settled by the keys' values
+    for start, end in _runs_with(ordered, dup[~equal]):
+        rows = order[start:end + 1]
+        values = list(zip(*(entries.column(n).take(pa.array(rows)).to_pylist() for n in names)))
+        last = {value: i for i, value in enumerate(values)}
+        superseded[start:end + 1] = [last[value] != i for i, value in enumerate(values)]
+    return order[~superseded]
+
+
+def _runs_with(ordered: np.ndarray, positions: np.ndarray) -> list[tuple[int, int]]:
+    """The (first, last) sorted positions of each run of equal values in ``ordered`` that
+    holds one of ``positions``."""
+    runs = {}
+    for p in positions.tolist():
+        value = ordered[p]
+        start = int(np.searchsorted(ordered, value, "left"))
+        runs[start] = int(np.searchsorted(ordered, value, "right")) - 1
+    return sorted(runs.items())

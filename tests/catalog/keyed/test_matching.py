@@ -62,3 +62,33 @@ def test_deleted_at_is_a_binary_search_in_the_deleted_positions(rows, deleted, p
     members = np.array(sorted(deleted), dtype=np.int64)
     at = np.array(positions, dtype=np.int64)
     assert deleted_at(at, members, rows).tolist() == in_sorted(at, members).tolist()
+
+
+# an entry: (hash, key); few hashes and keys, so that keys repeat and two keys share a hash (a collision)
+_ENTRY = st.tuples(st.integers(0, 6), st.sampled_from(["a", "b", "c", "d"]), st.integers(0, 3))
+
+
+@settings(max_examples=200)
+@given(pieces=st.lists(st.lists(_ENTRY, max_size=15), min_size=1, max_size=4))
+def test_the_latest_entry_of_each_key_is_the_last_given_whatever_shares_its_hash(pieces):
+    """``latest_per_key`` (the merge of a bucket's files, a write's own entries, the held
+    tombstones) against a model: each (hash, key) once, its last row, in hash order. A key is
+    two columns (a string and an int) and files are chunks of their own; equal hashes of
+    other keys (collisions) are kept, each by its own last row."""
+    import pyarrow as pa
+
+    from cdkds.catalog.keyed.matching import latest_per_key
+
+    tables = [pa.table({"_hash": pa.array([h for h, _, _ in p], pa.uint64()), "k": pa.array([k for _, k, _ in p], pa.string()),
+                        "n": pa.array([n for _, _, n in p], pa.int64())}) for p in pieces]
+    entries = pa.concat_tables(tables)
+    rows = [(h, k, n) for p in pieces for h, k, n in p]
+    last = {}
+    for i, (h, k, n) in enumerate(rows):
+        last[(h, k, n)] = i
+    chosen = latest_per_key(entries, ["k", "n"]).tolist()
+    assert sorted(chosen) == sorted(last.values())
+    assert [rows[i][0] for i in chosen] == sorted(rows[i][0] for i in chosen)  # in hash order
+    for a, b in zip(chosen, chosen[1:]):  # one hash's keys (a collision) in the order given
+        if rows[a][0] == rows[b][0]:
+            assert a < b
