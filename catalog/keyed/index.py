@@ -360,6 +360,10 @@ class RecordIndex:
         entries = entries.cast(self.coded)
         if entries.num_rows == 0:
             return []
+        if any(c.num_chunks > 1 for c in entries.columns):
+            # each bucket takes its entries: from many chunks a take costs 8x a take from one
+            # (40k of 2.6M entries in 26 chunks: 21 ms against 2.7; a rewrite's entries come a batch at a time)
+            entries = entries.combine_chunks()
         hashes = entries.column("_hash").to_numpy(zero_copy_only=False)
         buckets = self.key.buckets(hashes, self.buckets)
         # by bucket (a radix sort: at most 4,096 buckets), then within each bucket, on the

@@ -51,7 +51,8 @@ class Rewritten:
 class WrittenFiles:
     """What :func:`write_files` wrote, not committed: data files and, on a keyed dataset, the
     rows it moved (``moved``: their record key, ordering and TTL columns, with the file and
-    position each went to in ``_file`` and ``_pos``; ``None`` when no row moved)."""
+    position each went to in ``_file`` (dictionary-encoded) and ``_pos``; ``None`` when no
+    row moved)."""
 
     adds: tuple[AddFile, ...]
     moved: pa.Table | None = None
@@ -121,7 +122,8 @@ def write_files(store: "ObjectStore", dataset: str, descriptor: "DatasetDescript
         placed, paths, positions = writer.placements()
         order = np.argsort(placed, kind="stable")  # placements in the order the rows were read
         rows = pa.concat_tables(moved)
-        rows = rows.append_column(PLACED_FILE, paths.take(pa.array(order)).cast(pa.string())) \
+        # dictionary-encoded, as index entries keep it: a code per row, not a path (2.6M rows: 0.4 s of casts)
+        rows = rows.append_column(PLACED_FILE, paths.take(pa.array(order))) \
             .append_column(PLACED_POSITION, pa.array(positions[order], pa.int64()))
         return WrittenFiles(tuple(adds), rows)
     except BaseException:

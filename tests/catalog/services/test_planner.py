@@ -85,6 +85,33 @@ def test_index_buckets_at_the_threshold_are_merged(mem_repo):
     assert ds.history()[-1].info["reasons"] == ["index"]
 
 
+def test_a_pass_takes_the_index_buckets_before_the_data_files(mem_repo):
+    """Merging index buckets is cheap and speeds every later keyed write: within a budget
+    they are taken first, and the data files wait for the next pass (the data files used to
+    come first, and buckets waited for passes that never had budget left)."""
+    from tests.catalog.keyed.conftest import state, user, users_descriptor
+
+    props = {"services.inline": "false", "index.buckets": "2", "services.small.files": "2"}
+    ds = mem_repo.create("k", users_descriptor(**props, **{"index.compaction.deltas": "8"}))
+    for r in range(4):
+        ds.upsert([user("nz", 2 * r, r), user("nz", 2 * r + 1, r)])  # a small file and two deltas a commit
+    mem_repo.update("k", users_descriptor(**props, **{"index.compaction.deltas": "4"}))  # (a write merged at 4)
+    ds.refresh()
+    expected = state(ds)
+    plan = ds.services_plan()
+    assert plan.groups and len(plan.buckets) == 2
+    buckets = sum(m.bytes for m in plan.buckets)
+    assert buckets + min(g.bytes for g in plan.groups) > buckets  # a budget of the buckets leaves the files
+    share = plan.within(buckets)
+    assert len(share.buckets) == 2 and not share.groups and any("group(s)" in line for line in share.left)
+    report = ds.maintain(budget=buckets)
+    assert report.merged_buckets == 2 and report.rewritten_files == 0
+    assert ds.services_plan().groups and not ds.services_plan().buckets
+    assert state(ds) == expected
+    report = ds.maintain(budget=buckets)  # the next pass has the budget for the files
+    assert report.rewritten_files and state(ds) == expected
+
+
 def test_a_whole_plan_makes_objects_only_of_the_files_it_may_rewrite(mem_repo, monkeypatch):
     """Without TTL, the files a whole-dataset plan (``describe``, ``maintain``) looks at one by
     one are picked column-wise: small, deleted past the threshold, or under a tombstone."""
