@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from cdkds.catalog import DatasetDescriptor, InvalidKeyError, KeyExistsError
-from cdkds.catalog.keyed.keys import RecordKey, _bytes_hash
+from cdkds.catalog.keyed.keys import RecordKey, _bytes_hash, _column_hash, _splitmix
 
 SCHEMA = {"type": "record", "name": "u", "fields": [
     {"name": "tenant", "type": "string"}, {"name": "userId", "type": "long"},
@@ -83,6 +83,24 @@ def test_bytes_hash_is_fnv1a(values):
             h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
         return h
     assert [int(h) for h in _bytes_hash(pa.array(values, pa.binary()))] == [fnv(v) for v in values]
+
+
+@given(st.lists(st.sampled_from(["nz", "au", "", "ü", "a longer value"]), max_size=12), st.integers(0, 700),
+       st.lists(st.text(max_size=12), max_size=3000), st.integers(0, 20), st.booleans())
+def test_a_string_column_hashes_the_same_plain_dictionary_encoded_or_sliced(few, repeats, many, offset, binary):
+    """Few distinct values are hashed once each (sampled, then dictionary-encoded), and a
+    dictionary column by its dictionary: the hashes are those of each value's bytes."""
+    kind = pa.binary() if binary else pa.string()
+    few = few * repeats  # past the sample (2,048 values): the dictionary path
+    for values in (few, many, few + many):
+        column = pa.array([v.encode() for v in values] if binary else values, kind)
+        expected = _splitmix(_bytes_hash(column))  # each value's bytes, hashed one by one
+        assert list(_column_hash(column)) == list(expected)
+        assert list(_column_hash(column.dictionary_encode())) == list(expected)
+        assert list(_column_hash(pa.chunked_array([column[:len(values) // 2], column[len(values) // 2:]], kind))) \
+            == list(expected)
+        assert list(_column_hash(column[offset:])) == list(expected[offset:])
+        assert list(_column_hash(column.dictionary_encode()[offset:])) == list(expected[offset:])
 
 
 def test_hash_is_pinned():
