@@ -22,7 +22,7 @@ import zlib
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Collection, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -353,10 +353,14 @@ class RecordIndex:
 
     # ---------------------------------------------------------------- writing
 
-    def write(self, entries: pa.Table, now_ms: int) -> list[Action]:
+    def write(self, entries: pa.Table, now_ms: int, merge: Collection[int] = (), moved: bool = False) -> list[Action]:
         """Index files for new ``entries`` (any buckets; later rows win for a key): per
-        bucket a delta, or a new base when the bucket has reached its delta threshold. The
-        buckets are encoded in parallel and their files stored together (:meth:`store_files`)."""
+        bucket a delta, or a new base when the bucket has reached its delta threshold or is
+        one of ``merge``. ``moved``: the entries are of rows a rewrite moved (each supersedes
+        one stored); a bucket they are at least half of is merged too, since a delta that
+        large would nearly double what every lookup reads until the next merge (a
+        rewrite of a whole 10M-row dataset slowed the upserts after it from 1.5 to 2.6 s).
+        The buckets are encoded in parallel and their files stored together (:meth:`store_files`)."""
         entries = entries.cast(self.coded)
         if entries.num_rows == 0:
             return []
@@ -380,7 +384,8 @@ class RecordIndex:
             rows = entries.take(pa.array(picked[np.argsort(hashes[picked], kind="stable")]))
             existing = self.snapshot.index_files(bucket)
             deltas = [f for f in existing if not f.base]
-            if len(deltas) + 1 >= self.merge_deltas:
+            if len(deltas) + 1 >= self.merge_deltas or bucket in merge or \
+                    (moved and existing and 2 * len(rows) >= sum(f.rows for f in existing)):
                 return self._compact(bucket, existing, rows, now_ms)
             return [self._encode_file(bucket, self._dedupe(rows), base=False)]
 

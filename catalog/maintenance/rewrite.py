@@ -147,7 +147,8 @@ def commit_rewrite(dataset: "Dataset", files: Sequence[AddFile], written: Sequen
                    now_ms: int, info: Mapping[str, Any] | None = None, merge_buckets: Sequence[int] = ()) -> Rewritten:
     """Commit what :func:`write_files` wrote from ``files`` of the dataset's snapshot, for commit
     ``transaction`` at ``now_ms``, as one ``compact`` commit replacing ``files``: with index
-    entries for the rows moved, and the deltas of the index buckets ``merge_buckets`` merged;
+    entries for the rows moved, and the deltas of the index buckets ``merge_buckets`` merged
+    (with the moved rows' entries, and so is a bucket those entries are half of);
     the dataset moves to it. Raises what the commit raises; the written files (and the index
     files it wrote) are deleted unless the commit may have landed."""
     snapshot = dataset.snapshot
@@ -160,13 +161,15 @@ def commit_rewrite(dataset: "Dataset", files: Sequence[AddFile], written: Sequen
             from cdkds.catalog.keyed.index import RecordIndex
             index = RecordIndex(dataset.store, snapshot, dataset.name)
         touched: set[int] = set()
+        based: set[int] = set()  # buckets given a new base: merged
         moved = [w.moved for w in written if w.moved is not None and w.moved.num_rows]
         if index is not None and moved:
             rows = pa.concat_tables(moved)
             entries = index.entries(rows.drop_columns([PLACED_FILE, PLACED_POSITION]), rows.column(PLACED_FILE),
                                     rows.column(PLACED_POSITION).to_numpy())
-            index_actions = index.write(entries, now_ms)
+            index_actions = index.write(entries, now_ms, merge=frozenset(merge_buckets), moved=True)
             touched = {a.bucket for a in index_actions if isinstance(a, AddIndex)}
+            based = {a.bucket for a in index_actions if isinstance(a, AddIndex) and a.base}
             paths.extend(a.path for a in index_actions if isinstance(a, AddIndex))
             actions.extend(index_actions)
         merged = 0
@@ -174,7 +177,7 @@ def commit_rewrite(dataset: "Dataset", files: Sequence[AddFile], written: Sequen
             merge = index.merge(sorted(set(merge_buckets) - touched), now_ms)
             paths.extend(a.path for a in merge if isinstance(a, AddIndex))
             actions.extend(merge)
-            merged = len({a.bucket for a in merge if isinstance(a, AddIndex)})
+            merged = len(based | {a.bucket for a in merge if isinstance(a, AddIndex)})
         facts = {"rewritten_files": len(files), "bytes_read": sum(f.size for f in files),
                  "written_files": len(adds), "bytes_written": sum(a.size for a in adds)}
         if merged:

@@ -22,13 +22,15 @@
   commits and unreferenced files older than that are removed (never by default).
 
 A pass takes, while its input bytes stay within a budget, first the index buckets (most
-deltas first), then the data files in that order (most deleted first, then tombstoned files,
-then files of older partition specs, then the partitions with most small files; a
-partition's small files join its rewritten ones). Index buckets come first because a byte
-of them is cheap to merge and every later keyed write and ``get`` reads them: merging all
-64 buckets of a 10M-row dataset (230 MB) takes ~3 s, rewriting as many bytes of keyed data
-files (their rows indexed anew) ~15 s; behind data files, buckets waited for passes that
-never had budget left (docs/PERFORMANCE.md).
+deltas first) in the budget less the bytes of the first data group that fits it, then the
+data groups in that order (most deleted first, then tombstoned files, then files of older
+partition specs, then the partitions with most small files; a partition's small files join
+its rewritten ones), then buckets again in what is left. Index buckets come first because a
+byte of them is cheap to merge and every later keyed write and ``get`` reads them: merging
+all 64 buckets of a 10M-row dataset (265 MB) takes ~3 s, rewriting as many bytes of keyed
+data files (their rows indexed anew) ~12 s; behind data files, buckets waited for passes
+that never had budget left (docs/PERFORMANCE.md). The room kept for one data group is so
+that buckets due at every pass cannot starve the data files in turn.
 """
 
 from __future__ import annotations
@@ -128,22 +130,32 @@ class ServicePlan:
         if budget is None:
             return self
         taken: list[RewriteGroup] = []
-        merges: list[BucketMerge] = []
+        chosen: set[int] = set()  # buckets
         spent = 0
-        for merge in self.buckets:
-            if spent + merge.bytes <= budget:
-                merges.append(merge)
-                spent += merge.bytes
+
+        def take_buckets(limit: int) -> None:
+            nonlocal spent
+            for merge in self.buckets:
+                if merge.bucket not in chosen and spent + merge.bytes <= limit:
+                    chosen.add(merge.bucket)
+                    spent += merge.bytes
+
+        # room kept for the first data group that fits at all: buckets due at every pass
+        # (writes merge a bucket themselves when the services fall behind; nothing rewrites
+        # data files but the services) must not starve the data files in turn
+        take_buckets(budget - next((g.bytes for g in self.groups if g.bytes <= budget), 0))
         for group in self.groups:
             if spent + group.bytes <= budget:
                 taken.append(group)
                 spent += group.bytes
+        take_buckets(budget)
+        merges = [m for m in self.buckets if m.bucket in chosen]
         left = []
         groups = [g for g in self.groups if g not in taken]
         if groups:
             left.append(f"{sum(len(g.files) for g in groups)} file(s) in {len(groups)} group(s), "
                         f"{sum(g.bytes for g in groups):,} bytes")
-        buckets = [m for m in self.buckets if m not in merges]
+        buckets = [m for m in self.buckets if m.bucket not in chosen]
         if buckets:
             left.append(f"{len(buckets)} index bucket(s), {sum(m.bytes for m in buckets):,} bytes")
         return dataclasses.replace(self, groups=tuple(taken), buckets=tuple(merges), left=tuple(left))

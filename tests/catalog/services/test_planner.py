@@ -87,29 +87,92 @@ def test_index_buckets_at_the_threshold_are_merged(mem_repo):
 
 def test_a_pass_takes_the_index_buckets_before_the_data_files(mem_repo):
     """Merging index buckets is cheap and speeds every later keyed write: within a budget
-    they are taken first, and the data files wait for the next pass (the data files used to
-    come first, and buckets waited for passes that never had budget left)."""
+    they are taken before the data files but for room kept for the first data group (the
+    data files used to come first, and buckets waited for passes that never had budget left)."""
     from tests.catalog.keyed.conftest import state, user, users_descriptor
 
     props = {"services.inline": "false", "index.buckets": "2", "services.small.files": "2"}
     ds = mem_repo.create("k", users_descriptor(**props, **{"index.compaction.deltas": "8"}))
-    for r in range(4):
-        ds.upsert([user("nz", 2 * r, r), user("nz", 2 * r + 1, r)])  # a small file and two deltas a commit
+    for r in range(4):  # a small file in each of two partitions and a delta in each bucket a commit
+        ds.upsert([user("nz", 4 * r, r), user("nz", 4 * r + 2, r), user("au", 4 * r + 1, r), user("au", 4 * r + 3, r)])
     mem_repo.update("k", users_descriptor(**props, **{"index.compaction.deltas": "4"}))  # (a write merged at 4)
     ds.refresh()
     expected = state(ds)
     plan = ds.services_plan()
-    assert plan.groups and len(plan.buckets) == 2
+    assert len(plan.groups) == 2 and len(plan.buckets) == 2
     buckets = sum(m.bytes for m in plan.buckets)
-    assert buckets + min(g.bytes for g in plan.groups) > buckets  # a budget of the buckets leaves the files
-    share = plan.within(buckets)
-    assert len(share.buckets) == 2 and not share.groups and any("group(s)" in line for line in share.left)
-    report = ds.maintain(budget=buckets)
-    assert report.merged_buckets == 2 and report.rewritten_files == 0
-    assert ds.services_plan().groups and not ds.services_plan().buckets
+    first, second = (g.bytes for g in plan.groups)
+    share = plan.within(buckets + first)
+    assert len(share.buckets) == 2 and share.groups == plan.groups[:1] and any("1 group(s)" in line for line in share.left)
+    share = plan.within(first)  # room for the first group only
+    assert share.groups == plan.groups[:1] and not share.buckets
+    report = ds.maintain(budget=buckets + first)
+    assert report.merged_buckets == 2 and report.rewritten_files == 4
+    assert len(ds.services_plan().groups) == 1 and not ds.services_plan().buckets
     assert state(ds) == expected
-    report = ds.maintain(budget=buckets)  # the next pass has the budget for the files
-    assert report.rewritten_files and state(ds) == expected
+    report = ds.maintain(budget=buckets + first)  # the next pass takes the other group
+    assert report.rewritten_files == 4 and state(ds) == expected and not ds.services_plan().groups
+
+
+def test_buckets_due_at_every_pass_do_not_starve_the_data_files(mem_repo, inline_services):
+    """Inline passes with a budget under the index's bytes and buckets due after every
+    write: each pass still keeps room for the first data group, so a partition's small
+    files do not pile up (they did while buckets came first without it)."""
+    import numpy as np
+    from tests.catalog.keyed.conftest import state, users_descriptor
+
+    props = {"index.compaction.deltas": "1", "services.small.files": "2", "services.file.size": "1m"}
+    ds = mem_repo.create("k", users_descriptor(**props, **{"services.inline": "false"}))
+
+    def rows(tenant, ids, t):
+        return pa.table({"tenant": [tenant] * len(ids), "userId": pa.array(ids, pa.int64()),
+                         "email": [f"u{i}@x" for i in ids], "score": pa.array(ids, pa.int64()),
+                         "updatedAt": pa.array(np.full(len(ids), 1_767_225_600_000 + t), pa.timestamp("ms", tz="UTC"))})
+
+    ds.upsert(rows("b", np.arange(30_000), 0))
+    ds.upsert(rows("a", np.arange(5_000), 0))
+    budget = int(0.8 * sum(e.size for e in ds.snapshot.index.values()))
+    mem_repo.update("k", users_descriptor(**props, **{"services.budget": str(budget)}))  # inline passes
+    ds.refresh()
+    overfull = 0
+    for i in range(6):
+        plan_before = ds.upsert(rows("a", np.arange(10 * i, 10 * i + 50), 1 + i)).services
+        assert plan_before is not None and plan_before.rewritten_files, plan_before
+        overfull += any("index bucket" in line for line in plan_before.left)  # buckets did not all fit
+    assert overfull >= 3
+    assert len(ds.snapshot.files) <= 3
+    assert len(state(ds)) == 35_000
+
+
+def test_a_rewrite_that_moves_most_of_a_bucket_merges_it(mem_repo):
+    """The entries of a bucket's moved rows, as a delta, would nearly double what lookups
+    read: when they are half its entries or more, the rewrite gives the bucket a new base;
+    a rewrite moving a few of its rows leaves a delta."""
+    from tests.catalog.keyed.conftest import state, user, users_descriptor
+
+    props = {"services.inline": "false", "index.buckets": "1", "services.small.files": "2",
+             "index.compaction.deltas": "8"}
+    ds = mem_repo.create("k", users_descriptor(**props))
+    ds.upsert([user("nz", i, 0) for i in range(40)])
+    ds.upsert([user("au", i, 0) for i in range(40)])
+    ds.upsert([user("nz", 100 + i, 0) for i in range(2)])  # nz: two files, 42 of the 82 entries
+    assert len(ds.snapshot.index_files(0)) == 3
+    expected = state(ds)
+    report = ds.maintain()
+    assert report.rewritten_files == 2 and report.merged_buckets == 1, report
+    assert [f.base for f in ds.snapshot.index_files(0)] == [True]
+    assert state(ds) == expected and ds.get_many(list(expected)).num_rows == 82
+    ds.upsert([user("au", 100 + i, 0) for i in range(2)])  # au: two files, 42 of the 84 entries
+    ds.upsert([user("nz", 200 + i, 0) for i in range(50)])
+    mem_repo.update("k", users_descriptor(**{**props, "services.small.files": "3"}))  # nz's 2 files stay
+    ds.refresh()
+    ds.upsert([user("au", 300, 0)])  # au: three files, 43 entries of 135
+    expected = state(ds)
+    report = ds.maintain()
+    assert report.rewritten_files == 3 and report.merged_buckets == 0, report
+    assert [f.base for f in ds.snapshot.index_files(0)] == [True, False, False, False, False], \
+        ds.snapshot.index_files(0)
+    assert state(ds) == expected and ds.get_many(list(expected)).num_rows == 135
 
 
 def test_a_whole_plan_makes_objects_only_of_the_files_it_may_rewrite(mem_repo, monkeypatch):
