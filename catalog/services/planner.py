@@ -161,9 +161,12 @@ class ServicePlan:
         return dataclasses.replace(self, groups=tuple(taken), buckets=tuple(merges), left=tuple(left))
 
     def describe(self) -> list[str]:
-        """What the services would do next and why, a line each."""
+        """What the services would do next and why, a line each, in the order a pass takes it
+        (index buckets first)."""
         s = self.settings
         lines = [f"inline services: {'on' if s.inline else 'off'} (budget {s.budget:,} bytes a commit)"]
+        for merge in self.buckets:
+            lines.append(f"index bucket {merge.bucket} has {merge.deltas} deltas: merge them")
         if self.deleted:
             worst = max(f for _, f in self.deleted)
             lines.append(f"{len(self.deleted)} file(s) with at least {s.deleted_fraction:.0%} of their rows deleted "
@@ -181,8 +184,6 @@ class ServicePlan:
         for partition, count in self.small:
             lines.append(f"{count} small files in partition {_partition(partition)} (at least {s.small_files}): "
                          f"bin-pack them")
-        for merge in self.buckets:
-            lines.append(f"index bucket {merge.bucket} has {merge.deltas} deltas: merge them")
         lines.append(f"next checkpoint at revision {self.next_checkpoint}")
         lines.append(f"log expiry: {'commits older than ' + str(s.log_retention) if s.log_retention else 'off'}; "
                      f"vacuum: {'files older than ' + str(s.vacuum_retention) if s.vacuum_retention else 'off'}")
