@@ -159,3 +159,19 @@ def _split_entries(data: bytes, at: int, drop: Callable[[bytes], bool]) -> tuple
             kept.append(bytes(data[at:end]))
         at = end
     return kept, dropped
+
+
+def footer_length(data: bytes) -> int:
+    """The length of the Parquet footer that ``data`` (a file, or its end) ends with."""
+    if len(data) < 12 or data[-4:] != b"PAR1":
+        raise ValueError("it does not end as a Parquet file does")
+    return int.from_bytes(data[-8:-4], "little")
+
+
+def footer_of(data: bytes) -> bytes:
+    """The Parquet footer that ``data`` ends with, its length and magic included: what an
+    index file's ``footer_crc32`` is of."""
+    length = footer_length(data)
+    if length + 8 > len(data):
+        raise ValueError(f"its footer length {length} is more than the file holds")
+    return bytes(data[len(data) - length - 8:])

@@ -45,6 +45,7 @@ from cdkds.catalog.storage import ObjectStore, store_failure, store_failures
 from cdkds.formats.threads import WORKERS
 from cdkds.formats.files import open_data_file
 from cdkds.formats.parquet import parquet_in_memory
+from cdkds.formats.parquet_footer import footer_length, footer_of
 
 if TYPE_CHECKING:
     from cdkds.catalog.log.snapshot import Snapshot
@@ -284,15 +285,15 @@ class RecordIndex:
         return footer
 
     def _tail(self, entry: AddIndex) -> bytes:
-        """The footer of an index file through its end (:func:`_footer_of`), read in one
+        """The footer of an index file through its end (:func:`footer_of`), read in one
         request unless the footer is over :data:`FOOTER_READ` bytes."""
         path = self.store.path(entry.path)
         start = max(0, entry.size - FOOTER_READ)
         tail = self.store.fs.cat_file(path, start=start, end=entry.size)
-        length = _footer_length(tail)
+        length = footer_length(tail)
         if length + 8 > len(tail) and start > 0:
             tail = self.store.fs.cat_file(path, start=max(0, entry.size - length - 8), end=start) + tail
-        return _footer_of(tail)
+        return footer_of(tail)
 
     def _open(self, entry: AddIndex, metadata: pq.FileMetaData) -> "_CheckedFile":
         return _CheckedFile(self, entry, metadata)
@@ -453,7 +454,7 @@ class RecordIndex:
         data = sink.getvalue()
         path = f"{INDEX_FOLDER}/{bucket}/{uuid.uuid4().hex}.parquet"
         lo, hi = (int(hashes[0]), int(hashes[-1])) if len(hashes) else (0, 0)
-        footer = _footer_of(data)
+        footer = footer_of(data)
         return IndexFile(AddIndex(path, bucket, base, rows.num_rows, len(data), hashlib.sha256(data).hexdigest(), lo, hi,
                                   footer_crc32=zlib.crc32(footer)), data, IndexFooter.of(footer, bloom=False))
 
@@ -534,22 +535,6 @@ class RecordIndex:
         entries = pa.concat_tables(pieces)
         latest = entries.take(pa.array(latest_per_key(entries, self.key.names)))
         return latest.filter(pa.array(self.tombstone_alive(latest, now_ms))).cast(self.schema)
-
-
-def _footer_length(data: bytes) -> int:
-    """The length of the Parquet footer that ``data`` (a file, or its end) ends with."""
-    if len(data) < 12 or data[-4:] != b"PAR1":
-        raise ValueError("it does not end as a Parquet file does")
-    return int.from_bytes(data[-8:-4], "little")
-
-
-def _footer_of(data: bytes) -> bytes:
-    """The Parquet footer that ``data`` ends with, its length and magic included: what an
-    index file's ``footer_crc32`` is of."""
-    length = _footer_length(data)
-    if length + 8 > len(data):
-        raise ValueError(f"its footer length {length} is more than the file holds")
-    return bytes(data[len(data) - length - 8:])
 
 
 def _file_rank(bucket: int, seq: int) -> int:

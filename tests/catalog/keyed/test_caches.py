@@ -10,7 +10,8 @@ import pyarrow.parquet as pq
 from cdkds.catalog.keyed import index as index_module
 from cdkds.catalog.keyed.bloom import BLOOM_KEY, HashBloom
 from cdkds.catalog.keyed.caches import PARSED, IndexFooter
-from cdkds.catalog.keyed.index import RecordIndex, _footer_of
+from cdkds.catalog.keyed.index import RecordIndex
+from cdkds.formats.parquet_footer import footer_of
 from cdkds.formats.cache import BoundedCache
 from tests.catalog.keyed.conftest import user, users_descriptor
 
@@ -18,7 +19,7 @@ from tests.catalog.keyed.conftest import user, users_descriptor
 def _footer(ds) -> bytes:
     (entry,) = ds.snapshot.index_files(0)
     with ds.store.fs.open(ds.store.path(entry.path), "rb") as f:
-        return _footer_of(f.read())
+        return footer_of(f.read())
 
 
 def test_a_cached_footer_holds_its_bloom_filter_once_and_only_when_asked(repo):
