@@ -63,9 +63,10 @@ def _strings_hash(array: pa.Array) -> np.ndarray:
     if pa.types.is_dictionary(array.type):
         encoded = array
     else:
-        step = max(1, len(array) // _SAMPLE)
-        sample = array[::step] if len(array) > _SAMPLE else array
-        if len(array) <= _SAMPLE or len(pc.unique(sample)) * 2 > len(sample):
+        if len(array) <= _SAMPLE:
+            return _bytes_hash(array)
+        sample = array[::len(array) // _SAMPLE]
+        if len(pc.unique(sample)) * 2 > len(sample):
             return _bytes_hash(array)  # mostly distinct (emails, ids): encoding would only add
         encoded = pc.dictionary_encode(array)
     if encoded.null_count:
