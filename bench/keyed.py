@@ -1,7 +1,7 @@
 """Keyed datasets, side by side in one run: upserts against delta-rs ``merge`` and pyiceberg
 ``upsert``, record-index lookups, ``get`` against SQLite's primary-key lookup and its GET
 requests on S3 (moto), the Spark upsert helper against delta-rs, scans after upserts, and
-the memory of an upsert.
+the memory of an upsert, and DuckDB over ``to_arrow_dataset`` after keyed deletes.
 
     python bench/keyed.py                  # the issue's sizes: 1M rows into 10M, Spark 2M into 20M (long)
     python bench/keyed.py --scale 0.1      # 100k into 1M
@@ -392,6 +392,51 @@ def bench_scan(root: str, rows: int, buckets: int) -> None:
            note=f"the services' share of the writes' time; they read and wrote {rewritten / 2 ** 20:,.0f} MiB")
 
 
+DUCKDB_QUERIES = 9
+DUCKDB_SQL = "select userId % 10 as g, count(*), sum(score) from t group by g order by g"
+
+
+def bench_duckdb(root: str, rows: int, buckets: int) -> None:
+    """DuckDB's aggregation over ``to_arrow_dataset()`` after ``delete_keys`` of 1% of the keys
+    (deletion vectors on every file, below the services' threshold: no pass rewrites them)
+    against the same dataset before the delete; each query makes its dataset
+    (``to_arrow_dataset()``) and registers it, interleaved, by readers opened after the writes.
+    The first query after the delete checks the deleted keys (it reads the key columns);
+    the later ones find that answer kept."""
+    import duckdb
+
+    def query(source: Any) -> list:
+        con = duckdb.connect()
+        con.register("t", source)
+        return con.sql(DUCKDB_SQL).fetchall()
+
+    ds = keyed_dataset(root, "duck", buckets)
+    load(ds, rows)
+    ds.compact(where=None)
+    ds.maintain()
+    shutil.copytree(Path(root) / "duck", Path(root) / "duck_deleted")
+    repo = DatasetRepository(f"file://{root}")
+    deleted = repo.load("duck_deleted")
+    ids = np.random.default_rng(11).choice(rows, rows // 100, replace=False)
+    took, result = timed(lambda: deleted.delete_keys(pa.table({"tenant": TENANTS[ids % len(TENANTS)],
+                                                                "userId": ids.astype(np.int64)})))
+    readers = {"before": repo.load("duck"), "after": repo.load("duck_deleted")}
+    assert readers["after"].files and all(f.deletes for f in readers["after"].files), "a pass rewrote the files"
+    query(readers["before"].to_arrow_dataset())  # DuckDB's first query in a process is slower
+    first, _ = timed(lambda: query(readers["after"].to_arrow_dataset()))
+    wall: dict[str, list[float]] = {k: [] for k in readers}
+    for i in range(DUCKDB_QUERIES):
+        for name in (list(readers) if i % 2 == 0 else list(readers)[::-1]):
+            wall[name].append(timed(lambda: query(readers[name].to_arrow_dataset()))[0])
+    median = statistics.median
+    note = (f"median of {DUCKDB_QUERIES} interleaved queries, each making its to_arrow_dataset(); "
+            f"{len(readers['after'].files)} files with deletion vectors; the delete took {took * 1000:.0f} ms")
+    record(f"DuckDB aggregation over to_arrow_dataset, {rows:,} keyed rows, 1% delete_keys", median(wall["after"]),
+           median(wall["before"]), "same before the delete", note=f"target <= 1.5x; {note}")
+    record("the same, the first query after the delete", first, median(wall["before"]), "same before the delete",
+           note="its to_arrow_dataset() reads the key columns to check the deleted keys")
+
+
 # ---------------------------------------------------------------- memory
 
 MEMORY = """
@@ -432,7 +477,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--buckets", type=int, default=64)
-    parser.add_argument("--only", default="upsert,lookup,get_s3,spark,scan,memory")
+    parser.add_argument("--only", default="upsert,lookup,get_s3,spark,scan,duckdb,memory")
     parser.add_argument("--out", default=str(Path(__file__).with_name("results-keyed.json")))
     parser.add_argument("--iceberg-timeout", type=float, default=ICEBERG_TIMEOUT, help="seconds; 0 skips pyiceberg")
     args = parser.parse_args()
@@ -451,6 +496,8 @@ def main() -> None:
             bench_spark_upsert(root, 2 * base, 2 * n, args.buckets)
         if "scan" in only:
             bench_scan(root, max(100_000, base // 10), args.buckets)
+        if "duckdb" in only:
+            bench_duckdb(root, max(100_000, base // 10), args.buckets)
         if "memory" in only:
             bench_memory(root, [max(100_000, base // 10), max(400_000, base // 2)])
     out = Path(args.out)
