@@ -18,12 +18,12 @@ statistics leave NaN out), and only values that are not null.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 import functools
 import operator
 import threading
 from collections import OrderedDict
-from typing import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Mapping, Sequence, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -154,7 +154,10 @@ def _ordered_integers(column: pa.ChunkedArray) -> np.ndarray | None:
     return stored if len(stored) < 2 or bool((stored[1:] >= stored[:-1]).all()) else None
 
 
-def _reading(store: ObjectStore, task: FileScanTask, read):  # type: ignore[no-untyped-def]
+_T = TypeVar("_T")
+
+
+def _reading(store: ObjectStore, task: FileScanTask, read: Callable[[], _T]) -> _T:
     try:
         return read()
     except Exception as e:  # noqa: BLE001 - named by reading_error
