@@ -161,9 +161,11 @@ class Dataset:
                          columns: Sequence[str] | None = None) -> "pyarrow.dataset.Dataset":
         """The matching rows as a ``pyarrow.dataset.Dataset`` that DuckDB, Polars
         (``scan_pyarrow_dataset``) and pandas scan again and again, pushing their own column
-        selections and filters into it. Parquet files where no tombstone, deletion vector, TTL
-        or schema change applies are read lazily by pyarrow; the matching rows of the others are
-        read now and held (see :mod:`cdkds.catalog.read.arrow_dataset`)."""
+        selections and filters into it. Parquet files where no schema change applies are read
+        lazily by pyarrow, with tombstones, TTL and a keyed dataset's deleted keys as its filter
+        where one filter fits them all; the matching rows of the others are read now and held
+        (see :mod:`cdkds.catalog.read.arrow_dataset`). Read the rows through the dataset, not
+        its files: those may hold deleted rows."""
         from cdkds.catalog.read.arrow_dataset import to_arrow_dataset
         return to_arrow_dataset(self.store, self.plan(where, columns))
 

@@ -4,12 +4,14 @@ scan one: DuckDB, Polars).
 
 A deletion vector names rows by position; the rows it names hold keys. Keeping only the
 rows whose key columns do not all take values among those of the deleted rows
-(``~(is_in(c1, v1) & is_in(c2, v2) ...)``, for the key column with the most distinct
-deleted values alone, else for every key column) drops the deleted rows, and drops no other
-row of a file in which exactly as many rows match as its deletion vectors delete. That is
-checked for every file the filter is to read, by reading its key columns, before the filter
-is used: a key deleted in one file and written again in another (an update), or a pair of
-values two keys share, make the check fail, and there is no filter.
+(``~(is_in(c1, v1) & is_in(c2, v2) ...)``) drops the deleted rows, and drops no other row
+of a file in which exactly as many rows match as its deletion vectors delete. The columns
+tried, in turn: the key column with the most distinct deleted values, then the key columns
+an identity partition does not fix in each file, then the whole key. Each is checked on
+every file the filter is to read, newest first, by reading its key columns, before the
+filter is used: a key deleted in one file and written again in another (an update), or
+values two keys share, make the check fail, and with every try failed there is no filter.
+A check holds the deleted rows' values and at most :data:`HELD_KEY_BYTES` of key columns.
 
 Only key columns of types whose row-group statistics pyarrow prunes with exactly take part
 (integers, strings, binaries, decimals, temporal values: no floating point, whose
@@ -38,6 +40,7 @@ from cdkds.catalog.read.scan import FileScanTask, ScanPlan, reading_error
 from cdkds.catalog.storage import ObjectStore
 
 _PARQUET = ds.ParquetFileFormat()
+_T = TypeVar("_T")
 
 
 def _exact(t: pa.DataType) -> bool:
@@ -86,33 +89,84 @@ def _checked_filter(plan: ScanPlan, store: ObjectStore, tasks: Sequence[FileScan
                     filesystem: pafs.FileSystem) -> pc.Expression | None:
     descriptor = plan.snapshot.descriptor
     fixed = {name for t in tasks for name in descriptor.source_values(t.file.partition, t.file.spec_id)}
-    varying = tuple(c for c in key if c not in fixed) or tuple(key)
+    varying = tuple(c for c in key if c not in fixed) or tuple(key)  # values fixed in a file seldom tell keys apart
     vectors = {t.file.path: v.to_numpy() for t in tasks if (v := load_deletes(store, t.file.deletes)) is not None}
+    deleting = [t for t in tasks if t.file.path in vectors]
+    # newest first: a key deleted and written again, or updated, lives in a file written after the deletion
+    newest = sorted(tasks, key=lambda t: -t.file.revision)
     with ThreadPoolExecutor(min(FOOTER_READERS, len(tasks))) as pool:
-        for columns in dict.fromkeys([varying, tuple(key)]):  # values constant in a file seldom tell keys apart
-            def read(task: FileScanTask, columns: tuple[str, ...] = columns) -> pa.Table:
-                fragment = _PARQUET.make_fragment(store.path(task.file.path), filesystem, file_size=task.file.size)
-                return _reading(store, task, lambda: fragment.to_table(columns=list(columns)))
-            stored = dict(zip((t.file.path for t in tasks), pool.map(read, tasks)))
-            keep = _keep(stored, vectors, columns)
-            if keep is not None:
-                return keep
+        stored = _StoredKeys(store, filesystem, pool)
+        values: dict[str, pa.Array] = {}
+
+        def learned(columns: tuple[str, ...]) -> bool:
+            """Learns the values the deleted rows hold in ``columns``; ``False``: some are null."""
+            missing = [c for c in columns if c not in values]
+            if missing:
+                rows = pa.concat_tables(stored.read(deleting, missing,
+                                                    lambda t, table: _taken(table, vectors[t.file.path])))
+                if any(rows.column(c).null_count for c in missing):
+                    return False
+                values.update({c: pc.unique(rows.column(c).combine_chunks()) for c in missing})
+            return True
+
+        if not learned(varying):
+            return None
+        ranked = sorted(varying, key=lambda c: -len(values[c]))
+        for columns in dict.fromkeys([(ranked[0],), varying, tuple(key)]):
+            if not learned(columns):
+                return None
+            among = {c: values[c] for c in columns}
+
+            def wrong(task: FileScanTask, matching: int) -> bool:
+                return matching != len(vectors.get(task.file.path, ()))
+            counts = stored.read(newest, list(columns), lambda t, table: matching_rows(table, among), until=wrong)
+            if len(counts) == len(newest) and not any(wrong(t, n) for t, n in zip(newest, counts)):
+                return ~functools.reduce(operator.and_, [pc.field(c).isin(among[c]) for c in columns])
     return None
 
 
-def _keep(stored: Mapping[str, pa.Table], vectors: Mapping[str, np.ndarray], columns: Sequence[str]
-          ) -> pc.Expression | None:
-    """The filter on ``columns`` that drops exactly the rows ``vectors`` delete from the files
-    whose ``columns`` are ``stored`` (by path), or ``None``."""
-    deleted = pa.concat_tables([_taken(stored[path], positions) for path, positions in vectors.items()])
-    if any(deleted.column(c).null_count for c in columns):
-        return None
-    values = {c: pc.unique(deleted.column(c).combine_chunks()) for c in columns}
-    for path, table in stored.items():
-        if matching_rows(table, values) != len(vectors.get(path, ())):
-            return None
-    terms = [pc.field(c).isin(values[c]) for c in columns]
-    return ~functools.reduce(operator.and_, terms)
+HELD_KEY_BYTES = 64 << 20  # key columns kept for a second look while the check runs; the rest are read again
+
+
+class _StoredKeys:
+    """Reads the key columns of data files for the check, a pool's width of files at a
+    time, and keeps what it read while that fits in :data:`HELD_KEY_BYTES`."""
+
+    def __init__(self, store: ObjectStore, filesystem: pafs.FileSystem, pool: ThreadPoolExecutor):
+        self.store, self.filesystem, self.pool = store, filesystem, pool
+        self.held: dict[tuple[str, str], pa.ChunkedArray] = {}
+        self.held_bytes = 0
+        self.lock = threading.Lock()
+
+    def _table(self, task: FileScanTask, columns: list[str]) -> pa.Table:
+        path = task.file.path
+        with self.lock:
+            found = {c: self.held[(path, c)] for c in columns if (path, c) in self.held}
+        missing = [c for c in columns if c not in found]
+        if missing:
+            fragment = _PARQUET.make_fragment(self.store.path(path), self.filesystem, file_size=task.file.size)
+            read = _reading(self.store, task, lambda: fragment.to_table(columns=missing))
+            with self.lock:
+                for c in missing:
+                    found[c] = read.column(c)
+                    if self.held_bytes + found[c].nbytes <= HELD_KEY_BYTES:
+                        self.held[(path, c)] = found[c]
+                        self.held_bytes += found[c].nbytes
+        return pa.table({c: found[c] for c in columns})
+
+    def read(self, tasks: Sequence[FileScanTask], columns: list[str], then: Callable[[FileScanTask, pa.Table], _T],
+             until: Callable[[FileScanTask, _T], bool] | None = None) -> list[_T]:
+        """``then`` of each of ``tasks`` and its ``columns``, in order; stops after the first
+        answer ``until`` holds true for."""
+        answers: list[_T] = []
+        width = FOOTER_READERS
+        for start in range(0, len(tasks), width):
+            chunk = tasks[start:start + width]
+            for task, answer in zip(chunk, self.pool.map(lambda t: then(t, self._table(t, columns)), chunk)):
+                answers.append(answer)
+                if until is not None and until(task, answer):
+                    return answers
+        return answers
 
 
 def _taken(table: pa.Table, positions: np.ndarray) -> pa.Table:
@@ -152,9 +206,6 @@ def _ordered_integers(column: pa.ChunkedArray) -> np.ndarray | None:
         return None
     stored = _as_int64(column.combine_chunks())
     return stored if len(stored) < 2 or bool((stored[1:] >= stored[:-1]).all()) else None
-
-
-_T = TypeVar("_T")
 
 
 def _reading(store: ObjectStore, task: FileScanTask, read: Callable[[], _T]) -> _T:

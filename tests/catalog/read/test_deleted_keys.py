@@ -12,7 +12,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from cdkds.catalog import DatasetDescriptor, DatasetRepository
-from cdkds.catalog.read.deleted_keys import matching_rows
+from cdkds.catalog.read import deleted_keys
+from cdkds.catalog.read.arrow_scan import arrow_filesystem
+from cdkds.catalog.read.deleted_keys import deleted_keys_filter, matching_rows
 from tests.catalog.read.test_arrow_dataset import direct_files
 from tests.components import imported
 
@@ -105,6 +107,35 @@ def test_later_snapshots_are_checked_again(local):
     assert len(direct_files(same_rows(ds))) < len(ds.files)
     old = local.load("users", version=ds.version - 1)
     assert len(direct_files(same_rows(old))) == len(old.files)
+
+
+def test_the_most_telling_key_column_alone_is_tried_first(local):
+    ds = local.create("hashed", DatasetDescriptor(USERS, "hash(id, 2)", record_key=["tenant", "id"], ordering_field="o"))
+    ds.upsert(rows(range(30)))
+    ds.delete_keys([{"tenant": "ab"[i % 2], "id": i} for i in (1, 4, 9)])  # two tenants, three ids
+    plan = ds.plan()
+    keep = deleted_keys_filter(plan, ds.store, plan.tasks, ("tenant", "id"), arrow_filesystem(ds.store.fs))
+    assert keep is not None and "id" in str(keep) and "tenant" not in str(keep)
+    assert len(direct_files(same_rows(ds))) == len(ds.files)
+
+
+def test_the_check_stops_at_the_first_file_it_fails_on_and_rereads_what_it_cannot_hold(local, monkeypatch):
+    ds = users(local)
+    ds.upsert(rows(range(40)))
+    ds.delete_keys([{"tenant": "a", "id": 2}])
+    for n in range(6):
+        ds.upsert(rows([100 + n], o=2))  # new files, none with deletes
+    ds.upsert(rows([2], v="back", o=3))  # the newest file holds a deleted key again
+    monkeypatch.setattr(deleted_keys, "FOOTER_READERS", 2)
+    monkeypatch.setattr(deleted_keys, "HELD_KEY_BYTES", 0)
+    reads = []
+    original = deleted_keys._StoredKeys._table
+    monkeypatch.setattr(deleted_keys._StoredKeys, "_table", lambda self, t, c: reads.append(t) or original(self, t, c))
+    plan = ds.plan()
+    assert deleted_keys_filter(plan, ds.store, plan.tasks, ("tenant", "id"), arrow_filesystem(ds.store.fs)) is None
+    deleting = sum(1 for f in ds.files if f.deletes)
+    assert len(reads) <= 3 * (deleting + 2) < 3 * len(ds.files)  # each try: the deleting files, then two newest
+    assert len(direct_files(same_rows(ds))) < len(ds.files)
 
 
 def test_every_backend(repo):
