@@ -34,6 +34,7 @@ from cdkds.catalog.errors import CdkdsError, CorruptIndexError, InvalidKeyError
 from cdkds.catalog.expressions import ALWAYS_TRUE
 from cdkds.catalog.keyed.bloom import HashBloom
 from cdkds.catalog.keyed.caches import FOOTERS, IndexFooter, deleted_positions
+from cdkds.catalog.keyed.index_encoding import checked_codes, coded_columns, dictionary_keys
 from cdkds.catalog.keyed.keys import RecordKey
 from cdkds.catalog.keyed.matching import (KEY_ROW, deleted_at, distinct_sorted, join, latest_per_key, matches, same_keys,
                                           with_key_rows)
@@ -318,7 +319,7 @@ class RecordIndex:
             raise self._corrupt(entry, "differs from the log (size or SHA-256)")
         try:
             read = parquet_in_memory(data, page_checksum_verification=True, read_dictionary=["_file"]).read()
-            return _entries(_checked(read), self.coded if coded else self.schema)
+            return _entries(checked_codes(read), self.coded if coded else self.schema)
         except (pa.ArrowException, OSError, ValueError) as e:
             raise self._corrupt(entry, f"is unreadable ({type(e).__name__}: {e})") from None
 
@@ -445,7 +446,7 @@ class RecordIndex:
             hashes = rows.column("_hash").to_numpy()
         bloom = HashBloom.of(hashes)
         sink = io.BytesIO()
-        with pq.ParquetWriter(sink, rows.schema, compression=COMPRESSION, use_dictionary=["_file"],
+        with pq.ParquetWriter(sink, rows.schema, compression=COMPRESSION, use_dictionary=["_file", *dictionary_keys(rows)],
                               write_page_checksum=True) as writer:
             writer.write_table(rows, row_group_size=ROW_GROUP_ENTRIES)
             # in the footer only: as schema metadata it would be stored twice (in the Arrow
@@ -558,13 +559,13 @@ class _CheckedFile:
     def read_row_groups(self, groups: list[int], columns: list[str] | None = None) -> pa.Table:
         """The entries of ``groups``, read together."""
         with self._opened() as parquet:
-            return _checked(parquet.read_row_groups(groups, columns=columns, use_threads=False))
+            return checked_codes(parquet.read_row_groups(groups, columns=columns, use_threads=False))
 
     def batches(self, groups: list[int]) -> Iterator[pa.RecordBatch]:
         """The entries of ``groups`` in order, a row group's worth (:data:`ROW_GROUP_ENTRIES`) at a time."""
         with self._opened() as parquet:
             for batch in parquet.iter_batches(ROW_GROUP_ENTRIES, row_groups=groups, use_threads=False):
-                yield _checked(batch)
+                yield checked_codes(batch)
 
     @contextmanager
     def _opened(self) -> Iterator[pq.ParquetFile]:
@@ -573,17 +574,8 @@ class _CheckedFile:
             with store_failures(f"reading index file {store.display(self.entry.path)}", unclassified=False), \
                     open_data_file(store.fs, store.path(self.entry.path), self.entry.size) as f:
                 yield pq.ParquetFile(f, metadata=self.metadata, page_checksum_verification=True,
-                                     read_dictionary=["_file"])
+                                     read_dictionary=["_file", *coded_columns(self.metadata)])
         except FileNotFoundError:
             raise self.index._corrupt(self.entry, "is missing") from None
         except (pa.ArrowException, OSError, ValueError) as e:
             raise self.index._unreadable(self.entry, e, f"is damaged ({type(e).__name__}: {e})") from None
-
-
-def _checked(entries: Any) -> Any:
-    """``entries`` (a table or batch) once its ``_file`` dictionary is checked: page checksums
-    leave out page headers, and a damaged dictionary page header decodes indices outside the
-    dictionary, which nothing else checks."""
-    if "_file" in entries.schema.names:
-        entries.column("_file").validate(full=True)
-    return entries

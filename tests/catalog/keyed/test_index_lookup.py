@@ -17,6 +17,7 @@ from cdkds.catalog import DatasetRepository
 from cdkds.catalog.keyed import index as index_module
 from cdkds.catalog.keyed.bloom import BLOOM_KEY, HashBloom
 from cdkds.catalog.keyed.index import RecordIndex, _file_rank
+from cdkds.catalog.keyed.index_encoding import dictionary_keys
 from cdkds.catalog.keyed.keys import RecordKey
 from tests.catalog.keyed.conftest import user, users_descriptor
 
@@ -101,9 +102,11 @@ WRITE = st.tuples(st.sampled_from(["upsert", "delete"]),
 
 @settings(max_examples=15)
 @given(writes=st.lists(WRITE, min_size=1, max_size=6), probes=st.lists(st.integers(0, 70), max_size=40),
-       filters=st.booleans(), buckets=st.sampled_from(["1", "3"]))
+       filters=st.booleans(), buckets=st.sampled_from(["1", "3"]), plain=st.sets(st.integers(0, 5)))
 def test_the_fast_lookup_finds_what_a_plain_read_of_every_index_file_finds(tmp_path_factory, writes, probes,
-                                                                            filters, buckets):
+                                                                            filters, buckets, plain):
+    """``plain``: the writes whose index files store the tenant as strings, as before key
+    dictionaries were written (a lookup reads the others' tenants as codes)."""
     repo = DatasetRepository(f"file://{tmp_path_factory.mktemp('lookup')}")
     ds = repo.create(f"u{uuid.uuid4().hex[:8]}", users_descriptor(**{"index.buckets": buckets,
                                                                       "index.compaction.deltas": "4"}))
@@ -112,6 +115,7 @@ def test_the_fast_lookup_finds_what_a_plain_read_of_every_index_file_finds(tmp_p
             patch.setattr(HashBloom, "metadata", lambda self: {})
         for t, (operation, keys) in enumerate(writes):
             keys = list(dict.fromkeys(keys))
+            patch.setattr(index_module, "dictionary_keys", (lambda rows: []) if t in plain else dictionary_keys)
             if operation == "upsert":
                 ds.upsert([user(tenant, i, t + 1, f"v{t}") for tenant, i in keys])
             else:
