@@ -75,12 +75,15 @@ def test_lookups_read_footers_longer_than_the_first_read_on_every_store(repo, mo
     assert ds.get(("nz", 8))["email"] == "b8" and ds.get(("nz", 3)) is None
 
 
-def test_a_damaged_page_header_of_the_file_column_is_a_corrupt_index(indexed):
+@pytest.mark.parametrize("name", ["_file", "tenant"])
+def test_a_damaged_page_header_of_a_dictionary_column_is_a_corrupt_index(indexed, name):
     """Page checksums cover a page's data, not its header: a damaged header of the ``_file``
-    dictionary decoded indices out of its range (an ArrowIndexError escaped)."""
+    dictionary (or of a key column's, read as codes) decoded indices out of its range (an
+    ArrowIndexError escaped)."""
     ds, path, data = indexed
     metadata = pq.read_metadata(path)
-    column = metadata.schema.to_arrow_schema().get_field_index("_file")
+    column = metadata.schema.to_arrow_schema().get_field_index(name)
+    assert metadata.row_group(0).column(column).has_dictionary_page
     at = metadata.row_group(0).column(column).dictionary_page_offset + 8
     path.write_bytes(data[:at] + bytes([data[at] ^ 0x80]) + data[at + 1:])
     index_module.FOOTERS.clear()
