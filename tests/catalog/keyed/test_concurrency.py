@@ -75,9 +75,14 @@ def test_a_killed_upsert_leaves_the_last_commit(tmp_path):
     repo = DatasetRepository(url)
     repo.create("users", users_descriptor(**{"index.compaction.deltas": "2"}))
     context = multiprocessing.get_context("spawn")
-    for delay in (1.5, 2.0, 2.5):
+    for delay in (0.1, 0.5, 1.0):
+        before = repo.load("users").version
         p = context.Process(target=_forever, args=(url,))
         p.start()
+        # killed a while after its first commit: its start-up alone takes seconds on a loaded machine
+        deadline = time.monotonic() + 120
+        while repo.load("users").version == before and p.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
         time.sleep(delay)
         os.kill(p.pid, signal.SIGKILL)
         p.join()
