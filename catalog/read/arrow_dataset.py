@@ -33,10 +33,11 @@ from dataclasses import replace
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.fs as pafs
 
 from cdkds.catalog.expressions import ALWAYS_TRUE
 from cdkds.catalog.read.arrow_scan import (
-    arrow_filesystem, files_dataset, group_filter, group_filters, partition_expression,
+    files_dataset, filesystem_for, group_filter, group_filters, partition_expression,
 )
 from cdkds.catalog.read.deleted_keys import deleted_keys_filter, filter_key
 from cdkds.catalog.read.native import NativeGroup, NativePlan, NativeReader, plan_native
@@ -66,7 +67,7 @@ def _stored(group: NativeGroup, columns: tuple[str, ...]) -> bool:
                if f.name in columns)
 
 
-def _direct(store: ObjectStore, plan: ScanPlan, native: NativePlan, key: tuple[str, ...]
+def _direct(store: ObjectStore, plan: ScanPlan, native: NativePlan, key: tuple[str, ...], filesystem: pafs.FileSystem
             ) -> tuple[tuple[NativeGroup, ...], pc.Expression | None]:
     """The groups of ``native`` a lazy dataset reads, and the filter that drops the rows their
     deletion vectors delete (``None``: they have none): every file, when all share their rules
@@ -79,9 +80,7 @@ def _direct(store: ObjectStore, plan: ScanPlan, native: NativePlan, key: tuple[s
     if whole and not any(g.has_deletes for g in groups):
         return groups, None
     if whole and key and all(_stored(g, key) for g in groups):
-        tasks = [t for g in groups for t in g.tasks]
-        sizes = {store.path(t.file.path): t.file.size for t in tasks}
-        keep = deleted_keys_filter(plan, store, tasks, key, arrow_filesystem(store.fs, sizes))
+        keep = deleted_keys_filter(plan, store, [t for g in groups for t in g.tasks], key, filesystem)
         if keep is not None:
             return groups, keep
     plain = (replace(g, tasks=tuple(t for t in g.tasks if not t.file.deletes)) for g in groups
@@ -94,13 +93,12 @@ def to_arrow_dataset(store: ObjectStore, plan: ScanPlan) -> ds.Dataset:
     schema = plan.output_schema
     key = filter_key(plan)
     native = plan_native(store, plan, lazy_reader(plan, deletion_vectors=bool(key)))
-    direct, keep = _direct(store, plan, native, key)
+    filesystem = filesystem_for(store, native)  # knows the size of every file of the groups
+    direct, keep = _direct(store, plan, native, key, filesystem)
     in_direct = {t.file.path for g in direct for t in g.tasks}
     held = list(read_tasks(store, plan, [t for t in plan.tasks if t.file.path not in in_direct]))
     parts = []
     if direct:
-        tasks = [t for g in direct for t in g.tasks]
-        filesystem = arrow_filesystem(store.fs, {store.path(t.file.path): t.file.size for t in tasks})
         # files lacking an identity partition's source column read their partition value (FORMAT.md §8):
         # a dataset per such group, whose fragments carry it; one dataset for all the others
         plain = [t for g in direct if partition_expression(g.projection) is None for t in g.tasks]

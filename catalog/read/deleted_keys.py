@@ -63,8 +63,8 @@ def deleted_keys_filter(plan: ScanPlan, store: ObjectStore, tasks: Sequence[File
                         filesystem: pafs.FileSystem) -> pc.Expression | None:
     """A filter that keeps every row of ``tasks``' files (of ``plan``) but those their deletion
     vectors delete, on the ``key`` columns (stored as they are in every one of those files),
-    or ``None`` if no filter on them does (see the module's docstring). Holds the key columns
-    of the files in memory while it checks; the answer for the last few sets of files is
+    or ``None`` if no filter on them does (see the module's docstring). Holds the deleted rows'
+    values and at most :data:`HELD_KEY_BYTES` of key columns while it checks; the answer for the last few sets of files is
     kept (data files and deletion vectors never change), so scans of one snapshot check once."""
     files = tuple((store.path(t.file.path), t.file.size, t.file.deletes) for t in tasks)
     identity = (files, tuple(key))
