@@ -118,8 +118,8 @@ def test_hash_and_calendar_partitions_are_unpartitioned_files_with_statistics(la
                                                       for i in range(12)]}))
     mirror(ds)
     assert_mirrors(lake, ds)
-    adds = [json.loads(a)["add"] for a in ds.store.read("_delta_log/00000000000000000001.json").decode().splitlines()
-            if "add" in a]
+    actions = [json.loads(a) for a in ds.store.read("_delta_log/00000000000000000001.json").decode().splitlines()]
+    adds = [a["add"] for a in actions if "add" in a]
     assert all(a["partitionValues"] == {} for a in adds)
     stats = json.loads(adds[0]["stats"])
     assert stats["nullCount"] == {"id": 0, "ts": 0} and set(stats["minValues"]) == {"id", "ts"}
