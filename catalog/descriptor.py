@@ -24,6 +24,7 @@ from cdkds.catalog.keyed.properties import KeyedProperties, count_property
 from cdkds.catalog.mirror.settings import MIRROR_PROPERTIES, check_mirrors, enabled_mirrors
 from cdkds.catalog.services.settings import SERVICE_PROPERTIES, ServiceSettings
 from cdkds.catalog.partitioning import PartitionStrategy
+from cdkds.catalog.work_columns import INDEX_COLUMNS
 from cdkds.catalog.write.sorting import descriptor_sort
 from cdkds.formats import evolution, schema as schemas
 from cdkds.formats.files import file_format
@@ -129,6 +130,10 @@ class DatasetDescriptor:
                 raise InvalidDescriptorError(f"record key field {name!r} is not in the schema {list(fields)}")
             if fields[name].kind not in _KEY_KINDS:
                 raise InvalidDescriptorError(f"record key field {name!r} is a {fields[name].kind}, which cannot be a key")
+            if name in INDEX_COLUMNS and not recorded:
+                raise InvalidDescriptorError(
+                    f"record key field {name!r}: the record index stores its own columns {list(INDEX_COLUMNS)} beside "
+                    f"the key's, so a key field cannot be named as one of them; choose another name")
         if self.ordering_field is not None:
             if self.ordering_field not in fields:
                 raise InvalidDescriptorError(f"ordering field {self.ordering_field!r} is not in the schema {list(fields)}")

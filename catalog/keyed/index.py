@@ -36,13 +36,14 @@ from cdkds.catalog.keyed.bloom import HashBloom
 from cdkds.catalog.keyed.caches import FOOTERS, IndexFooter, deleted_positions
 from cdkds.catalog.keyed.index_encoding import checked_codes, coded_columns, dictionary_keys
 from cdkds.catalog.keyed.keys import RecordKey
-from cdkds.catalog.keyed.matching import (KEY_ROW, deleted_at, distinct_sorted, join, latest_per_key, matches, same_keys,
+from cdkds.catalog.keyed.matching import (deleted_at, distinct_sorted, join, latest_per_key, matches, same_keys,
                                           with_key_rows)
 from cdkds.catalog.keyed.reconcile import distinct_hashes
 from cdkds.catalog.keyed.ttl import EXPIRY_TYPE, TimeToLive, files_timestamps
 from cdkds.catalog.log.actions import Action, AddIndex, RemoveIndex
 from cdkds.catalog.read.scan import file_task, read_task
 from cdkds.catalog.storage import ObjectStore, store_failure, store_failures
+from cdkds.catalog.work_columns import POSITION, RANK, ROW
 from cdkds.formats.threads import WORKERS
 from cdkds.formats.files import open_data_file
 from cdkds.formats.parquet import parquet_in_memory
@@ -58,11 +59,11 @@ COMPRESSION = "lz4"  # LZ4_RAW: decodes twice as fast as zstd for 30% more bytes
 INLINEKEY_ROWS = 64
 BLOOMKEY_ROWS_PER_GROUP = 4
 FOOTER_READ = 64 << 10  # bytes read from an index file's end to get its footer: one request for most
-_RANK = "_rank"
 
 
 def entry_schema(descriptor: DatasetDescriptor) -> pa.Schema:
-    """The columns of an index entry (see docs/FORMAT.md)."""
+    """The columns of an index entry (see docs/FORMAT.md): the key's and
+    :data:`~cdkds.catalog.work_columns.INDEX_COLUMNS`."""
     schema = descriptor.arrow_schema
     order = schema.field(descriptor.ordering_field).type if descriptor.ordering_field else pa.int8()  # all null
     return pa.schema([
@@ -139,7 +140,7 @@ class RecordIndex:
     # ---------------------------------------------------------------- reading
 
     def lookup(self, keys: pa.Table, hashes: np.ndarray) -> pa.Table:
-        """The latest entry of each key of ``keys`` that has one, with ``_row``: the key's
+        """The latest entry of each key of ``keys`` that has one, with :data:`ROW`: the key's
         row in ``keys``; in :attr:`coded` (``_file`` dictionary-encoded). Reads only the buckets the hashes are in, in each bucket only the
         files whose Bloom filter may hold one of them, and in each file the ``_hash``
         column of the row groups whose hash range may hold one, then the other columns of
@@ -169,13 +170,13 @@ class RecordIndex:
             return self._with_row(self.coded.empty_table(), np.zeros(0, np.int64))
         found = pa.concat_tables(pieces)
         if carried:  # each entry read knows the one key row of its hash: compared by values (a collision)
-            key_rows = found.column(KEY_ROW).to_numpy()
+            key_rows = found.column(ROW).to_numpy()
             entry_rows = np.flatnonzero(same_keys(found, keys, None, key_rows, self.key.names))
             key_rows = key_rows[entry_rows]
         else:
             entry_rows, key_rows = join(found, keys, hashes, self.key.names)
         # the latest entry (highest rank) of each key row
-        ranks = found.column(_RANK).to_numpy()[entry_rows]
+        ranks = found.column(RANK).to_numpy()[entry_rows]
         if carried and (ranks[1:] > ranks[:-1]).all():  # read in rank order (tasks and hits are): the last one
             latest = np.full(keys.num_rows, -1, dtype=np.int64)
             np.maximum.at(latest, key_rows, np.arange(len(key_rows), dtype=np.int64))
@@ -197,7 +198,7 @@ class RecordIndex:
                        ) -> pa.Table | None:
         """The entries of ``entry`` whose hash is wanted, ranked ``seq << 32 | row`` (unique
         across buckets, and later files rank higher); with ``key_rows`` (the key row of each
-        wanted hash), the key row of each entry's hash as ``_key``."""
+        wanted hash), the key row of each entry's hash as :data:`ROW`."""
         if entry.max_hash < int(wanted[0]) or entry.min_hash > int(wanted[-1]):
             return None
         groups_about = max(1, -(-entry.rows // ROW_GROUP_ENTRIES))
@@ -240,7 +241,7 @@ class RecordIndex:
                     ranks = (seq << 32) + footer.offsets[groups[group_of_hit]] + at - starts[group_of_hit]
                     # a table's take: a record batch's is forty times slower (pyarrow 26)
                     pieces.append(pa.Table.from_batches([batch]).take(pa.array(hits))
-                                  .append_column(_RANK, pa.array(ranks, pa.int64())))
+                                  .append_column(RANK, pa.array(ranks, pa.int64())))
                     hit_hashes.append(read[hits])
                 seen += batch.num_rows
             if not pieces:
@@ -250,11 +251,11 @@ class RecordIndex:
         if not len(hits):
             return None
         positions = footer.offsets[groups[group_of_hit]] + hits - starts[group_of_hit]
-        table = table.take(pa.array(rows)).append_column(_RANK, pa.array((seq << 32) + positions, pa.int64()))
+        table = table.take(pa.array(rows)).append_column(RANK, pa.array((seq << 32) + positions, pa.int64()))
         return with_key_rows(_entries(table, self._ranked_schema()), wanted, key_rows, hit_hashes)
 
     def _ranked_schema(self) -> pa.Schema:
-        return self.coded.append(pa.field(_RANK, pa.int64()))  # ``_file`` as read: codes, not a path per entry
+        return self.coded.append(pa.field(RANK, pa.int64()))  # ``_file`` as read: codes, not a path per entry
 
     def _footer(self, entry: AddIndex, bloom: bool = True) -> IndexFooter:
         """``entry``'s footer, cached; with ``bloom``, its Bloom filter decoded (the footer is
@@ -324,7 +325,7 @@ class RecordIndex:
             raise self._corrupt(entry, f"is unreadable ({type(e).__name__}: {e})") from None
 
     def _with_row(self, table: pa.Table, rows: np.ndarray) -> pa.Table:
-        return table.append_column("_row", pa.array(rows, pa.int64()))
+        return table.append_column(ROW, pa.array(rows, pa.int64()))
 
     # ---------------------------------------------------------------- liveness
 
@@ -499,7 +500,7 @@ class RecordIndex:
             task = type(task)(task.file, task.tombstones)  # index every row, expired ones with their expiry
             for batch in read_task(self.store, self.descriptor, ALWAYS_TRUE, columns, task, positions=True):
                 parts.append(self.entries(batch, [f.path] * batch.num_rows,
-                                          batch.column("_pos").to_numpy(zero_copy_only=False)))
+                                          batch.column(POSITION).to_numpy(zero_copy_only=False)))
         entries = pa.concat_tables(parts) if parts else self.coded.empty_table()
         counts = entries.group_by([*self.key.names], use_threads=False).aggregate([("_hash", "count")])
         twice = counts.filter(pc.greater(counts.column("_hash_count"), 1))

@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-KEY_ROW = "_key"  # of an entry looked up: the row of its key among those looked up
+from cdkds.catalog.work_columns import ROW
 
 
 def matches(hashes: np.ndarray, wanted: np.ndarray) -> np.ndarray:
@@ -60,11 +60,11 @@ def deleted_at(positions: np.ndarray, deleted: np.ndarray, rows: int) -> np.ndar
 
 
 def with_key_rows(entries: pa.Table, wanted: np.ndarray, key_rows: np.ndarray | None, hashes: np.ndarray) -> pa.Table:
-    """``entries`` (of ``hashes``, each one of sorted, distinct ``wanted``) with ``_key``: the
+    """``entries`` (of ``hashes``, each one of sorted, distinct ``wanted``) with :data:`ROW`: the
     key row of each one's hash (``key_rows`` holds wanted's); as they are without ``key_rows``."""
     if key_rows is None:
         return entries
-    return entries.append_column(KEY_ROW, pa.array(key_rows[np.searchsorted(wanted, hashes)], pa.int64()))
+    return entries.append_column(ROW, pa.array(key_rows[np.searchsorted(wanted, hashes)], pa.int64()))
 
 
 def same_keys(found: pa.Table, keys: pa.Table, entry_rows: np.ndarray | None, key_rows: np.ndarray,

@@ -43,6 +43,7 @@ from cdkds.catalog.write.sorting import write_sort
 from cdkds.catalog.write.writer import (
     DEFAULT_MAX_OPEN_FILES, DEFAULT_TARGET_FILE_SIZE, PartitionedWriter, check_file_options, delete_files,
 )
+from cdkds.catalog.work_columns import POSITION, ROW
 from cdkds.formats.errors import SchemaMismatchError
 from cdkds.formats.records import batch_conformer
 
@@ -169,7 +170,7 @@ class _Stored:
 
     def __init__(self, index: RecordIndex, found: pa.Table, n: int, now: int):
         self.found = found = found.combine_chunks()  # a lookup's entries come in a piece per index file read
-        rows = found.column("_row").to_numpy(zero_copy_only=False)
+        rows = found.column(ROW).to_numpy(zero_copy_only=False)
         self.slot = np.full(n, -1, dtype=np.int64)
         self.slot[rows] = np.arange(found.num_rows)
         live = index.live(found, now)
@@ -318,7 +319,7 @@ def stored_rows(dataset: "Dataset", snapshot: "Snapshot", stored: _Stored, rows:
         wanted = positions[slots]
         unique = np.unique(wanted)
         got = read_rows(dataset.store, snapshot.descriptor, snapshot.files[f], unique, columns)
-        parts.append(got.take(pa.array(np.searchsorted(unique, wanted))).drop_columns(["_pos"]))
+        parts.append(got.take(pa.array(np.searchsorted(unique, wanted))).drop_columns([POSITION]))
         where.extend(slots)
     table = pa.concat_tables(parts)
     return table.take(pa.array(np.argsort(np.array(where), kind="stable")))

@@ -16,8 +16,7 @@ import pyarrow.compute as pc
 
 from cdkds.catalog.errors import InvalidKeyError
 from cdkds.catalog.keyed.keys import RecordKey
-
-_INDEX = "_reconcile_row"
+from cdkds.catalog.work_columns import BARE, INPUT_ROW, PAIR, RANK, SIDE
 
 
 def _sortable(t: pa.DataType) -> bool:
@@ -32,12 +31,12 @@ def row_order(schema: pa.Schema, names: list[str] | None = None) -> list[str]:
 def last_per_key(table: pa.Table, key: RecordKey, sort_keys: list[str]) -> np.ndarray:
     """Row numbers of ``table`` holding, for each key, the greatest row by ``sort_keys``
     (ascending, nulls first); ties keep the later row."""
-    numbered = table.append_column(_INDEX, pa.array(np.arange(table.num_rows, dtype=np.int64)))
-    order = pc.sort_indices(numbered, sort_keys=[(k, "ascending", "at_start") for k in [*key.names, *sort_keys, _INDEX]])
-    ranked = numbered.take(order).append_column("_rank", pa.array(np.arange(table.num_rows, dtype=np.int64)))
-    best = ranked.group_by(list(key.names), use_threads=False).aggregate([("_rank", "max")])
-    chosen = ranked.take(best.column("_rank_max"))
-    return np.sort(chosen.column(_INDEX).to_numpy(zero_copy_only=False))
+    numbered = table.append_column(INPUT_ROW, pa.array(np.arange(table.num_rows, dtype=np.int64)))
+    order = pc.sort_indices(numbered, sort_keys=[(k, "ascending", "at_start") for k in [*key.names, *sort_keys, INPUT_ROW]])
+    ranked = numbered.take(order).append_column(RANK, pa.array(np.arange(table.num_rows, dtype=np.int64)))
+    best = ranked.group_by(list(key.names), use_threads=False).aggregate([(RANK, "max")])
+    chosen = ranked.take(best.column(RANK + "_max"))
+    return np.sort(chosen.column(INPUT_ROW).to_numpy(zero_copy_only=False))
 
 
 def distinct_hashes(hashes: np.ndarray) -> bool:
@@ -75,16 +74,16 @@ def reduce_delete(table: pa.Table, key: RecordKey) -> tuple[np.ndarray, np.ndarr
     a key given several times is one delete."""
     ordering = key.ordering.name if key.ordering is not None else None
     if ordering is None:
-        table = table.append_column("_bare", pa.array(np.ones(table.num_rows, dtype=np.int8)))
+        table = table.append_column(BARE, pa.array(np.ones(table.num_rows, dtype=np.int8)))
     else:
-        table = table.append_column("_bare", table.column(ordering).is_null().cast(pa.int8()))
-    numbered = table.append_column(_INDEX, pa.array(np.arange(table.num_rows, dtype=np.int64)))
-    sort_keys = [*key.names, *([ordering] if ordering else []), _INDEX]
+        table = table.append_column(BARE, table.column(ordering).is_null().cast(pa.int8()))
+    numbered = table.append_column(INPUT_ROW, pa.array(np.arange(table.num_rows, dtype=np.int64)))
+    sort_keys = [*key.names, *([ordering] if ordering else []), INPUT_ROW]
     order = pc.sort_indices(numbered, sort_keys=[(k, "ascending", "at_start") for k in sort_keys])
-    ranked = numbered.take(order).append_column("_rank", pa.array(np.arange(table.num_rows, dtype=np.int64)))
-    best = ranked.group_by(list(key.names), use_threads=False).aggregate([("_rank", "max"), ("_bare", "max")])
-    chosen = ranked.take(best.column("_rank_max")).column(_INDEX).to_numpy(zero_copy_only=False)
-    bare = best.column("_bare_max").to_numpy(zero_copy_only=False).astype(bool)
+    ranked = numbered.take(order).append_column(RANK, pa.array(np.arange(table.num_rows, dtype=np.int64)))
+    best = ranked.group_by(list(key.names), use_threads=False).aggregate([(RANK, "max"), (BARE, "max")])
+    chosen = ranked.take(best.column(RANK + "_max")).column(INPUT_ROW).to_numpy(zero_copy_only=False)
+    bare = best.column(BARE + "_max").to_numpy(zero_copy_only=False).astype(bool)
     by_row = np.argsort(chosen, kind="stable")
     return chosen[by_row], bare[by_row]
 
@@ -115,11 +114,11 @@ def greater_rows(incoming: pa.Table, stored: pa.Table) -> np.ndarray:
     names = row_order(incoming.schema, stored.schema.names)
     n = incoming.num_rows
     both = pa.concat_tables([incoming.select(names), stored.select(names).cast(incoming.select(names).schema)])
-    both = both.append_column("_pair", pa.array(np.concatenate([np.arange(n), np.arange(n)]), pa.int64()))
-    both = both.append_column("_side", pa.array(np.concatenate([np.ones(n), np.zeros(n)]).astype(np.int8)))
+    both = both.append_column(PAIR, pa.array(np.concatenate([np.arange(n), np.arange(n)]), pa.int64()))
+    both = both.append_column(SIDE, pa.array(np.concatenate([np.ones(n), np.zeros(n)]).astype(np.int8)))
     # stored sorts after incoming among equal rows, so an equal row does not replace
-    order = pc.sort_indices(both, sort_keys=[("_pair", "ascending", "at_start"),
+    order = pc.sort_indices(both, sort_keys=[(PAIR, "ascending", "at_start"),
                                              *[(c, "ascending", "at_start") for c in names],
-                                             ("_side", "descending", "at_start")])
-    sides = both.column("_side").take(order).to_numpy(zero_copy_only=False).reshape(n, 2) if n else np.zeros((0, 2))
+                                             (SIDE, "descending", "at_start")])
+    sides = both.column(SIDE).take(order).to_numpy(zero_copy_only=False).reshape(n, 2) if n else np.zeros((0, 2))
     return sides[:, 1] == 1

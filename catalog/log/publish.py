@@ -26,6 +26,7 @@ from cdkds.catalog.log.branches import BranchLog, live_branch, sealed_head
 from cdkds.catalog.log.conflicts import Publish, Recorded
 from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.storage import ObjectStore
+from cdkds.catalog.work_columns import POSITION
 
 if TYPE_CHECKING:
     from cdkds.catalog.log.transaction import TransactionLog
@@ -80,7 +81,7 @@ def hidden_rows(store: ObjectStore, head: Snapshot, file: AddFile) -> DeletionVe
         return None
     from cdkds.catalog.read.scan import FileScanTask, read_task
     task = FileScanTask(file)  # its vectors apply, not the tombstones: they are what is looked for
-    found = [b.column("_pos").to_numpy(zero_copy_only=False) for b in read_task(
+    found = [b.column(POSITION).to_numpy(zero_copy_only=False) for b in read_task(
         store, head.descriptor, any_of(t.predicate for t in tombstones), [], task, positions=True)]
     positions = np.concatenate(found) if found else np.array([], np.int64)
     return DeletionVectorRef.store(store, DeletionVector.of(positions)) if len(positions) else None

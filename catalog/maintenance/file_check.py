@@ -20,6 +20,7 @@ from cdkds.catalog.maintenance.problems import (
 )
 from cdkds.catalog.read.scan import FileScanTask, read_task
 from cdkds.catalog.storage import ObjectStore, store_failures
+from cdkds.catalog.work_columns import FILE, POSITION, ROW
 from cdkds.formats.files import file_format
 from cdkds.formats.statistics import StatisticsCollector
 
@@ -154,7 +155,7 @@ class FileCheck:
             try:
                 for batch in read_task(self.store, state.descriptor, ALWAYS_TRUE, names, task, positions=True):
                     parts.append(pa.Table.from_batches([batch]).append_column(
-                        "_file", pa.array([add.path] * batch.num_rows, pa.string())))
+                        FILE, pa.array([add.path] * batch.num_rows, pa.string())))
             except StorageError:
                 raise
             except Exception:  # noqa: BLE001 - reported by read_data already
@@ -163,24 +164,24 @@ class FileCheck:
         if not parts:
             return
         live = pa.concat_tables(parts)
-        counts = live.group_by(names, use_threads=False).aggregate([("_pos", "count")])
-        twice = counts.filter(pc.greater(counts.column("_pos_count"), 1))
+        counts = live.group_by(names, use_threads=False).aggregate([(POSITION, "count")])
+        twice = counts.filter(pc.greater(counts.column(POSITION + "_count"), 1))
         for row in range(min(5, twice.num_rows)):
             self._problem("duplicate_key", index.key.describe(twice, row),
-                          f"record key {index.key.describe(twice, row)} is live in {twice['_pos_count'][row]} rows",
+                          f"record key {index.key.describe(twice, row)} is live in {twice[POSITION + '_count'][row]} rows",
                           "reads return the key more than once and `get` returns one of them; delete_keys and "
                           "upsert it to leave one row")
         found = index.lookup(live.select(names), index.key.hashes(live.select(names)))
         pointed = np.zeros(live.num_rows, dtype=bool)
-        rows = found.column("_row").to_numpy()
+        rows = found.column(ROW).to_numpy()
         same = np.asarray(pc.and_(
-            pc.equal(found.column("_file").cast(pa.string()), live.column("_file").take(found.column("_row"))),
-            pc.equal(found.column("_pos"), live.column("_pos").take(found.column("_row")))).fill_null(False))
+            pc.equal(found.column("_file").cast(pa.string()), live.column(FILE).take(found.column(ROW))),
+            pc.equal(found.column("_pos"), live.column(POSITION).take(found.column(ROW)))).fill_null(False))
         pointed[rows[same]] = True
         missing = np.flatnonzero(~pointed)
         if len(missing):
             sample = ", ".join(index.key.describe(live, int(r)) for r in missing[:3])
-            self._problem("index_mismatch", live.column("_file")[int(missing[0])].as_py(),
+            self._problem("index_mismatch", live.column(FILE)[int(missing[0])].as_py(),
                           f"{len(missing)} live rows are not where the record index points for their key, "
                           f"e.g. {sample}",
                           "get, upserts and deletes by key miss or duplicate these rows; `cdkds rebuild-index` "

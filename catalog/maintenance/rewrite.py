@@ -25,14 +25,13 @@ from cdkds.catalog.log.actions import Action, AddFile, AddIndex, RemoveFile
 from cdkds.catalog.log.commit import REWRITE_OPERATION, clock
 from cdkds.catalog.log.conflicts import Rewrite
 from cdkds.catalog.read.scan import FileScanTask, file_task, read_task
+from cdkds.catalog.work_columns import FILE, POSITION
 from cdkds.catalog.write.writer import DEFAULT_TARGET_FILE_SIZE, PartitionedWriter, delete_files
 
 if TYPE_CHECKING:
     from cdkds.catalog.dataset import Dataset
     from cdkds.catalog.descriptor import DatasetDescriptor
     from cdkds.catalog.storage import ObjectStore
-
-PLACED_FILE, PLACED_POSITION = "_file", "_pos"  # where each moved row went (see WrittenFiles)
 
 
 @dataclass(frozen=True)
@@ -123,8 +122,8 @@ def write_files(store: "ObjectStore", dataset: str, descriptor: "DatasetDescript
         order = np.argsort(placed, kind="stable")  # placements in the order the rows were read
         rows = pa.concat_tables(moved)
         # dictionary-encoded, as index entries keep it: a code per row, not a path (2.6M rows: 0.4 s of casts)
-        rows = rows.append_column(PLACED_FILE, paths.take(pa.array(order))) \
-            .append_column(PLACED_POSITION, pa.array(positions[order], pa.int64()))
+        rows = rows.append_column(FILE, paths.take(pa.array(order))) \
+            .append_column(POSITION, pa.array(positions[order], pa.int64()))
         return WrittenFiles(tuple(adds), rows)
     except BaseException:
         writer.abort()
@@ -165,8 +164,8 @@ def commit_rewrite(dataset: "Dataset", files: Sequence[AddFile], written: Sequen
         moved = [w.moved for w in written if w.moved is not None and w.moved.num_rows]
         if index is not None and moved:
             rows = pa.concat_tables(moved)
-            entries = index.entries(rows.drop_columns([PLACED_FILE, PLACED_POSITION]), rows.column(PLACED_FILE),
-                                    rows.column(PLACED_POSITION).to_numpy())
+            entries = index.entries(rows.drop_columns([FILE, POSITION]), rows.column(FILE),
+                                    rows.column(POSITION).to_numpy())
             index_actions = index.write(entries, now_ms, merge=frozenset(merge_buckets), moved=True)
             touched = {a.bucket for a in index_actions if isinstance(a, AddIndex)}
             based = {a.bucket for a in index_actions if isinstance(a, AddIndex) and a.base}

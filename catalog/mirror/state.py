@@ -19,6 +19,7 @@ from cdkds.catalog.log.actions import AddFile, DeleteRows, RemoveFile, Tombstone
 from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.read.scan import FileScanTask, read_task
 from cdkds.catalog.storage import ObjectStore
+from cdkds.catalog.work_columns import POSITION
 
 if TYPE_CHECKING:
     from cdkds.catalog.log.commit import Commit
@@ -37,7 +38,7 @@ def deleted_positions(store: ObjectStore, snapshot: Snapshot, file: AddFile) -> 
     tombstones = tuple(t.predicate for t in snapshot.tombstones_for(file))
     if not tombstones:
         return vector_positions(store, file.deletes) if file.deletes else np.empty(0, np.int64)
-    kept = [b.column("_pos").to_numpy() for b in read_task(
+    kept = [b.column(POSITION).to_numpy() for b in read_task(
         store, snapshot.descriptor, ALWAYS_TRUE, [], FileScanTask(file, tombstones), positions=True)]
     live = np.concatenate(kept) if kept else np.empty(0, np.int64)
     return np.setdiff1d(np.arange(file.row_count, dtype=np.int64), live, assume_unique=True)

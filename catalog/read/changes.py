@@ -36,6 +36,7 @@ from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.read.columns import select_columns
 from cdkds.catalog.read.scan import FileScanTask, read_rows, read_task
 from cdkds.catalog.storage import ObjectStore
+from cdkds.catalog.work_columns import POSITION
 from cdkds.formats.projection import Projection
 from cdkds.formats.schema import to_arrow
 
@@ -236,7 +237,7 @@ def _rows(store: ObjectStore, source: RowSource) -> Iterator[pa.RecordBatch]:
         positions = np.setdiff1d(positions, earlier.to_numpy().astype(np.int64))
     if len(positions):
         yield from read_rows(store, source.descriptor, source.task.file, positions, names).drop_columns(
-            ["_pos"]).to_batches()
+            [POSITION]).to_batches()
 
 
 def _keys(batch: pa.RecordBatch, descriptor: DatasetDescriptor, dataset: str) -> list[tuple]:

@@ -36,6 +36,7 @@ from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.read.columns import select_columns
 from cdkds.catalog.read.readahead import read_ahead
 from cdkds.catalog.storage import ObjectStore, store_failure
+from cdkds.catalog.work_columns import POSITION
 from cdkds.formats.files import DEFAULT_BATCH_ROWS, KeepRowGroup, Split, file_format
 
 
@@ -266,8 +267,8 @@ def read_task(store: ObjectStore, descriptor: DatasetDescriptor, predicate: Expr
               task: FileScanTask, batch_rows: int = DEFAULT_BATCH_ROWS, positions: bool = False
               ) -> Iterator[pa.RecordBatch]:
     """The rows of one file that survive its tombstones, deletion vectors and TTL and match
-    ``predicate``, in ``columns`` (and, with ``positions``, an int64 ``_pos``: each row's
-    position in the file)."""
+    ``predicate``, in ``columns`` (and, with ``positions``, an int64
+    :data:`~cdkds.catalog.work_columns.POSITION`: each row's position in the file)."""
     if task.visible is ALWAYS_FALSE:
         return
     predicate = and_(predicate, task.visible)
@@ -276,7 +277,7 @@ def read_task(store: ObjectStore, descriptor: DatasetDescriptor, predicate: Expr
     if not needed:
         needed = [next(iter(descriptor.fields))]  # a file must be read to count its rows
     projection = descriptor.projection(needed, task.file.partition, task.file.spec_id)
-    output = [*columns, "_pos"] if positions else list(columns)
+    output = [*columns, POSITION] if positions else list(columns)
     fmt = file_format(descriptor.format)
     where = store.display(task.file.path)
     row_groups = row_group_filter(predicate)
@@ -285,7 +286,7 @@ def read_task(store: ObjectStore, descriptor: DatasetDescriptor, predicate: Expr
         for start, batch in fmt.scan(store.fs, store.path(task.file.path), projection, batch_rows, task.file.size,
                                      task.split, row_groups):
             if positions:
-                batch = batch.append_column("_pos", pa.array(np.arange(start, start + batch.num_rows, dtype=np.int64)))
+                batch = batch.append_column(POSITION, pa.array(np.arange(start, start + batch.num_rows, dtype=np.int64)))
             if deleted is not None:
                 keep = deleted.keep_mask(start, batch.num_rows)
                 if keep is not None:
@@ -310,13 +311,14 @@ def row_group_filter(predicate: Expression) -> KeepRowGroup | None:
 def read_rows(store: ObjectStore, descriptor: DatasetDescriptor, file: AddFile, positions: np.ndarray,
               columns: Sequence[str]) -> pa.Table:
     """The rows of one data file at ``positions`` (sorted, unique) in ``columns`` plus an
-    int64 ``_pos`` column, conformed to the current schema. Parquet files are read only in
-    the row groups that hold them. Deletion vectors and TTL are not applied."""
+    int64 :data:`~cdkds.catalog.work_columns.POSITION` column, conformed to the current
+    schema. Parquet files are read only in the row groups that hold them. Deletion vectors
+    and TTL are not applied."""
     schema = descriptor.arrow_schema
     projection = descriptor.projection(list(dict.fromkeys(columns)) or [schema.names[0]], file.partition,
                                        file.spec_id)
     positions = np.asarray(positions, dtype=np.int64)
-    out_schema = pa.schema([*(schema.field(c) for c in dict.fromkeys(columns)), pa.field("_pos", pa.int64())])
+    out_schema = pa.schema([*(schema.field(c) for c in dict.fromkeys(columns)), pa.field(POSITION, pa.int64())])
     where = store.display(file.path)
     pieces = []
     try:

@@ -25,6 +25,7 @@ from cdkds.catalog.expressions.pruning import FileFilter
 from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.read.scan import file_task, read_task
 from cdkds.catalog.storage import ObjectStore
+from cdkds.catalog.work_columns import POSITION
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ def row_deletes(store: ObjectStore, snapshot: Snapshot, plan: DeletePlan, now_ms
     actions: list[Action] = [RemoveFile(f.path) for f in plan.removed]
     for f in plan.partial:
         task = file_task(snapshot, f, now_ms)
-        found = [b.column("_pos").to_numpy(zero_copy_only=False)
+        found = [b.column(POSITION).to_numpy(zero_copy_only=False)
                  for b in read_task(store, snapshot.descriptor, plan.predicate, [], task, positions=True)]
         if found:
             positions = np.concatenate(found)

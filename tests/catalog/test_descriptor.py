@@ -8,6 +8,7 @@ from cdkds.formats.schema import assign_ids
 
 from cdkds.catalog import DatasetDescriptor, PartitionStrategy
 from cdkds.catalog.errors import IncompatibleDescriptorError, InvalidDescriptorError, InvalidPartitionStrategyError
+from cdkds.catalog.work_columns import INDEX_COLUMNS
 from tests.conftest import EVENT_SCHEMA, USER_SCHEMA
 
 
@@ -56,6 +57,22 @@ def test_from_arrow_and_spark_schemas():
 def test_bad_descriptors_are_rejected(kwargs, error, message):
     with pytest.raises(error, match=message):
         DatasetDescriptor(USER_SCHEMA, **kwargs)
+
+
+@pytest.mark.parametrize("name", INDEX_COLUMNS)
+def test_a_record_key_cannot_take_the_name_of_an_index_column(name):
+    schema = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}, {"name": name, "type": "long"}]}
+    with pytest.raises(InvalidDescriptorError, match=f"record key field '{name}': the record index stores"):
+        DatasetDescriptor(schema, record_key=["id", name])
+    assert DatasetDescriptor(schema, record_key="id", ordering_field=name).record_key == ("id",)  # beside the key: fine
+    recorded = DatasetDescriptor(schema, record_key=["id", name], _recorded=True)  # logs written before the rule load
+    assert DatasetDescriptor.as_recorded(recorded.to_json()).record_key == ("id", name)
+
+
+def test_the_reserved_names_are_the_index_entries_own_columns():
+    from cdkds.catalog.keyed.index import entry_schema
+    keyed = DatasetDescriptor(USER_SCHEMA, record_key="userId")
+    assert entry_schema(keyed).names == ["_hash", "userId", *INDEX_COLUMNS[1:]] and INDEX_COLUMNS[0] == "_hash"
 
 
 def test_update_rules():

@@ -156,6 +156,8 @@ BAD = [
     ("a record type name used twice", lambda a: a.add("z", {"type": "record", "name": "S", "fields": [
         {"name": "q", "type": "int"}]}), r"field 'z': record name 'S' is already the name of another type"),
     ("a key field's type", lambda a: a.widen("id", "double"), r"record key field 'id' cannot change its type"),
+    ("a key field named as an index column", lambda a: a.rename("id", "_hash"),
+     r"record key field '_hash': the record index stores its own columns"),
 ]
 
 

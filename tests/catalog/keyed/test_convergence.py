@@ -10,6 +10,7 @@ import pyarrow as pa
 from hypothesis import given, settings, strategies as st
 
 from cdkds.catalog import DatasetDescriptor, DatasetRepository
+from cdkds.catalog.work_columns import ROW
 from tests.catalog.keyed.conftest import at, state, user, users_descriptor
 
 KEYS = [("nz", 1), ("nz", 2), ("au", 1)]
@@ -125,7 +126,7 @@ def tombstones(ds) -> dict:
     keys = index.key.keys(KEYS)
     found = index.lookup(keys, index.key.hashes(keys))
     held = found.filter(pa.array(index.tombstone_alive(found, clock())))
-    return {KEYS[r]: o for r, o in zip(held.column("_row").to_pylist(), held.column("_order").to_pylist())}
+    return {KEYS[r]: o for r, o in zip(held.column(ROW).to_pylist(), held.column("_order").to_pylist())}
 
 
 FLOAT_ORDERS = [None, float("-inf"), -0.0, 0.0, 1.5, float("inf"), float("nan")]

@@ -19,6 +19,7 @@ from cdkds.catalog.keyed.bloom import BLOOM_KEY, HashBloom
 from cdkds.catalog.keyed.index import RecordIndex, _file_rank
 from cdkds.catalog.keyed.index_encoding import dictionary_keys
 from cdkds.catalog.keyed.keys import RecordKey
+from cdkds.catalog.work_columns import ROW
 from tests.catalog.keyed.conftest import user, users_descriptor
 
 
@@ -90,7 +91,7 @@ def _fast_lookup(index: RecordIndex, keys: pa.Table, hashes: np.ndarray) -> dict
     found = index.lookup(keys, hashes)
     out = {}
     for row in found.to_pylist():
-        key = tuple(keys.column(n)[row["_row"]].as_py() for n in index.key.names)
+        key = tuple(keys.column(n)[row[ROW]].as_py() for n in index.key.names)
         assert key == tuple(row[n] for n in index.key.names)
         out[key] = (row["_file"], row["_pos"], row["_deleted"])
     return out

@@ -467,3 +467,30 @@ def test_a_commit_adds_only_positions_no_earlier_vector_of_the_file_deletes(user
     deletes = users.refresh().snapshot.files[path].deletes
     assert [d.cardinality for d in deletes] == [1, 1]
     assert users.snapshot.files[path].live_rows == 2 and len(state(users)) == 4
+
+
+def test_fields_named_like_the_columns_cdkds_works_with_are_plain_fields(tmp_path):
+    """A dataset's fields may be named as the index's stored columns (beside the key) and as
+    any column cdkds once used while working on rows (a ``_pos`` field broke get)."""
+    plain = ["_file", "_hash", "_deleted", "_row", "_rank", "_key", "_bare", "_pair", "_side", "_reconcile_row"]
+    schema = {"type": "record", "name": "R", "fields": [
+        {"name": "id", "type": "long"}, {"name": "_pos", "type": "long"},
+        {"name": "_expires", "type": ["null", {"type": "long", "logicalType": "timestamp-micros"}], "default": None},
+        *({"name": n, "type": "long"} for n in plain)]}
+    ds = DatasetRepository(f"file://{tmp_path}").create("odd", DatasetDescriptor(
+        schema, record_key="id", ordering_field="_pos", properties={"ttl.field": "_expires", "index.buckets": "2"}))
+
+    def rows(ids, pos):
+        return pa.table({"id": ids, "_pos": pos, "_expires": [None] * len(ids),
+                         **{n: [i * 10 + k for i in ids] for k, n in enumerate(plain)}})
+
+    ds.upsert(rows([1, 2, 2, 3], [5, 1, 2, 1]))  # key 2 twice: the greater _pos wins
+    r = ds.upsert(rows([1, 4], [5, 1]))  # a tie on _pos: the greater row decides
+    assert (r.inserted, r.unchanged) == (1, 1)
+    assert ds.get({"id": 2})["_pos"] == 2 and ds.get({"id": 1})["_file"] == 10
+    ds.delete_keys(pa.table({"id": [3]}))
+    ds.compact()
+    assert ds.check(read_data=True).ok
+    assert sorted(ds.to_table().column("id").to_pylist()) == [1, 2, 4]
+    assert sum(b.num_rows for b in ds.changes(0)) > 0
+    assert ds.to_arrow_dataset().to_table().num_rows == 3

@@ -16,6 +16,7 @@ from cdkds.catalog import DatasetDescriptor, DatasetRepository
 from cdkds.catalog.expressions import ALWAYS_TRUE, Not, Predicate, bind, evaluate
 from cdkds.catalog.read.scan import read_plan, read_task
 from cdkds.formats.files import Split
+from cdkds.catalog.work_columns import POSITION
 
 UTC = dt.timezone.utc
 SCHEMA = {"type": "record", "name": "R", "fields": [
@@ -103,11 +104,11 @@ def test_property_splits_read_every_row_once_at_its_position(rows, cuts, deleted
     for start, end in zip(bounds, bounds[1:]):
         part = dataclasses.replace(task, split=Split(start, end - start))
         pieces.extend(read_task(ds.store, ds.descriptor, ALWAYS_TRUE, names, part, positions=True))
-    together = pa.Table.from_batches(pieces, schema=whole.schema).sort_by("_pos")
-    assert together.column("_pos").to_pylist() == whole.column("_pos").to_pylist()
+    together = pa.Table.from_batches(pieces, schema=whole.schema).sort_by(POSITION)
+    assert together.column(POSITION).to_pylist() == whole.column(POSITION).to_pylist()
     assert together.column("id").to_pylist() == whole.column("id").to_pylist()
     assert sorted(whole.column("id").to_pylist()) == sorted(set(range(len(rows))) - set(deleted))
-    assert whole.column("_pos").to_pylist() == whole.column("id").to_pylist()  # written in id order
+    assert whole.column(POSITION).to_pylist() == whole.column("id").to_pylist()  # written in id order
 
 
 def per_file(ds, where):
