@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from cdkds.catalog import DatasetDescriptor, DatasetRepository
-from cdkds.catalog.keyed.index_encoding import checked_codes, coded_columns, dictionary_keys
+from cdkds.catalog.keyed.index_encoding import SAMPLE_ENTRIES, checked_codes, coded_columns, dictionary_keys
 
 SCHEMA = {"type": "record", "name": "R", "fields": [
     {"name": "tenant", "type": "string"}, {"name": "name", "type": "string"}, {"name": "v", "type": "long"}]}
@@ -21,9 +21,20 @@ def entries(tenants, names):
 
 
 def test_only_key_strings_of_few_values_are_dictionary_encoded():
-    assert dictionary_keys(entries(["a", "b", "a", "a"], ["w", "x", "y", "z"])) == ["tenant"]
-    assert dictionary_keys(entries(["a", "b", "c", "d"], ["w", "x", "y", "z"])) == []
-    assert dictionary_keys(entries(["a", "a"], ["w", "w"])) == ["tenant", "name"]
+    names = [f"n{i}" for i in range(16)]
+    assert dictionary_keys(entries(["a", "b"] * 8, names)) == ["tenant"]
+    assert dictionary_keys(entries(["a", "b", "c"] * 5 + ["a"], names)) == []  # 3 values in 16: too many
+    assert dictionary_keys(entries(["a"] * 16, ["w"] * 16)) == ["tenant", "name"]
+
+
+def test_the_rule_looks_at_a_row_group_sized_run_of_entries():
+    twice = [f"u{i // 2}" for i in range(2 * SAMPLE_ENTRIES)]  # each value twice: half as many values as entries
+    tenants = [f"t{i % 16}" for i in range(2 * SAMPLE_ENTRIES)]
+    assert dictionary_keys(entries(tenants, twice)) == ["tenant"]
+    late = ["a"] * SAMPLE_ENTRIES + [f"z{i}" for i in range(SAMPLE_ENTRIES)]  # past the sample: not looked at
+    assert dictionary_keys(entries(late, twice)) == ["tenant"]
+    distinct = [f"id{i}" for i in range(2 * SAMPLE_ENTRIES)]  # told from the first tenth of the sample
+    assert dictionary_keys(entries(distinct, distinct)) == []
 
 
 def test_damaged_codes_are_refused():
