@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from cdkds.catalog.keyed.operations import UpsertResult
 
-BUCKET_COLUMN = "_cdkds_bucket"
+TASK_COLUMN = "_cdkds_task"  # a value Spark's hash partitioning sends to the task of the row's bucket
 
 
 def upsert(df: "DataFrame", url: str, operation: str = "upsert", storage_options: dict | None = None,
@@ -28,6 +28,7 @@ def upsert(df: "DataFrame", url: str, operation: str = "upsert", storage_options
     ``orderingField``, ``partitionBy``, ``property.index.buckets``...). A concurrent commit
     that wrote one of the same keys fails the job with :class:`CommitConflictError`
     naming the key."""
+    import numpy as np
     import pyarrow as pa
 
     from cdkds.catalog import CdkdsError, DatasetNotFoundError, DatasetRepository
@@ -50,19 +51,22 @@ def upsert(df: "DataFrame", url: str, operation: str = "upsert", storage_options
     if missing:
         raise InvalidOptionError(f"dataset {name!r}: the DataFrame has no record key column {missing[0]!r}")
 
-    def with_bucket(batches):
-        for batch in batches:
-            typed = key.keys(pa.Table.from_batches([batch]).select(list(key.names)))
-            bucket = pa.array(key.buckets(key.hashes(typed), buckets), pa.int32())
-            yield pa.RecordBatch.from_arrays([*batch.columns, bucket], names=[*batch.schema.names, BUCKET_COLUMN])
-
-    from pyspark.sql.types import IntegerType, StructField, StructType
-
-    schema = StructType([*df.schema.fields, StructField(BUCKET_COLUMN, IntegerType(), False)])
     # each task plans whole buckets (any number of them): one task per core, not per bucket,
     # so a job writes a few large files, not buckets x partitions small ones, and its tasks
     # do not each pay a Python worker's start and a snapshot's load
-    clustered = df.mapInArrow(with_bucket, schema).repartition(_tasks(df, buckets), BUCKET_COLUMN).drop(BUCKET_COLUMN)
+    tasks = _tasks(df, buckets)
+    spread = np.array(task_values(tasks), dtype=np.int32)
+
+    def with_task(batches):
+        for batch in batches:
+            typed = key.keys(pa.Table.from_batches([batch]).select(list(key.names)))
+            task = pa.array(spread[key.buckets(key.hashes(typed), buckets) % tasks], pa.int32())
+            yield pa.RecordBatch.from_arrays([*batch.columns, task], names=[*batch.schema.names, TASK_COLUMN])
+
+    from pyspark.sql.types import IntegerType, StructField, StructType
+
+    schema = StructType([*df.schema.fields, StructField(TASK_COLUMN, IntegerType(), False)])
+    clustered = df.mapInArrow(with_task, schema).repartition(tasks, TASK_COLUMN).drop(TASK_COLUMN)
     job = uuid.uuid4().hex
     writer = clustered.write.format("cdkds").mode("append").option("operation", operation) \
         .option("cdkds.clustered", "true").option("cdkds.job", job)
@@ -84,3 +88,37 @@ def _tasks(df: "DataFrame", buckets: int) -> int:
     except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext: a task per bucket, as before
         return buckets
     return max(1, min(buckets, parallelism))
+
+
+def task_values(tasks: int) -> list[int]:
+    """For each task ``t`` of a job of ``tasks``, the least int that Spark's hash partitioning
+    into ``tasks`` partitions sends to partition ``t``: a row of bucket ``b`` carries the
+    value of task ``b mod tasks``, so each task gets whole buckets and as many as the others
+    (hashing the bucket numbers themselves gave one task of two 37 buckets of 64)."""
+    values: list[int | None] = [None] * tasks
+    missing, v = tasks, 0
+    while missing:
+        t = spark_hash_int(v) % tasks  # Spark's pmod: Python's % of a positive divisor is never negative
+        if values[t] is None:
+            values[t], missing = v, missing - 1
+        v += 1
+    return values  # type: ignore[return-value]
+
+
+def spark_hash_int(value: int, seed: int = 42) -> int:
+    """Spark SQL's ``hash`` of an int (Murmur3 x86 32-bit, seed 42), as ``HashPartitioning``
+    computes it: a signed 32-bit int."""
+    mask = 0xFFFFFFFF
+
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (32 - r))) & mask
+
+    k1 = rotl((value & mask) * 0xCC9E2D51 & mask, 15) * 0x1B873593 & mask
+    h1 = (rotl(seed ^ k1, 13) * 5 + 0xE6546B64) & mask
+    h1 ^= 4
+    h1 ^= h1 >> 16
+    h1 = h1 * 0x85EBCA6B & mask
+    h1 ^= h1 >> 13
+    h1 = h1 * 0xC2B2AE35 & mask
+    h1 ^= h1 >> 16
+    return h1 - (1 << 32) if h1 >= 1 << 31 else h1

@@ -40,6 +40,11 @@ class CdkdsCommitMessage(WriterCommitMessage):
         self.staged = staged or []
         self.change = change
 
+    @property
+    def written(self) -> list[str]:
+        """The files the task wrote that a commit would reference: data files, index files."""
+        return self.change.written if self.change is not None else [a.path for a in self.adds]
+
 
 
 def plan_write(options: dict[str, str], schema: StructType, overwrite: bool,
@@ -278,6 +283,11 @@ class CdkdsWriter(DataSourceArrowWriter):
             buckets = frozenset(np.unique(key.buckets(key.hashes(keys), dataset.descriptor.keyed.buckets)).tolist())
             change = operations.prepare(dataset, self.operation, operation_rows(dataset, self.operation, table),
                                         buckets=buckets, sort_by=self.sort_by, target_file_size=self.target_file_size)
+            try:  # this task's buckets are its own: their index files are written here, not on the driver
+                change = operations.write_index(dataset, change)
+            except BaseException:
+                change.discard(dataset)
+                raise
             return CdkdsCommitMessage(change.adds, change=change)
         from cdkds.catalog.storage import store_failures
         from cdkds.catalog.write.writer import STAGING_FOLDER
@@ -450,9 +460,9 @@ class CdkdsWriter(DataSourceArrowWriter):
     def discard(self, dataset: "Dataset", messages: list) -> None:
         """Delete the files of a job whose batch an earlier attempt committed: those not live
         in ``dataset`` (this very job's files stay if its own commit is the one that landed)."""
-        live = dataset.snapshot.files
-        _delete_quietly(dataset.store, [a.path for m in messages if m is not None for a in m.adds
-                                        if a.path not in live])
+        live, indexed = dataset.snapshot.files, dataset.snapshot.index
+        _delete_quietly(dataset.store, [p for m in messages if m is not None for p in m.written
+                                        if p not in live and p not in indexed])
 
     def abort(self, messages: list) -> None:
         """Delete the written files, but only once a complete read of the log shows that the
@@ -477,7 +487,7 @@ class CdkdsWriter(DataSourceArrowWriter):
             return
         _delete_quietly(store, [p for m in messages if m is not None for p in m.staged])  # never committed
         if landed is None:
-            delete_files(store, [a.path for m in messages if m is not None for a in m.adds])
+            delete_files(store, [p for m in messages if m is not None for p in m.written])
 
 
 def operation_rows(dataset: "Dataset", operation: str, table: "pa.Table") -> "pa.Table":

@@ -87,10 +87,31 @@ class KeyedChange:
     updated: int = 0
     deleted: int = 0
     unchanged: int = 0
+    index: list[Action] = field(default_factory=list)  # its entries as index files, once written (write_index)
+
+    @property
+    def written(self) -> list[str]:
+        """The files this change wrote: data files and index files."""
+        return [a.path for a in self.adds] + [a.path for a in self.index if isinstance(a, AddIndex)]
 
     def discard(self, dataset: "Dataset") -> None:
-        """Delete the data files this change wrote (it is known not to be committed)."""
-        delete_files(dataset.store, [a.path for a in self.adds])
+        """Delete the files this change wrote (it is known not to be committed)."""
+        delete_files(dataset.store, self.written)
+
+
+def write_index(dataset: "Dataset", change: KeyedChange, now_ms: int | None = None) -> KeyedChange:
+    """``change`` with its entries written as index files, which :func:`commit` then commits
+    as they are: for a change of whole buckets no other change of the same commit touches
+    (a Spark task's), so the writer's process encodes them and the committer is sent
+    actions instead of entries. On the snapshot the change was planned on."""
+    snapshot = dataset.snapshot
+    if snapshot.version != change.base_revision:
+        raise CdkdsError(f"dataset {dataset.name!r}: a change planned on revision {change.base_revision} cannot "
+                         f"write its index on revision {snapshot.version}; plan it again")
+    if change.entries is None or not change.entries.num_rows:
+        return dataclasses.replace(change, entries=None)
+    index = RecordIndex(dataset.store, snapshot, dataset.name).write(change.entries, clock() if now_ms is None else now_ms)
+    return dataclasses.replace(change, entries=None, index=[*change.index, *index])
 
 
 # ---------------------------------------------------------------- planning
@@ -410,7 +431,8 @@ def commit(dataset: "Dataset", changes: Sequence[KeyedChange], info: Mapping[str
         for path, ps in c.deletes.items():
             positions[path].append(ps)
     entries = [c.entries for c in changes if c.entries is not None and c.entries.num_rows]
-    if not adds and not positions and not entries and not removes and not extra_actions:
+    written_ahead = [a for c in changes for a in c.index]
+    if not adds and not positions and not entries and not written_ahead and not removes and not extra_actions:
         return result
     written: list[str] = []
     try:
@@ -438,6 +460,7 @@ def commit(dataset: "Dataset", changes: Sequence[KeyedChange], info: Mapping[str
             index_actions = RecordIndex(dataset.store, snapshot, dataset.name).write(pa.concat_tables(entries), now)
             written.extend(a.path for a in index_actions if isinstance(a, AddIndex))
             actions.extend(index_actions)
+        actions.extend(written_ahead)
         actions.extend(extra_actions)
         keys = pa.concat_tables([c.keys for c in changes if c.keys is not None]) if changes else None
         operation = operation or (operations[0] if len(operations) == 1 else "keyed")

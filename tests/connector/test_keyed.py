@@ -166,3 +166,21 @@ def test_the_clustered_helper_plans_in_one_task_per_core_not_per_bucket(spark, t
     ds = DatasetRepository(f"file://{tmp_path}/lake").load("users")
     assert len(ds.files) <= 2 * 3  # two tasks x three tenants (one task per bucket: up to 16 x 3)
     assert ds.get_many(list(range(300))).num_rows == 300
+    buckets = [f.bucket for f in ds.snapshot.index.values()]
+    assert sorted(buckets) == sorted(set(buckets))  # each bucket's entries written by one task, in one file
+
+
+def test_spark_hash_partitioning_sends_each_task_as_many_whole_buckets(spark):
+    """The helper routes a bucket's rows by a value Spark's hash partitioning sends to task
+    ``bucket mod tasks``: the hash it computes is Spark's own."""
+    from pyspark.sql import functions as F
+
+    from cdkds.connector.keyed import spark_hash_int, task_values
+
+    values = [-(2 ** 31), -7, -1, 0, 1, 42, 2 ** 31 - 1, *range(2, 40)]
+    hashed = spark.createDataFrame([(v,) for v in values], "v int").select(F.hash("v").alias("h")).collect()
+    assert [r.h for r in hashed] == [spark_hash_int(v) for v in values]
+    for tasks in (2, 3, 16):
+        routed = spark.createDataFrame([(v,) for v in task_values(tasks)], "v int").repartition(tasks, "v") \
+            .select("v", F.spark_partition_id().alias("task")).collect()
+        assert sorted((r.task, r.v) for r in routed) == list(enumerate(task_values(tasks)))

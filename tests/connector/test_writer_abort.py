@@ -51,3 +51,20 @@ def test_abort_that_cannot_read_the_log_keeps_the_files(written, monkeypatch):
         writer.abort([message])
     monkeypatch.undo()
     assert len(files(ds)) == 1
+
+
+def test_a_clustered_keyed_task_writes_its_index_files_and_abort_deletes_them(tmp_path):
+    """A clustered keyed task owns whole buckets and writes their index files itself; a job
+    that never committed leaves neither its data files nor those."""
+    repo = DatasetRepository(f"file://{tmp_path}/lake")
+    ds = repo.create("k", DatasetDescriptor(SCHEMA, record_key="id", properties={"index.buckets": "4"}))
+    ds.upsert(pa.table({"id": [1, 2]}))
+    writer = CdkdsWriter(Location(ds.url), ds.descriptor, ds.descriptor_version, ds.version, "c0ffee" * 5 + "cd",
+                         "append", 1 << 20, operation="upsert", clustered=True)
+    message = writer.write(iter([pa.record_batch({"id": [2, 3, 4]})]))
+    index_paths = [p for p in message.written if p.startswith("_index")]
+    assert index_paths and all(ds.store.exists(p) for p in message.written)
+    assert message.change.entries is None  # sent to the driver as actions, not entries
+    writer.abort([message])
+    assert not any(ds.store.exists(p) for p in message.written)
+    assert repo.load("k").version == ds.version and sorted(repo.load("k").to_table()["id"].to_pylist()) == [1, 2]

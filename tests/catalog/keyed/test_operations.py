@@ -331,6 +331,32 @@ def test_changes_of_several_tasks_commit_once(users):
         operations.prepare(users, "upsert", [user("nz", 0, 3)], buckets=frozenset({other}))
 
 
+def test_changes_whose_tasks_wrote_their_index_files_commit_them_as_they_are(users):
+    """Spark's clustered tasks write their buckets' index files (write_index); the commit
+    takes the actions, a conflict deletes the files."""
+    users.upsert([user("nz", i, 1) for i in range(8)])
+    key = operations.RecordKey.of(users.descriptor, "users")
+    by_bucket: dict = {}
+    for i in range(8):
+        by_bucket.setdefault(int(key.buckets(key.hashes(key.keys([("nz", i)])), 4)[0]), []).append(user("nz", i, 2, "new"))
+    changes = [operations.write_index(users, operations.prepare(users, "upsert", rows, buckets=frozenset({b})))
+               for b, rows in by_bucket.items()]
+    assert all(c.entries is None and c.index and all(users.store.exists(p) for p in c.written) for c in changes)
+    assert operations.commit(users, changes).updated == 8
+    assert {v[0] for v in state(users).values()} == {"new"} and users.get(("nz", 3))["email"] == "new"
+    assert users.check(read_data=True).ok
+    stale = users.repository.load("users")
+    change = operations.prepare(stale, "upsert", [user("nz", 1, 9, "ours")])
+    users.upsert([user("nz", 1, 8, "theirs")])
+    with pytest.raises(CdkdsError, match="cannot write its index on revision"):
+        operations.write_index(users, change)
+    change = operations.write_index(stale, change)
+    with pytest.raises(CommitConflictError, match="it wrote the key"):
+        operations.commit(stale, [change])
+    assert change.written and not any(users.store.exists(p) for p in change.written)
+    assert users.refresh().get(("nz", 1))["email"] == "theirs"
+
+
 def test_upserts_racing_compaction_and_deletes(users):
     users.upsert([user("nz", i, 1, score=i) for i in range(10)])
     users.upsert([user("nz", i, 2, "second", score=i) for i in range(0, 10, 2)])
