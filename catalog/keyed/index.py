@@ -188,11 +188,14 @@ class RecordIndex:
             return self._with_row(found.take(pa.array(entry_rows[last])).select(self.schema.names), key_rows[last])
         # each entry is one key row's: kept by a mask, in found's order (a filter keeps to each
         # piece read, a take would join them first)
-        keep = np.zeros(found.num_rows, dtype=bool)
-        keep[entry_rows[last]] = True
         row_of = np.zeros(found.num_rows, dtype=np.int64)
         row_of[entry_rows[last]] = key_rows[last]
-        return self._with_row(found.select(self.schema.names).filter(pa.array(keep)), row_of[keep])
+        found = found.select(self.schema.names)
+        if len(last) == found.num_rows:  # every entry read is the latest of its key (the usual case): kept whole
+            return self._with_row(found, row_of)
+        keep = np.zeros(found.num_rows, dtype=bool)
+        keep[entry_rows[last]] = True
+        return self._with_row(found.filter(pa.array(keep)), row_of[keep])
 
     def _read_matching(self, entry: AddIndex, seq: int, wanted: np.ndarray, key_rows: np.ndarray | None = None
                        ) -> pa.Table | None:
