@@ -56,17 +56,20 @@ def upsert(df: "DataFrame", url: str, operation: str = "upsert", storage_options
     # do not each pay a Python worker's start and a snapshot's load
     tasks = _tasks(df, buckets)
     spread = np.array(task_values(tasks), dtype=np.int32)
+    column = TASK_COLUMN
+    while column.lower() in {c.lower() for c in df.columns}:  # a DataFrame may have a column of that name
+        column += "_"
 
     def with_task(batches):
         for batch in batches:
             typed = key.keys(pa.Table.from_batches([batch]).select(list(key.names)))
             task = pa.array(spread[key.buckets(key.hashes(typed), buckets) % tasks], pa.int32())
-            yield pa.RecordBatch.from_arrays([*batch.columns, task], names=[*batch.schema.names, TASK_COLUMN])
+            yield pa.RecordBatch.from_arrays([*batch.columns, task], names=[*batch.schema.names, column])
 
     from pyspark.sql.types import IntegerType, StructField, StructType
 
-    schema = StructType([*df.schema.fields, StructField(TASK_COLUMN, IntegerType(), False)])
-    clustered = df.mapInArrow(with_task, schema).repartition(tasks, TASK_COLUMN).drop(TASK_COLUMN)
+    schema = StructType([*df.schema.fields, StructField(column, IntegerType(), False)])
+    clustered = df.mapInArrow(with_task, schema).repartition(tasks, column).drop(column)
     job = uuid.uuid4().hex
     writer = clustered.write.format("cdkds").mode("append").option("operation", operation) \
         .option("cdkds.clustered", "true").option("cdkds.job", job)

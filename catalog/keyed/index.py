@@ -38,7 +38,7 @@ from cdkds.catalog.keyed.index_encoding import checked_codes, coded_columns, dic
 from cdkds.catalog.keyed.keys import RecordKey
 from cdkds.catalog.keyed.matching import (deleted_at, distinct_sorted, join, latest_per_key, matches, same_keys,
                                           with_key_rows)
-from cdkds.catalog.keyed.reconcile import distinct_hashes
+from cdkds.catalog.keyed.reconcile import distinct_hashes, repeated_keys
 from cdkds.catalog.keyed.ttl import EXPIRY_TYPE, TimeToLive, files_timestamps
 from cdkds.catalog.log.actions import Action, AddIndex, RemoveIndex
 from cdkds.catalog.read.scan import file_task, read_task
@@ -505,8 +505,7 @@ class RecordIndex:
                 parts.append(self.entries(batch, [f.path] * batch.num_rows,
                                           batch.column(POSITION).to_numpy(zero_copy_only=False)))
         entries = pa.concat_tables(parts) if parts else self.coded.empty_table()
-        counts = entries.group_by([*self.key.names], use_threads=False).aggregate([("_hash", "count")])
-        twice = counts.filter(pc.greater(counts.column("_hash_count"), 1))
+        twice = repeated_keys(entries, [*self.key.names])
         if twice.num_rows:
             names = [self.key.describe(twice, i) for i in range(min(5, twice.num_rows))]
             raise InvalidKeyError(f"dataset {self.dataset!r}: {twice.num_rows} record key(s) appear more than once in "

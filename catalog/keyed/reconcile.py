@@ -39,6 +39,14 @@ def last_per_key(table: pa.Table, key: RecordKey, sort_keys: list[str]) -> np.nd
     return np.sort(chosen.column(INPUT_ROW).to_numpy(zero_copy_only=False))
 
 
+def repeated_keys(table: pa.Table, names: list[str]) -> pa.Table:
+    """The keys (columns ``names``) that ``table`` holds more than once, each once."""
+    ones = pa.array(np.ones(table.num_rows, dtype=np.int64))
+    counts = table.select(names).append_column(INPUT_ROW, ones).group_by(names, use_threads=False) \
+        .aggregate([(INPUT_ROW, "sum")])  # named as no field may be: a key may be called count_all
+    return counts.filter(pc.greater(counts.column(INPUT_ROW + "_sum"), 1)).select(names)
+
+
 def distinct_hashes(hashes: np.ndarray) -> bool:
     """Whether no two key hashes are equal: then no key is given twice (equal keys hash
     equal), and a write needs no reconciling among its own rows."""
@@ -54,8 +62,7 @@ def reduce_write(table: pa.Table, key: RecordKey, ordering: str | None, what: st
     if hashes is not None and distinct_hashes(hashes):
         return np.arange(table.num_rows)
     if ordering is None:
-        counts = table.select(list(key.names)).group_by(list(key.names), use_threads=False).aggregate([([], "count_all")])
-        repeated = counts.filter(pc.greater(counts.column("count_all"), 1))
+        repeated = repeated_keys(table, list(key.names))
         if repeated.num_rows:
             rule = ("without an ordering field one write may hold each key once" if key.ordering is None else
                     f"without ordering values ({key.ordering.name!r}) to reconcile them, one {what} may hold each "

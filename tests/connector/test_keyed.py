@@ -170,7 +170,7 @@ def test_the_clustered_helper_plans_in_one_task_per_core_not_per_bucket(spark, t
     assert sorted(buckets) == sorted(set(buckets))  # each bucket's entries written by one task, in one file
 
 
-def test_spark_hash_partitioning_sends_each_task_as_many_whole_buckets(spark):
+def test_spark_hash_partitioning_sends_each_task_as_many_whole_buckets(spark, tmp_path):
     """The helper routes a bucket's rows by a value Spark's hash partitioning sends to task
     ``bucket mod tasks``: the hash it computes is Spark's own."""
     from pyspark.sql import functions as F
@@ -180,6 +180,10 @@ def test_spark_hash_partitioning_sends_each_task_as_many_whole_buckets(spark):
     values = [-(2 ** 31), -7, -1, 0, 1, 42, 2 ** 31 - 1, *range(2, 40)]
     hashed = spark.createDataFrame([(v,) for v in values], "v int").select(F.hash("v").alias("h")).collect()
     assert [r.h for r in hashed] == [spark_hash_int(v) for v in values]
+    odd = spark.range(0, 50).selectExpr("id AS userId", "id * 2 AS _CDKDS_task")  # named as the helper's column
+    url = f"file://{tmp_path}/lake/odd"
+    assert upsert(odd, url, recordKey="userId", **{"property.index.buckets": "4"}).inserted == 50
+    assert DatasetRepository(f"file://{tmp_path}/lake").load("odd").get(7)["_CDKDS_task"] == 14
     for tasks in (2, 3, 16):
         routed = spark.createDataFrame([(v,) for v in task_values(tasks)], "v int").repartition(tasks, "v") \
             .select("v", F.spark_partition_id().alias("task")).collect()

@@ -520,3 +520,14 @@ def test_fields_named_like_the_columns_cdkds_works_with_are_plain_fields(tmp_pat
     assert sorted(ds.to_table().column("id").to_pylist()) == [1, 2, 4]
     assert sum(b.num_rows for b in ds.changes(0)) > 0
     assert ds.to_arrow_dataset().to_table().num_rows == 3
+
+
+@pytest.mark.parametrize("name", ["_hash_count", "count_all"])
+def test_keys_named_like_an_aggregate_still_count_repeats(tmp_path, name):
+    schema = {"type": "record", "name": "R", "fields": [{"name": name, "type": "long"}, {"name": "v", "type": "long"}]}
+    ds = DatasetRepository(f"file://{tmp_path}").create("odd", DatasetDescriptor(schema, record_key=name))
+    with pytest.raises(InvalidKeyError, match=f"gives the key {{'{name}': 1}} more than once"):
+        ds.upsert(pa.table({name: [1, 1], "v": [1, 2]}))
+    ds.upsert(pa.table({name: [1, 2, 3], "v": [1, 2, 3]}))
+    ds.rebuild_index()  # counts the keys of the data files: each once
+    assert ds.get({name: 2})["v"] == 2 and ds.check(read_data=True).ok
