@@ -12,6 +12,7 @@ RANK = "cdkds:rank"  # an order among rows or index entries: the greater wins
 INPUT_ROW = "cdkds:input_row"  # a row's number in the table it came in
 BARE = "cdkds:bare"  # 1 where a row has no ordering value
 PAIR, SIDE = "cdkds:pair", "cdkds:side"  # rows compared in pairs: which pair, which side
+COUNT = "cdkds:count"  # how many rows hold a key
 
 # The columns an index entry stores beside the record key's (see docs/FORMAT.md).
 INDEX_COLUMNS = ("_hash", "_file", "_pos", "_order", "_expires", "_deleted")

@@ -34,6 +34,7 @@ def upsert(df: "DataFrame", url: str, operation: str = "upsert", storage_options
     from cdkds.catalog import CdkdsError, DatasetNotFoundError, DatasetRepository
     from cdkds.catalog.keyed.keys import RecordKey
     from cdkds.catalog.repository import split_dataset_url
+    from cdkds.connector.native import unused_names
     from cdkds.connector.options import InvalidOptionError, KEYED_OPERATIONS, Location, check_known_options, write_options
     from cdkds.connector.writer import new_descriptor, take_result
 
@@ -56,9 +57,7 @@ def upsert(df: "DataFrame", url: str, operation: str = "upsert", storage_options
     # do not each pay a Python worker's start and a snapshot's load
     tasks = _tasks(df, buckets)
     spread = np.array(task_values(tasks), dtype=np.int32)
-    column = TASK_COLUMN
-    while column.lower() in {c.lower() for c in df.columns}:  # a DataFrame may have a column of that name
-        column += "_"
+    (column,) = unused_names(df.columns, TASK_COLUMN)  # a DataFrame may have a column of that name
 
     def with_task(batches):
         for batch in batches:

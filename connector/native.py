@@ -330,7 +330,7 @@ def _without_deleted(spark: SparkSession, store: ObjectStore, group: NativeGroup
         for name in names[t.file.path]:
             files.append(pa.array([name] * len(positions), pa.string()))
             rows.append(pa.array(positions))
-    file, row = _unused_names(frame.columns, _FILE, _ROW)
+    file, row = unused_names(frame.columns, _FILE, _ROW)
     table = pa.table({file: pa.concat_arrays(files), row: pa.concat_arrays(rows)})
     deleted_frame = spark.createDataFrame(table)
     if table.num_rows <= BROADCAST_ROWS:
@@ -340,7 +340,7 @@ def _without_deleted(spark: SparkSession, store: ObjectStore, group: NativeGroup
     return marked.join(deleted_frame, [file, row], "left_anti").drop(file, row)
 
 
-def _unused_names(columns: Sequence[str], *names: str) -> tuple[str, ...]:
+def unused_names(columns: Sequence[str], *names: str) -> tuple[str, ...]:
     """``names``, each suffixed until no column has it (Spark compares names without case)."""
     taken = {c.lower() for c in columns}
     out = []

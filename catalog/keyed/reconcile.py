@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 
 from cdkds.catalog.errors import InvalidKeyError
 from cdkds.catalog.keyed.keys import RecordKey
-from cdkds.catalog.work_columns import BARE, INPUT_ROW, PAIR, RANK, SIDE
+from cdkds.catalog.work_columns import BARE, COUNT, INPUT_ROW, PAIR, RANK, SIDE
 
 
 def _sortable(t: pa.DataType) -> bool:
@@ -40,11 +40,13 @@ def last_per_key(table: pa.Table, key: RecordKey, sort_keys: list[str]) -> np.nd
 
 
 def repeated_keys(table: pa.Table, names: list[str]) -> pa.Table:
-    """The keys (columns ``names``) that ``table`` holds more than once, each once."""
+    """The keys (columns ``names``) that ``table`` holds more than once, each once, with
+    how many rows hold it (:data:`COUNT`)."""
     ones = pa.array(np.ones(table.num_rows, dtype=np.int64))
-    counts = table.select(names).append_column(INPUT_ROW, ones).group_by(names, use_threads=False) \
-        .aggregate([(INPUT_ROW, "sum")])  # named as no field may be: a key may be called count_all
-    return counts.filter(pc.greater(counts.column(INPUT_ROW + "_sum"), 1)).select(names)
+    counts = table.select(names).append_column(COUNT, ones).group_by(names, use_threads=False) \
+        .aggregate([(COUNT, "sum")])  # named as no field may be: a key may be called count_all
+    repeated = counts.filter(pc.greater(counts.column(COUNT + "_sum"), 1))
+    return repeated.rename_columns([*names, COUNT])
 
 
 def distinct_hashes(hashes: np.ndarray) -> bool:

@@ -13,6 +13,7 @@ from cdkds.catalog.errors import CorruptIndexError, StorageError
 from cdkds.catalog.expressions import ALWAYS_TRUE
 from cdkds.catalog.keyed.deletion import DeletionVectorRef
 from cdkds.catalog.keyed.index import RecordIndex
+from cdkds.catalog.keyed.reconcile import repeated_keys
 from cdkds.catalog.log.actions import AddFile
 from cdkds.catalog.log.snapshot import Snapshot
 from cdkds.catalog.maintenance.problems import (
@@ -20,7 +21,7 @@ from cdkds.catalog.maintenance.problems import (
 )
 from cdkds.catalog.read.scan import FileScanTask, read_task
 from cdkds.catalog.storage import ObjectStore, store_failures
-from cdkds.catalog.work_columns import FILE, POSITION, ROW
+from cdkds.catalog.work_columns import COUNT, FILE, POSITION, ROW
 from cdkds.formats.files import file_format
 from cdkds.formats.statistics import StatisticsCollector
 
@@ -164,11 +165,10 @@ class FileCheck:
         if not parts:
             return
         live = pa.concat_tables(parts)
-        counts = live.group_by(names, use_threads=False).aggregate([(POSITION, "count")])
-        twice = counts.filter(pc.greater(counts.column(POSITION + "_count"), 1))
+        twice = repeated_keys(live, names)
         for row in range(min(5, twice.num_rows)):
             self._problem("duplicate_key", index.key.describe(twice, row),
-                          f"record key {index.key.describe(twice, row)} is live in {twice[POSITION + '_count'][row]} rows",
+                          f"record key {index.key.describe(twice, row)} is live in {twice[COUNT][row]} rows",
                           "reads return the key more than once and `get` returns one of them; delete_keys and "
                           "upsert it to leave one row")
         found = index.lookup(live.select(names), index.key.hashes(live.select(names)))
