@@ -12,6 +12,8 @@ import json
 import uuid
 from typing import TYPE_CHECKING
 
+import pyarrow as pa  # at module level: Spark reads the Arrow UDF's type hints from its globals
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
@@ -29,7 +31,6 @@ def upsert(df: "DataFrame", url: str, operation: str = "upsert", storage_options
     that wrote one of the same keys fails the job with :class:`CommitConflictError`
     naming the key."""
     import numpy as np
-    import pyarrow as pa
 
     from cdkds.catalog import CdkdsError, DatasetNotFoundError, DatasetRepository
     from cdkds.catalog.keyed.keys import RecordKey
@@ -59,16 +60,17 @@ def upsert(df: "DataFrame", url: str, operation: str = "upsert", storage_options
     spread = np.array(task_values(tasks), dtype=np.int32)
     (column,) = unused_names(df.columns, TASK_COLUMN)  # a DataFrame may have a column of that name
 
-    def with_task(batches):
-        for batch in batches:
-            typed = key.keys(pa.Table.from_batches([batch]).select(list(key.names)))
-            task = pa.array(spread[key.buckets(key.hashes(typed), buckets) % tasks], pa.int32())
-            yield pa.RecordBatch.from_arrays([*batch.columns, task], names=[*batch.schema.names, column])
+    # a scalar Arrow UDF of the key columns alone: the rest of each row stays in the JVM
+    # (a mapInArrow sent every column to Python and back, most of the time before the shuffle)
+    from pyspark.sql import functions as F
 
-    from pyspark.sql.types import IntegerType, StructField, StructType
+    def task_of(*columns: pa.Array) -> pa.Array:
+        typed = key.keys(pa.Table.from_arrays(list(columns), names=list(key.names)))
+        return pa.array(spread[key.buckets(key.hashes(typed), buckets) % tasks], pa.int32())
 
-    schema = StructType([*df.schema.fields, StructField(column, IntegerType(), False)])
-    clustered = df.mapInArrow(with_task, schema).repartition(tasks, column).drop(column)
+    task = F.arrow_udf(task_of, "int")
+    clustered = df.withColumn(column, task(*(F.col(k) for k in key.names))) \
+        .repartition(tasks, column).drop(column)
     job = uuid.uuid4().hex
     writer = clustered.write.format("cdkds").mode("append").option("operation", operation) \
         .option("cdkds.clustered", "true").option("cdkds.job", job)

@@ -86,6 +86,24 @@ JOB = textwrap.dedent("""
 """)
 
 
+# zero-config discovery alone: the whole path (JOB) runs once, on the standalone cluster, whose
+# fresh driver session finds the source the same way
+DISCOVERY = textwrap.dedent("""
+    import sys
+    from pyspark.sql import SparkSession
+    url = sys.argv[1]
+    spark = (SparkSession.builder.master("local[2]").appName("cdkds-discovery-test")
+             .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
+             .config("spark.pyspark.python", sys.executable).getOrCreate())
+    # no spark.dataSource.register: the pyspark_cdkds module is found by Spark itself
+    spark.range(0, 100).selectExpr("id", "id % 7 AS g").write.format("cdkds").mode("append") \
+        .option("partitionBy", "identity(g)").save(url)
+    back = spark.read.format("cdkds").load(url)
+    print("ROWS", back.count(), back.filter("g = 3").count())
+    spark.stop()
+""")
+
+
 def _editable() -> bool:
     return not any(m.name == "pyspark_cdkds" for m in pkgutil.iter_modules())
 
@@ -142,7 +160,13 @@ def _run_job(master: str, url: str, tmp_path: Path) -> list[int]:
 
 @pytest.mark.usefixtures("regular_install")
 def test_zero_config_discovery_in_a_fresh_session(tmp_path):
-    assert _run_job("local[2]", f"file://{tmp_path}/lake/events", tmp_path) == [5010, 53, 53, 5000, 1000, 500, 500, 1500, 1000]
+    script = tmp_path / "discovery.py"
+    script.write_text(DISCOVERY)
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    done = subprocess.run([sys.executable, str(script), f"file://{tmp_path}/lake/events"], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "ROWS 100 14" in done.stdout, done.stdout[-2000:]
 
 
 @pytest.mark.usefixtures("regular_install")
