@@ -27,12 +27,12 @@ if TYPE_CHECKING:
 def change_feed_schema(dataset: "Dataset", columns: Sequence[str] | None) -> StructType:
     """The Spark schema of the change rows: the columns of the latest revision, then the
     change columns."""
-    from cdkds.catalog.read.changes import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION
+    from cdkds.catalog.read.changes import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, change_columns
     from cdkds.connector.options import output_columns
 
     struct = dataset.descriptor.spark_schema_json()
     by_name = {f["name"]: f for f in struct["fields"]}
-    selected = output_columns(dataset.name, dataset.descriptor, columns)
+    selected = output_columns(dataset.name, dataset.descriptor, columns, change_columns)
     fields = [by_name[c] for c in selected] + [
         {"name": CHANGE_TYPE, "type": "string", "nullable": False, "metadata": {}},
         {"name": COMMIT_VERSION, "type": "long", "nullable": False, "metadata": {}},

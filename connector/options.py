@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 from urllib.parse import parse_qsl, urlsplit
 
 from cdkds.catalog.quantities import parse_size
@@ -296,11 +296,13 @@ def columns_option(options: Mapping[str, str], dataset: str) -> tuple[str, ...] 
     return columns
 
 
-def output_columns(dataset: str, descriptor: "DatasetDescriptor", columns: Sequence[str] | None) -> tuple[str, ...]:
-    """The columns a Spark read (batch, change feed or stream) outputs: :func:`select_columns`,
-    its error an :class:`InvalidOptionError` with the same message."""
+def output_columns(dataset: str, descriptor: "DatasetDescriptor", columns: Sequence[str] | None,
+                   select: Callable[..., tuple[str, ...]] = select_columns) -> tuple[str, ...]:
+    """The columns a Spark read (batch, change feed or stream) outputs: ``select``
+    (:func:`select_columns`, or the change feed's), its error an :class:`InvalidOptionError`
+    with the same message."""
     try:
-        return select_columns(dataset, descriptor, columns)
+        return select(dataset, descriptor, columns)
     except ExpressionError as e:
         raise InvalidOptionError(str(e)) from None
 

@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from cdkds.catalog.descriptor import DatasetDescriptor
-from cdkds.catalog.errors import InvalidTimeTravelError
+from cdkds.catalog.errors import ExpressionError, InvalidTimeTravelError
 from cdkds.catalog.expressions import ALWAYS_TRUE, Expression, bind
 from cdkds.catalog.expressions.pruning import FileFilter
 from cdkds.catalog.keyed.deletion import DeletionVectorRef, load_deletes
@@ -110,6 +110,20 @@ def change_schema(descriptor: DatasetDescriptor, columns: Sequence[str]) -> pa.S
     return pa.schema([*(schema.field(c) for c in columns), *CHANGE_FIELDS])
 
 
+def change_columns(dataset: str, descriptor: DatasetDescriptor, columns: Sequence[str] | None) -> tuple[str, ...]:
+    """The dataset columns a change feed gives (``columns``, default: all) before the change
+    columns; :class:`ExpressionError` when one is named like a change column (in any case:
+    Spark resolves names so), as the feed's rows could not hold both."""
+    selected = select_columns(dataset, descriptor, columns)
+    reserved = {c.lower() for c in CHANGE_COLUMNS}
+    for c in selected:
+        if c.lower() in reserved:
+            raise ExpressionError(f"dataset {dataset!r}: field {c!r} has the name of a change feed column "
+                                  f"({', '.join(CHANGE_COLUMNS)}); read the change feed with columns that "
+                                  f"leave it out, or rename the field (dataset.alter().rename)")
+    return selected
+
+
 def plan_changes(log: "TransactionLog", start: int, end: int | None = None,
                  columns: Sequence[str] | None = None) -> ChangePlan:
     """The changes of revisions ``start`` to ``end`` (default: the latest), both included;
@@ -123,7 +137,7 @@ def plan_changes(log: "TransactionLog", start: int, end: int | None = None,
         raise InvalidTimeTravelError(f"dataset {name!r}: the change feed's end_version {end} is before its "
                                      f"start_version {start}")
     last = log.snapshot(version=end)
-    selected = select_columns(name, last.descriptor, columns)
+    selected = change_columns(name, last.descriptor, columns)
     if start == last.version + 1 and end is None:
         return ChangePlan(name, start, last.version, last.descriptor, selected, ())
     if start > last.version:

@@ -11,7 +11,7 @@ import pytest
 from cdkds.catalog import DatasetDescriptor, DatasetRepository
 from cdkds.connector.changefeed import ChangeFeedStreamReader
 from cdkds.connector.feed import StreamingReadError
-from cdkds.connector.options import change_feed_options, location
+from cdkds.connector.options import InvalidOptionError, change_feed_options, location
 from cdkds.connector.source import CdkdsDataSource
 
 KEYED = {"type": "record", "name": "K", "fields": [
@@ -194,3 +194,13 @@ def test_a_batch_feed_has_the_schema_of_its_end(tmp_path):
     assert "z" in CdkdsDataSource({**given, "endingVersion": str(ds.version)}).schema().names
     with pytest.raises(Exception, match="option endingTimestamp=1000: .*no revision at or before"):
         CdkdsDataSource({**given, "endingVersion": None, "endingTimestamp": "1000"}).schema()
+
+
+def test_a_field_named_like_a_change_column_fails_the_feed_unless_left_out(tmp_path):
+    repo, ds = keyed(tmp_path)
+    ds.alter().add("_COMMIT_VERSION", "long", nullable=True).commit()
+    given = {"path": f"{repo.url}/k", "readChangeFeed": "true", "startingVersion": "1"}
+    with pytest.raises(InvalidOptionError, match="field '_COMMIT_VERSION' has the name of a change feed column"):
+        CdkdsDataSource(given).schema()
+    assert CdkdsDataSource({**given, "columns": "k,v"}).schema().names == ["k", "v", "_change_type", "_commit_version",
+                                                                          "_commit_timestamp"]

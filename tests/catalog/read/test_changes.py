@@ -242,3 +242,17 @@ def test_first_revision_since_a_time(repo):
     assert first_revision_since(ds.log, dt.datetime.fromtimestamp((times[3] + 1) / 1000, dt.timezone.utc)) == 4
     with pytest.raises(InvalidTimeTravelError, match="cannot read 'soon' as a time"):
         first_revision_since(ds.log, "soon")
+
+
+def test_a_field_named_like_a_change_column_is_refused_unless_left_out(repo):
+    schema = {"type": "record", "name": "C", "fields": [
+        {"name": "id", "type": "long"}, {"name": "_Change_Type", "type": ["null", "string"], "default": None}]}
+    ds = repo.create("clash", DatasetDescriptor(schema))
+    with ds.writer() as w:
+        w.write({"id": 1, "_Change_Type": "mine"})
+    for columns in (None, ["id", "_Change_Type"]):
+        with pytest.raises(ExpressionError, match="dataset 'clash': field '_Change_Type' has the name of a change "
+                                                  "feed column .*rename the field"):
+            ds.changes(1, columns=columns)
+    assert feed(ds, 1, columns=["id"]) == [{"id": 1, "_change_type": "insert", "_commit_version": 1,
+                                             "_commit_timestamp": feed(ds, 1, columns=["id"])[0]["_commit_timestamp"]}]
