@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from cdkds.catalog.descriptor import DatasetDescriptor
-from cdkds.catalog.errors import CdkdsError, CorruptIndexError, InvalidKeyError
+from cdkds.catalog.errors import CdkdsError, CorruptIndexError, InvalidDescriptorError, InvalidKeyError
 from cdkds.catalog.expressions import ALWAYS_TRUE
 from cdkds.catalog.keyed.bloom import HashBloom
 from cdkds.catalog.keyed.caches import FOOTERS, IndexFooter, deleted_positions
@@ -43,7 +43,7 @@ from cdkds.catalog.keyed.ttl import EXPIRY_TYPE, TimeToLive, files_timestamps
 from cdkds.catalog.log.actions import Action, AddIndex, RemoveIndex
 from cdkds.catalog.read.scan import file_task, read_task
 from cdkds.catalog.storage import ObjectStore, store_failure, store_failures
-from cdkds.catalog.work_columns import POSITION, RANK, ROW
+from cdkds.catalog.work_columns import INDEX_COLUMNS, POSITION, RANK, ROW
 from cdkds.formats.threads import WORKERS
 from cdkds.formats.files import open_data_file
 from cdkds.formats.parquet import parquet_in_memory
@@ -127,6 +127,12 @@ class RecordIndex:
         self.dataset = dataset
         self.descriptor = snapshot.descriptor
         self.key = RecordKey.of(self.descriptor, dataset)
+        clash = [n for n in self.key.names if n in INDEX_COLUMNS]
+        if clash:  # only a log written before create refused such keys holds one
+            raise InvalidDescriptorError(
+                f"dataset {dataset!r}: record key field {clash[0]!r} is named like a column the record index "
+                f"stores beside the key's ({', '.join(INDEX_COLUMNS)}); rename it to use the index: "
+                f"dataset.alter().rename({clash[0]!r}, 'new_name').commit()")
         self.schema = entry_schema(self.descriptor)
         self.coded = coded_schema(self.schema)
         props = self.descriptor.keyed

@@ -231,3 +231,32 @@ def test_a_new_key_of_the_hash_of_a_stored_key_is_inserted_not_an_update_of_it(r
         assert (result.inserted, result.updated) == (1, 0)
     assert [ds.get(("nz", i))["email"] for i in range(20)] == [f"a{i}" for i in range(20)]
     assert [ds.get(("au", i))["email"] for i in (1, 2, 3)] == ["new"] * 3
+
+
+def test_a_key_named_like_an_index_column_from_an_old_log_points_to_a_rename(tmp_path):
+    """Create refuses such keys; a log written before that rule still loads, reads, and
+    tells a keyed operation how to become usable (a rename) instead of failing in Arrow."""
+    import glob
+    import json
+
+    from cdkds.catalog import DatasetDescriptor
+    from cdkds.catalog.errors import InvalidDescriptorError
+    from cdkds.catalog.log.commit import _checksum
+
+    repo = DatasetRepository(f"file://{tmp_path}")
+    schema = {"type": "record", "name": "R", "fields": [{"name": "kk", "type": "long"}, {"name": "v", "type": "string"}]}
+    repo.create("old", DatasetDescriptor(schema, record_key=["kk"]))
+    (first,) = glob.glob(f"{tmp_path}/old/_log/*.json")
+    raw = json.loads(open(first).read().replace('"kk"', '"_pos"'))  # the log as the old rules let it be written
+    raw.pop("checksum")
+    open(first, "w").write(json.dumps({**raw, "checksum": _checksum(raw)}))
+    ds = repo.load("old")
+    assert ds.descriptor.record_key == ("_pos",) and ds.to_table().num_rows == 0
+    for operation in (lambda: ds.upsert([{"_pos": 1, "v": "a"}]), lambda: ds.get(1)):
+        with pytest.raises(InvalidDescriptorError, match=r"dataset 'old': record key field '_pos' is named like a "
+                                                         r"column the record index stores.*alter\(\)\.rename\('_pos'"):
+            operation()
+    assert ds.version == 0
+    ds.alter().rename("_pos", "id").commit()
+    ds.upsert([{"id": 1, "v": "a"}])
+    assert ds.get(1) == {"id": 1, "v": "a"}
