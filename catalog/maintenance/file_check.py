@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cdkds.catalog.descriptor import DatasetDescriptor
-from cdkds.catalog.errors import CorruptIndexError, StorageError
+from cdkds.catalog.errors import CorruptIndexError, InvalidDescriptorError, StorageError
 from cdkds.catalog.expressions import ALWAYS_TRUE
 from cdkds.catalog.keyed.deletion import DeletionVectorRef
 from cdkds.catalog.keyed.index import RecordIndex
@@ -145,7 +145,12 @@ class FileCheck:
     def check_keys(self, state: Snapshot) -> None:
         """Every live key of a keyed dataset is in one live row, and the index points at that row."""
         files = state.files.table().without(self.absent)
-        index = RecordIndex(self.store, state, self.name)
+        try:
+            index = RecordIndex(self.store, state, self.name)
+        except InvalidDescriptorError as e:  # a key named like an index column (an old log): reported, not raised
+            self._problem("unusable_key", state.descriptor.record_key[0], str(e),
+                          "keyed operations fail until the key field is renamed")
+            return
         names = list(index.key.names)
         parts = []
         for i, add in enumerate(files.files()):
