@@ -74,6 +74,12 @@ def entry_schema(descriptor: DatasetDescriptor) -> pa.Schema:
     ])
 
 
+def index_column_key(descriptor: DatasetDescriptor) -> str | None:
+    """The first record key field named like one of :data:`INDEX_COLUMNS`, which the index
+    cannot store beside them; only a log written before create refused such keys holds one."""
+    return next((n for n in descriptor.record_key if n in INDEX_COLUMNS), None)
+
+
 FILE_CODES = pa.dictionary(pa.int32(), pa.string())  # ``_file`` as entries are written: a code per row
 
 
@@ -127,12 +133,12 @@ class RecordIndex:
         self.dataset = dataset
         self.descriptor = snapshot.descriptor
         self.key = RecordKey.of(self.descriptor, dataset)
-        clash = [n for n in self.key.names if n in INDEX_COLUMNS]
-        if clash:  # only a log written before create refused such keys holds one
+        clash = index_column_key(self.descriptor)
+        if clash is not None:
             raise InvalidDescriptorError(
-                f"dataset {dataset!r}: record key field {clash[0]!r} is named like a column the record index "
+                f"dataset {dataset!r}: record key field {clash!r} is named like a column the record index "
                 f"stores beside the key's ({', '.join(INDEX_COLUMNS)}); rename it to use the index: "
-                f"dataset.alter().rename({clash[0]!r}, 'new_name').commit()")
+                f"dataset.alter().rename({clash!r}, 'new_name').commit()")
         self.schema = entry_schema(self.descriptor)
         self.coded = coded_schema(self.schema)
         props = self.descriptor.keyed

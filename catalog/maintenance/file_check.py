@@ -12,7 +12,7 @@ from cdkds.catalog.descriptor import DatasetDescriptor
 from cdkds.catalog.errors import CorruptIndexError, InvalidDescriptorError, StorageError
 from cdkds.catalog.expressions import ALWAYS_TRUE
 from cdkds.catalog.keyed.deletion import DeletionVectorRef
-from cdkds.catalog.keyed.index import RecordIndex
+from cdkds.catalog.keyed.index import RecordIndex, index_column_key
 from cdkds.catalog.keyed.reconcile import repeated_keys
 from cdkds.catalog.log.actions import AddFile
 from cdkds.catalog.log.snapshot import Snapshot
@@ -148,7 +148,7 @@ class FileCheck:
         try:
             index = RecordIndex(self.store, state, self.name)
         except InvalidDescriptorError as e:  # a key named like an index column (an old log): reported, not raised
-            self._problem("unusable_key", state.descriptor.record_key[0], str(e),
+            self._problem("unusable_key", str(index_column_key(state.descriptor)), str(e),
                           "keyed operations fail until the key field is renamed")
             return
         names = list(index.key.names)
