@@ -259,7 +259,7 @@ def test_a_key_named_like_an_index_column_from_an_old_log_points_to_a_rename(tmp
     assert ds.version == 0
     # reads and checks still work: check reports the key instead of raising
     report = ds.check(read_data=True)
-    assert [(p.kind, p.key) for p in report.problems] == [("unusable_key", "_pos")] and "rename" in report.problems[0].message
+    assert [(p.kind, p.object) for p in report.problems] == [("unusable_key", "_pos")] and "rename" in report.problems[0].message
     ds.alter().rename("_pos", "id").commit()
     ds.upsert([{"id": 2, "v": "b"}])
     assert ds.get(2) == {"id": 2, "v": "b"}
