@@ -75,10 +75,12 @@ class UpsertResult:
 @dataclass
 class KeyedChange:
     """A keyed write planned on ``base_revision``: data files written, row positions to
-    delete per data file, index entries to write, and the keys touched (with hashes)."""
+    delete per data file, index entries to write, and the keys touched (with hashes);
+    ``buckets``: the index buckets it owns, when it was planned on whole buckets."""
 
     operation: str
     base_revision: int
+    buckets: frozenset[int] | None = None
     adds: list[AddFile] = field(default_factory=list)
     deletes: dict[str, np.ndarray] = field(default_factory=dict)
     entries: pa.Table | None = None
@@ -143,7 +145,7 @@ def prepare(dataset: "Dataset", operation: str, rows: Any, buckets: frozenset[in
         table = key.conform(table)
     else:
         table = key.conform(full_rows(dataset, rows, operation))
-    change = KeyedChange(operation, snapshot.version)
+    change = KeyedChange(operation, snapshot.version, buckets)
     if table.num_rows == 0:
         change.keys = key.schema.append(pa.field("_hash", pa.uint64())).empty_table()
         return change
@@ -405,6 +407,26 @@ class KeyedWrite(ConflictRule):
         return None
 
 
+def check_disjoint(name: str, changes: Sequence[KeyedChange]) -> None:
+    """Changes planned apart commit together only when each owns whole index buckets that no
+    other one touches: each looked its keys up without seeing the others', so a key in two of
+    them would be written twice (two live rows)."""
+    touching = [c for c in changes if c.keys is not None and c.keys.num_rows]
+    if len(touching) < 2:
+        return
+    owner: dict[int, int] = {}
+    for i, c in enumerate(touching):
+        if c.buckets is None:
+            raise CdkdsError(f"dataset {name!r}: {len(touching)} keyed changes planned apart can commit together "
+                             f"only when each was planned on whole index buckets (prepare(buckets=...))")
+        for b in sorted(c.buckets):
+            if owner.setdefault(b, i) != i:
+                raise CdkdsError(f"dataset {name!r}: two changes of one commit were both planned on index bucket "
+                                 f"{b}, so a key in both would be written twice; nothing was committed. Plan rows "
+                                 f"of one bucket together (in Spark: cdkds.connector.upsert clusters them so; "
+                                 f"do not set the internal option cdkds.clustered yourself)")
+
+
 def commit(dataset: "Dataset", changes: Sequence[KeyedChange], info: Mapping[str, Any] | None = None,
            now_ms: int | None = None, removes: Sequence[Action] = (), rule: ConflictRule | None = None,
            operation: str | None = None, commit_uuid: str | None = None,
@@ -425,6 +447,7 @@ def commit(dataset: "Dataset", changes: Sequence[KeyedChange], info: Mapping[str
     if stale:
         raise CdkdsError(f"dataset {dataset.name!r}: a change planned on revision {stale[0].base_revision} cannot be "
                          f"committed on revision {snapshot.version}; plan it again")
+    check_disjoint(dataset.name, changes)
     adds = [a for c in changes for a in c.adds]
     positions: dict[str, list[np.ndarray]] = defaultdict(list)
     for c in changes:

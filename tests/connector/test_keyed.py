@@ -60,6 +60,13 @@ def test_the_clustered_helper(spark, tmp_path):
     # whole rows delete by their key, as through option("operation", "delete"): other columns are ignored
     gone = upsert(users(spark, 50, 60, millis=1780000000000), url, operation="delete")
     assert gone.deleted == 10 and spark.read.format("cdkds").load(url).count() == 240
+    # F2: a user's own write with the internal option, not clustered by bucket: refused on the driver
+    with pytest.raises(Exception, match="both planned on index bucket"):
+        users(spark, 0, 400, "dup", 1790000000000).repartition(2).write.format("cdkds").mode("append") \
+            .option("operation", "upsert").option("cdkds.clustered", "true").save(url)
+    back = spark.read.format("cdkds").load(url)
+    assert back.count() == 240 and back.filter("email = 'dup'").count() == 0
+    assert DatasetRepository(url.rsplit("/", 1)[0]).load("users").check(read_data=True).ok
 
 
 def test_bad_options_fail_before_any_task(spark, tmp_path):

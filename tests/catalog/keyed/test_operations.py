@@ -331,6 +331,27 @@ def test_changes_of_several_tasks_commit_once(users):
         operations.prepare(users, "upsert", [user("nz", 0, 3)], buckets=frozenset({other}))
 
 
+def test_changes_planned_apart_on_one_bucket_are_refused_and_commit_nothing(users):
+    """F2: two changes that both hold a bucket each looked their keys up without the other's,
+    so one key in both would become two live rows; the commit refuses before writing."""
+    users.upsert([user("nz", i, 1) for i in range(8)])
+    version, files = users.version, sorted(p for p, _ in users.store.walk_files(""))
+    both = [user("nz", 1, 2, "first")], [user("nz", 1, 3, "second")]
+    key = operations.RecordKey.of(users.descriptor, "users")
+    bucket = int(key.buckets(key.hashes(key.keys([("nz", 1)])), 4)[0])
+    owned = [operations.prepare(users, "upsert", rows, buckets=frozenset({bucket})) for rows in both]
+    with pytest.raises(CdkdsError, match=rf"both planned on index bucket {bucket}.*nothing was committed"):
+        operations.commit(users, owned)
+    unowned = [operations.prepare(users, "upsert", rows) for rows in both]
+    with pytest.raises(CdkdsError, match="only when each was planned on whole index buckets"):
+        operations.commit(users, unowned)
+    for change in owned + unowned:
+        change.discard(users)
+    users.refresh()
+    assert users.version == version and sorted(p for p, _ in users.store.walk_files("")) == files
+    assert users.get(("nz", 1))["email"] == user("nz", 1, 1)["email"]
+
+
 def test_changes_whose_tasks_wrote_their_index_files_commit_them_as_they_are(users):
     """Spark's clustered tasks write their buckets' index files (write_index); the commit
     takes the actions, a conflict deletes the files."""
