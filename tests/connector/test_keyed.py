@@ -83,6 +83,9 @@ def test_bad_options_fail_before_any_task(spark, tmp_path):
             .option("operation", "delete").save(keyed)
     with pytest.raises(CdkdsError, match="operation must be one of"):
         upsert(users(spark, 0, 1), keyed, operation="merge")
+    twice = spark.createDataFrame([(1, 2)], "userId long, USERID long")
+    with pytest.raises(CdkdsError, match="columns 'userId' and 'USERID', whose names differ only in case"):
+        upsert(twice, keyed)
 
 
 def test_uuid_keys_in_any_spelling_through_both_paths(spark, tmp_path):
