@@ -14,6 +14,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from cdkds.catalog import DatasetDescriptor, DatasetRepository
 from cdkds.catalog.errors import ServiceWarning
+from cdkds.catalog.keyed.keys import RecordKey
 from cdkds.connector.options import Location
 from cdkds.connector.streaming import plan_stream_write
 from cdkds.connector.writer import plan_write, take_result
@@ -34,10 +35,18 @@ def rows(lo: int, hi: int, v: str = "a") -> pa.Table:
 
 
 def batch_write(url: str, table: pa.Table, **options: str) -> None:
-    """One batch job of two tasks, committed on the driver."""
+    """One batch job of two tasks, committed on the driver; a clustered job's tasks split the
+    rows by index bucket (even and odd), as cdkds.connector.upsert does."""
     job = plan_write({"path": url, **options}, SPARK_SCHEMA, overwrite=False)
-    half = table.num_rows // 2
-    job.commit([job.write(iter(part.to_batches())) for part in (table.slice(0, half), table.slice(half))])
+    if options.get("cdkds.clustered") == "true":
+        descriptor = DatasetRepository(url.rsplit("/", 1)[0]).load("t").descriptor
+        key = RecordKey.of(descriptor, "t")
+        odd = key.buckets(key.hashes(key.keys(table.select(list(key.names)))), descriptor.keyed.buckets) % 2 == 1
+        parts = (table.filter(pa.array(~odd)), table.filter(pa.array(odd)))
+    else:
+        half = table.num_rows // 2
+        parts = (table.slice(0, half), table.slice(half))
+    job.commit([job.write(iter(part.to_batches())) for part in parts])
 
 
 def operations(repo: DatasetRepository) -> list[tuple[str, str | None]]:
