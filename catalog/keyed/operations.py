@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import random
 import time
-import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
@@ -32,6 +31,7 @@ from cdkds.catalog.keyed.caches import deleted_positions
 from cdkds.catalog.keyed.index import RecordIndex, by_file
 from cdkds.catalog.keyed.keys import RecordKey, arrow_table
 from cdkds.catalog.keyed.matching import distinct_sorted, in_sorted
+from cdkds.catalog.keyed.placing import DataFiles, Speculation, place
 from cdkds.catalog.keyed.reconcile import compare_orders, greater_rows, reduce_delete, reduce_write
 from cdkds.catalog.keyed.rows import full_rows, partial_rows
 from cdkds.catalog.log.actions import KEYED_PROTOCOL, Action, AddFile, AddIndex, DeleteRows, SetProtocol
@@ -41,7 +41,7 @@ from cdkds.catalog.read.columns import select_columns
 from cdkds.catalog.read.scan import read_rows
 from cdkds.catalog.write.sorting import write_sort
 from cdkds.catalog.write.writer import (
-    DEFAULT_MAX_OPEN_FILES, DEFAULT_TARGET_FILE_SIZE, PartitionedWriter, check_file_options, delete_files,
+    DEFAULT_MAX_OPEN_FILES, DEFAULT_TARGET_FILE_SIZE, check_file_options, delete_files,
 )
 from cdkds.catalog.work_columns import POSITION, ROW
 from cdkds.formats.errors import SchemaMismatchError
@@ -169,23 +169,19 @@ def prepare(dataset: "Dataset", operation: str, rows: Any, buckets: frozenset[in
     index = RecordIndex(dataset.store, snapshot, dataset.name)
     keys = table.select(list(key.names))
     change.keys = keys.append_column("_hash", pa.array(hashes, pa.uint64()))
-    found = index.lookup(keys, hashes)
-    stored = _Stored(index, found, table.num_rows, now)
-    if operation == "delete":
-        _plan_delete(change, index, table, bare, hashes, stored, ordering, now)
-    else:
-        files = _DataFiles(tuple(sort), target_file_size, max_open_files)
-        _plan_write(dataset, snapshot, change, index, key, table, hashes, stored, masks, now, files)
+    files = DataFiles(tuple(sort), target_file_size, max_open_files)
+    speculation = Speculation.start(dataset, snapshot, index, operation, table, hashes, files, now)
+    try:
+        stored = _Stored(index, index.lookup(keys, hashes), table.num_rows, now)
+        if operation == "delete":
+            _plan_delete(change, index, table, bare, hashes, stored, ordering, now)
+        else:
+            _plan_write(dataset, snapshot, change, index, key, table, hashes, stored, masks, now, files, speculation)
+    except BaseException:
+        if speculation is not None:
+            speculation.discard()
+        raise
     return change
-
-
-@dataclass(frozen=True)
-class _DataFiles:
-    """How a keyed write lays out its data files."""
-
-    sort_by: tuple[str, ...]
-    target_file_size: int
-    max_open_files: int
 
 
 class _Stored:
@@ -263,9 +259,10 @@ def _plan_delete(change: KeyedChange, index: RecordIndex, table: pa.Table, bare:
 
 def _plan_write(dataset: "Dataset", snapshot: "Snapshot", change: KeyedChange, index: RecordIndex, key: RecordKey,
                 table: pa.Table, hashes: np.ndarray, stored: _Stored, masks: dict[str, np.ndarray], now: int,
-                files: "_DataFiles") -> None:
-    descriptor = snapshot.descriptor
-    ordering = descriptor.ordering_field
+                files: DataFiles, speculation: Speculation | None = None) -> None:
+    """Decide which rows win against the stored ones and place the winners (``speculation``:
+    all of ``table`` being placed already; taken when every row wins, else discarded)."""
+    ordering = snapshot.descriptor.ordering_field
     n = table.num_rows
     rows = np.arange(n)
     if change.operation == "insert" and stored.live.any():
@@ -292,32 +289,16 @@ def _plan_write(dataset: "Dataset", snapshot: "Snapshot", change: KeyedChange, i
     change.inserted = int((wins & ~stored.live).sum())
     change.unchanged = n - len(winners)
     _mark(change, stored, np.flatnonzero(wins & (stored.live | stored.dead_row)))
-    if not len(winners):
-        return
-    written = table if len(winners) == n else table.take(pa.array(winners))
-    writer = PartitionedWriter(dataset.store, dataset.name, descriptor, snapshot.descriptor_version, snapshot.version,
-                               uuid.uuid4().hex, change.operation, target_file_size=files.target_file_size,
-                               max_open_files=files.max_open_files, sort_by=list(files.sort_by))
-    try:
-        writer.write_batch(written)
-        change.adds = writer.close()
-    except BaseException:
-        writer.abort()
-        raise
-    placed, files, positions = writer.placements()
-    order = _inverse(placed)
-    change.entries = index.entries(written, files.take(pa.array(order)), positions[order], hashes[winners])
-
-
-def _inverse(placed: np.ndarray) -> np.ndarray:
-    """The order that sorts ``placed`` (distinct row numbers): a scatter when they are every
-    row of ``0..n-1`` once (a writer places each row once), else a stable sort."""
-    order = np.full(len(placed), -1, dtype=np.int64)
-    if len(placed) and 0 <= int(placed.min()) and int(placed.max()) < len(placed):
-        order[placed] = np.arange(len(placed), dtype=np.int64)
-        if (order >= 0).all():
-            return order
-    return np.argsort(placed, kind="stable")
+    if speculation is not None and len(winners) == n:
+        placed = speculation.take()
+    else:
+        if speculation is not None:
+            speculation.discard()
+        if not len(winners):
+            return
+        written = table if len(winners) == n else table.take(pa.array(winners))
+        placed = place(dataset, snapshot, index, change.operation, written, hashes[winners], files)
+    change.adds, change.entries, change.index = placed.adds, placed.entries, placed.index
 
 
 def _ties(dataset: "Dataset", snapshot: "Snapshot", table: pa.Table, stored: _Stored, against: np.ndarray) -> np.ndarray:

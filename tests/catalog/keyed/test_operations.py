@@ -492,7 +492,7 @@ def test_a_connection_failing_mid_read_of_the_index_is_a_storage_error(users, mo
 def test_the_order_of_placed_rows_is_a_stable_sort_of_them_permutation_or_not():
     import numpy as np
 
-    from cdkds.catalog.keyed.operations import _inverse
+    from cdkds.catalog.keyed.placing import _inverse
 
     for placed in ([2, 0, 1], [5, 1, 3], [0, 0, 1], [1, 2], [], list(np.random.default_rng(0).permutation(100))):
         array = np.array(placed, dtype=np.int64)
