@@ -49,11 +49,13 @@ def upsert(df: "DataFrame", url: str, operation: str = "upsert", storage_options
         descriptor = new_descriptor(name, df.schema, write_options(options, name))
     key = RecordKey.of(descriptor, name)
     buckets = descriptor.keyed.buckets
-    folded: dict[str, str] = {}
-    for c in df.columns:  # Spark resolves a column without case: it could not tell these apart
-        if folded.setdefault(c.lower(), c) != c:
-            raise InvalidOptionError(f"dataset {name!r}: the DataFrame has columns {folded[c.lower()]!r} and {c!r}, "
-                                     f"whose names differ only in case; rename or drop one")
+    exact = df.sparkSession.conf.get("spark.sql.caseSensitive", "false").lower() == "true"
+    columns, seen = df.columns, {}
+    for i, c in enumerate(columns):  # Spark could not tell these apart when it resolves the key columns
+        first = seen.setdefault(c if exact else c.lower(), i)
+        if first != i:
+            raise InvalidOptionError(f"dataset {name!r}: the DataFrame has columns {columns[first]!r} and {c!r}, "
+                                     f"which Spark cannot tell apart; rename or drop one")
     missing = [k for k in key.names if k not in df.columns]
     if missing:
         raise InvalidOptionError(f"dataset {name!r}: the DataFrame has no record key column {missing[0]!r}")

@@ -123,7 +123,8 @@ def prepare(dataset: "Dataset", operation: str, rows: Any, buckets: frozenset[in
             sort_by: "str | Sequence[str] | None" = None, target_file_size: int = DEFAULT_TARGET_FILE_SIZE,
             max_open_files: int = DEFAULT_MAX_OPEN_FILES) -> KeyedChange:
     """Plan a keyed write of ``rows`` against ``snapshot`` (default: the dataset's) and
-    write its data files. ``buckets``: the rows must all hash to those index buckets.
+    write its data files and index files (a delete's tombstones are written by
+    :func:`commit`). ``buckets``: the rows must all hash to those index buckets.
     ``sort_by``: the fields the data files are sorted by, instead of the descriptor's
     (property ``sort.by``, by default the record key); the index records each row's
     position in its file after sorting. ``target_file_size`` and ``max_open_files`` as
@@ -297,7 +298,7 @@ def _plan_write(dataset: "Dataset", snapshot: "Snapshot", change: KeyedChange, i
         if not len(winners):
             return
         written = table if len(winners) == n else table.take(pa.array(winners))
-        placed = place(dataset, snapshot, index, change.operation, written, hashes[winners], files)
+        placed = place(dataset, snapshot, index, change.operation, written, hashes[winners], files, index_at=now)
     change.adds, change.entries, change.index = placed.adds, placed.entries, placed.index
 
 
@@ -428,7 +429,6 @@ def commit(dataset: "Dataset", changes: Sequence[KeyedChange], info: Mapping[str
     if stale:
         raise CdkdsError(f"dataset {dataset.name!r}: a change planned on revision {stale[0].base_revision} cannot be "
                          f"committed on revision {snapshot.version}; plan it again")
-    check_disjoint(dataset.name, changes)
     adds = [a for c in changes for a in c.adds]
     positions: dict[str, list[np.ndarray]] = defaultdict(list)
     for c in changes:
@@ -440,6 +440,7 @@ def commit(dataset: "Dataset", changes: Sequence[KeyedChange], info: Mapping[str
         return result
     written: list[str] = []
     try:
+        check_disjoint(dataset.name, changes)
         actions: list[Action] = []
         if snapshot.protocol.reader_version < KEYED_PROTOCOL:
             actions.append(SetProtocol(KEYED_PROTOCOL, KEYED_PROTOCOL))

@@ -57,8 +57,9 @@ class Placed:
 
 def place(dataset: "Dataset", snapshot: "Snapshot", index: RecordIndex, operation: str, rows: pa.Table,
           hashes: np.ndarray, files: DataFiles, index_at: int | None = None) -> Placed:
-    """Write ``rows`` (of ``hashes``) into new data files and make their index entries;
-    ``index_at``: write the entries as index files too, at that time (milliseconds)."""
+    """Write ``rows`` (of ``hashes``) into new data files and make their index entries
+    (``index`` of ``snapshot``); ``index_at``: write the entries as index files too, at that
+    time (milliseconds). Nothing it wrote is left when it fails."""
     writer = PartitionedWriter(dataset.store, dataset.name, snapshot.descriptor, snapshot.descriptor_version,
                                snapshot.version, uuid.uuid4().hex, operation, target_file_size=files.target_file_size,
                                max_open_files=files.max_open_files, sort_by=list(files.sort_by))
@@ -68,16 +69,16 @@ def place(dataset: "Dataset", snapshot: "Snapshot", index: RecordIndex, operatio
     except BaseException:
         writer.abort()
         raise
-    placed, paths, positions = writer.placements()
-    order = _inverse(placed)
-    result = Placed(adds, index.entries(rows, paths.take(pa.array(order)), positions[order], hashes))
-    if index_at is not None:
-        try:
-            result.index, result.entries = index.write(result.entries, index_at), None
-        except BaseException:
-            delete_files(dataset.store, [a.path for a in adds])
-            raise
-    return result
+    try:
+        placed, paths, positions = writer.placements()
+        order = _inverse(placed)
+        entries = index.entries(rows, paths.take(pa.array(order)), positions[order], hashes)
+        if index_at is None:
+            return Placed(adds, entries)
+        return Placed(adds, None, index.write(entries, index_at))  # it stores all of its files or none
+    except BaseException:
+        delete_files(dataset.store, [a.path for a in adds])
+        raise
 
 
 class Speculation:

@@ -84,8 +84,10 @@ def test_bad_options_fail_before_any_task(spark, tmp_path):
     with pytest.raises(CdkdsError, match="operation must be one of"):
         upsert(users(spark, 0, 1), keyed, operation="merge")
     twice = spark.createDataFrame([(1, 2)], "userId long, USERID long")
-    with pytest.raises(CdkdsError, match="columns 'userId' and 'USERID', whose names differ only in case"):
+    with pytest.raises(CdkdsError, match="columns 'userId' and 'USERID', which Spark cannot tell apart"):
         upsert(twice, keyed)
+    with pytest.raises(CdkdsError, match="columns 'userId' and 'userId', which Spark cannot tell apart"):
+        upsert(spark.createDataFrame([(1, 2)], "userId long, userId long"), keyed)
 
 
 def test_uuid_keys_in_any_spelling_through_both_paths(spark, tmp_path):

@@ -78,3 +78,36 @@ def test_speculation_changes_nothing_a_write_does(steps):
             assert leftovers(ds) == [], speculate
             outcomes[speculate] = seen
     assert outcomes[True] == outcomes[False]
+
+
+def test_a_placing_that_fails_after_its_files_closed_leaves_none(users, speculating, monkeypatch):
+    """Found in review: a failure after the data files closed (making the index entries) left them."""
+    from cdkds.catalog.keyed.index import RecordIndex
+
+    users.upsert([user("nz", i, 10, "a") for i in range(20)])
+
+    def failing(self, *args, **kwargs):
+        raise MemoryError("injected")
+
+    monkeypatch.setattr(RecordIndex, "entries", failing)
+    with pytest.raises(MemoryError):  # speculated, then placed again: both fail after closing their files
+        users.upsert([user("nz", i, 5 if i < 5 else 12, "b") for i in range(20)])
+    assert leftovers(users.refresh()) == []
+
+
+@pytest.mark.parametrize("speculate", [True, False])
+def test_an_overwrite_replaces_the_whole_index_whether_or_not_it_speculates(repo, monkeypatch, speculate):
+    """Found in review: without speculation an overwrite's index was written against the
+    snapshot it replaces, so a bucket due for a merge kept the old entries and tombstones."""
+    import pyarrow as pa
+
+    monkeypatch.setattr(placing, "SPECULATE_ROWS", 1 if speculate else 10 ** 12)
+    ds = repo.create("d", users_descriptor(**{"index.buckets": "1", "index.compaction.deltas": "1",
+                                              "services.inline": "false"}))
+    ds.upsert([user("x", i, 10) for i in range(3)])
+    ds.delete_keys([{"tenant": "x", "userId": 0, "updatedAt": user("x", 0, 100)["updatedAt"]}])  # a tombstone
+    with ds.writer(mode="overwrite") as w:
+        w.write_batch(pa.Table.from_pylist([user("y", i, 1) for i in range(5)], schema=ds.descriptor.arrow_schema))
+    assert sorted(a.rows for a in ds.refresh().snapshot.index.values()) == [5]
+    assert ds.upsert([user("x", 0, 50, "after")]).inserted == 1  # the tombstone went with the overwrite
+    assert ds.get(("x", 0))["email"] == "after" and ds.check(read_data=True).ok
