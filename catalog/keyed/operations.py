@@ -75,7 +75,7 @@ class UpsertResult:
 @dataclass
 class KeyedChange:
     """A keyed write planned on ``base_revision``: data files written, row positions to
-    delete per data file, index entries to write, and the keys touched (with hashes);
+    delete per data file, index entries to write (a delete's tombstones), and the keys touched (with hashes);
     ``buckets``: the index buckets it owns, when it was planned on whole buckets."""
 
     operation: str
@@ -298,8 +298,8 @@ def _plan_write(dataset: "Dataset", snapshot: "Snapshot", change: KeyedChange, i
         if not len(winners):
             return
         written = table if len(winners) == n else table.take(pa.array(winners))
-        placed = place(dataset, snapshot, index, change.operation, written, hashes[winners], files, index_at=now)
-    change.adds, change.entries, change.index = placed.adds, placed.entries, placed.index
+        placed = place(dataset, snapshot, index, change.operation, written, hashes[winners], files, now)
+    change.adds, change.index = placed.adds, placed.index
 
 
 def _ties(dataset: "Dataset", snapshot: "Snapshot", table: pa.Table, stored: _Stored, against: np.ndarray) -> np.ndarray:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import uuid
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -41,14 +41,12 @@ class DataFiles:
     max_open_files: int
 
 
-@dataclass
+@dataclass(frozen=True)
 class Placed:
-    """Rows written: their data files, and their index entries (in :attr:`RecordIndex.coded`)
-    or, once written, the index files' actions (``index``)."""
+    """Rows written: their data files and the index files saying where each row went."""
 
     adds: list[AddFile]
-    entries: pa.Table | None
-    index: list[Action] = field(default_factory=list)
+    index: list[Action]
 
     @property
     def written(self) -> list[str]:
@@ -56,10 +54,10 @@ class Placed:
 
 
 def place(dataset: "Dataset", snapshot: "Snapshot", index: RecordIndex, operation: str, rows: pa.Table,
-          hashes: np.ndarray, files: DataFiles, index_at: int | None = None) -> Placed:
-    """Write ``rows`` (of ``hashes``) into new data files and make their index entries
-    (``index`` of ``snapshot``); ``index_at``: write the entries as index files too, at that
-    time (milliseconds). Nothing it wrote is left when it fails."""
+          hashes: np.ndarray, files: DataFiles, now: int) -> Placed:
+    """Write ``rows`` (of ``hashes``) into new data files and their entries into index files
+    (``index`` of ``snapshot``; ``now``: the time in milliseconds). Nothing it wrote is left
+    when it fails."""
     writer = PartitionedWriter(dataset.store, dataset.name, snapshot.descriptor, snapshot.descriptor_version,
                                snapshot.version, uuid.uuid4().hex, operation, target_file_size=files.target_file_size,
                                max_open_files=files.max_open_files, sort_by=list(files.sort_by))
@@ -73,9 +71,7 @@ def place(dataset: "Dataset", snapshot: "Snapshot", index: RecordIndex, operatio
         placed, paths, positions = writer.placements()
         order = _inverse(placed)
         entries = index.entries(rows, paths.take(pa.array(order)), positions[order], hashes)
-        if index_at is None:
-            return Placed(adds, entries)
-        return Placed(adds, None, index.write(entries, index_at))  # it stores all of its files or none
+        return Placed(adds, index.write(entries, now))  # it stores all of its files or none
     except BaseException:
         delete_files(dataset.store, [a.path for a in adds])
         raise
