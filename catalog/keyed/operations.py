@@ -31,7 +31,7 @@ from cdkds.catalog.keyed.caches import deleted_positions
 from cdkds.catalog.keyed.index import RecordIndex, by_file
 from cdkds.catalog.keyed.keys import RecordKey, arrow_table
 from cdkds.catalog.keyed.matching import distinct_sorted, in_sorted
-from cdkds.catalog.keyed.placing import DataFiles, Speculation, place
+from cdkds.catalog.keyed.placing import DataFiles, Speculation, place, written_paths
 from cdkds.catalog.keyed.reconcile import compare_orders, greater_rows, reduce_delete, reduce_write
 from cdkds.catalog.keyed.rows import full_rows, partial_rows
 from cdkds.catalog.log.actions import KEYED_PROTOCOL, Action, AddFile, AddIndex, DeleteRows, SetProtocol
@@ -94,7 +94,7 @@ class KeyedChange:
     @property
     def written(self) -> list[str]:
         """The files this change wrote: data files and index files."""
-        return [a.path for a in self.adds] + [a.path for a in self.index if isinstance(a, AddIndex)]
+        return written_paths(self.adds, self.index)
 
     def discard(self, dataset: "Dataset") -> None:
         """Delete the files this change wrote (it is known not to be committed)."""

@@ -50,7 +50,12 @@ class Placed:
 
     @property
     def written(self) -> list[str]:
-        return [a.path for a in self.adds] + [a.path for a in self.index if isinstance(a, AddIndex)]
+        return written_paths(self.adds, self.index)
+
+
+def written_paths(adds: list[AddFile], index: list[Action]) -> list[str]:
+    """The files of a keyed write's data files and index actions (a merge's removals are not files)."""
+    return [a.path for a in adds] + [a.path for a in index if isinstance(a, AddIndex)]
 
 
 def place(dataset: "Dataset", snapshot: "Snapshot", index: RecordIndex, operation: str, rows: pa.Table,
