@@ -462,8 +462,10 @@ class RecordIndex:
             hashes = rows.column("_hash").to_numpy()
         bloom = HashBloom.of(hashes)
         sink = io.BytesIO()
+        # statistics of ``_hash`` alone: lookups prune row groups by hash range, and the
+        # min/max of the key and string columns cost a quarter of the encoding
         with pq.ParquetWriter(sink, rows.schema, compression=COMPRESSION, use_dictionary=["_file", *dictionary_keys(rows)],
-                              write_page_checksum=True) as writer:
+                              write_statistics=["_hash"], write_page_checksum=True) as writer:
             writer.write_table(rows, row_group_size=ROW_GROUP_ENTRIES)
             # in the footer only: as schema metadata it would be stored twice (in the Arrow
             # schema too) and ride along every table read from the file
