@@ -30,7 +30,9 @@ byte of them is cheap to merge and every later keyed write and ``get`` reads the
 all 64 buckets of a 10M-row dataset (265 MB) takes ~3 s, rewriting as many bytes of keyed
 data files (their rows indexed anew) ~12 s; behind data files, buckets waited for passes
 that never had budget left (docs/PERFORMANCE.md). The room kept for one data group is so
-that buckets due at every pass cannot starve the data files in turn.
+that buckets due at every pass cannot starve the data files in turn. An inline pass also
+merges no more buckets than :func:`inline_pace`: enough to keep up with every write, few
+enough that buckets due together are merged over several commits.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ from cdkds.catalog.services.settings import ServiceSettings
 from cdkds.formats.cache import BoundedCache
 
 if TYPE_CHECKING:
+    from cdkds.catalog.descriptor import DatasetDescriptor
     from cdkds.catalog.log.snapshot import Snapshot
     from cdkds.catalog.storage import ObjectStore
 
@@ -125,10 +128,12 @@ class ServicePlan:
     def empty(self) -> bool:
         return not self.groups and not self.buckets and not self.expire_log and not self.vacuum
 
-    def within(self, budget: int | None) -> "ServicePlan":
-        """The work of this plan that fits ``budget`` input bytes (``None``: all of it), in order."""
-        if budget is None:
+    def within(self, budget: int | None, most_buckets: int | None = None) -> "ServicePlan":
+        """The work of this plan that fits ``budget`` input bytes (``None``: all of it), in
+        order, merging at most ``most_buckets`` index buckets (``None``: as many as fit)."""
+        if budget is None and most_buckets is None:
             return self
+        budget = self.bytes if budget is None else budget
         taken: list[RewriteGroup] = []
         chosen: set[int] = set()  # buckets
         spent = 0
@@ -149,7 +154,10 @@ class ServicePlan:
                 taken.append(group)
                 spent += group.bytes
         take_buckets(budget)
-        merges = [m for m in self.buckets if m.bucket in chosen]
+        # the pace only takes work out of a pass: the budget the buckets over it would have
+        # spent is not given to data files, whose bytes cost four times as much
+        merges = [m for m in self.buckets if m.bucket in chosen][:most_buckets]
+        chosen = {m.bucket for m in merges}
         left = []
         groups = [g for g in self.groups if g not in taken]
         if groups:
@@ -190,6 +198,16 @@ class ServicePlan:
         if self.empty:
             lines.append("nothing to do")
         return lines
+
+
+def inline_pace(descriptor: "DatasetDescriptor") -> int:
+    """The most index buckets an inline pass merges: as many as keep up with writes that add
+    a delta to every bucket at each commit (a merge takes ``index.compaction.deltas`` of them
+    or more), so that buckets falling due at one commit, as all do after writes of random
+    keys, are merged over the next few commits rather than all after one (at 10M rows, a
+    4 s pass every eighth upsert of 1M rows)."""
+    keyed = descriptor.keyed
+    return -(-keyed.buckets // max(1, keyed.compaction_deltas - 1))
 
 
 def plan_services(store: "ObjectStore", snapshot: "Snapshot", now_ms: int,

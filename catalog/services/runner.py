@@ -23,7 +23,7 @@ from cdkds.catalog.errors import CdkdsError, CommitConflictError, ServiceWarning
 from cdkds.catalog.log.checkpointer import checkpoint_interval
 from cdkds.catalog.log.commit import clock
 from cdkds.catalog.maintenance.rewrite import Rewritten, rewrite
-from cdkds.catalog.services.planner import ServicePlan, plan_services
+from cdkds.catalog.services.planner import ServicePlan, inline_pace, plan_services
 from cdkds.catalog.services.scope import ServiceScope
 
 if TYPE_CHECKING:
@@ -100,7 +100,8 @@ def maintain(dataset: "Dataset", budget: int | None = None, trigger: str = "main
     gave_up: list[str] = []
     left: tuple[str, ...] = ()
     for attempt in range(PASS_ATTEMPTS):
-        plan = plan_services(dataset.store, dataset.snapshot, clock(), settings, scope).within(budget)
+        pace = inline_pace(dataset.descriptor) if trigger == "inline" and dataset.descriptor.record_key else None
+        plan = plan_services(dataset.store, dataset.snapshot, clock(), settings, scope).within(budget, pace)
         left = plan.left
         if not plan.groups and not plan.buckets:
             break

@@ -212,3 +212,38 @@ def test_by_default_a_file_is_rewritten_once_15_percent_of_its_rows_are_deleted(
     assert not ds.services_plan().deleted  # 10%
     ds.upsert([user("nz", i, 2) for i in range(10, 16)])
     assert [f for f, _ in ds.services_plan().deleted] == [base]  # 16%
+
+
+def test_inline_passes_merge_buckets_due_together_over_several_commits(mem_repo, inline_services):
+    """Writes of random keys add a delta to every bucket, so all buckets fall due at one
+    commit: an inline pass merges at most ``inline_pace`` of them (most deltas first), the
+    next passes the rest, while a detached pass merges every due bucket."""
+    from cdkds.catalog.services.planner import inline_pace
+    from tests.catalog.keyed.conftest import state, user, users_descriptor
+
+    props = {"index.buckets": "8", "services.deleted.fraction": "1", "services.small.files": "1000"}  # buckets alone
+    ds = mem_repo.create("k", users_descriptor(**props, **{"services.inline": "false", "index.compaction.deltas": "8"}))
+    for r in range(4):
+        ds.upsert([user("nz", i, r) for i in range(64)])
+    assert all(sum(not f.base for f in ds.snapshot.index_files(b)) == 4 for b in range(8))
+    mem_repo.update("k", users_descriptor(**props, **{"index.compaction.deltas": "3"}))
+    ds.refresh()
+    pace = inline_pace(ds.descriptor)
+    assert pace == 4
+    expected = state(ds)
+    merged = []
+    for r in range(4, 7):
+        result = ds.upsert([user("nz", i, r) for i in range(0, 64, 2)])  # every bucket again
+        merged.append(result.services.merged_buckets)
+        for i in range(0, 64, 2):
+            expected[("nz", i)] = state(ds)[("nz", i)]
+        assert state(ds) == expected
+    assert merged[:2] == [4, 4], merged
+    assert not [m for m in ds.services_plan().buckets if m.deltas > 3]
+    # a detached pass is not paced
+    copy = mem_repo.create("c", users_descriptor(**props, **{"services.inline": "false", "index.compaction.deltas": "8"}))
+    for r in range(4):
+        copy.upsert([user("nz", i, r) for i in range(64)])
+    mem_repo.update("c", users_descriptor(**props, **{"index.compaction.deltas": "3"}))
+    copy.refresh()
+    assert copy.maintain().merged_buckets == 8
