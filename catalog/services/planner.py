@@ -31,7 +31,8 @@ all 64 buckets of a 10M-row dataset (265 MB) takes ~3 s, rewriting as many bytes
 data files (their rows indexed anew) ~12 s; behind data files, buckets waited for passes
 that never had budget left (docs/PERFORMANCE.md). The room kept for one data group is so
 that buckets due at every pass cannot starve the data files in turn. An inline pass also
-merges no more buckets than :func:`inline_pace`: enough to keep up with every write, few
+picks no more buckets to merge than :func:`inline_pace` (a rewrite that moves half a bucket's
+rows merges it besides): enough to keep up with every write, few
 enough that buckets due together are merged over several commits.
 """
 
