@@ -219,31 +219,29 @@ def test_inline_passes_merge_buckets_due_together_over_several_commits(mem_repo,
     commit: an inline pass merges at most ``inline_pace`` of them (most deltas first), the
     next passes the rest, while a detached pass merges every due bucket."""
     from cdkds.catalog.services.planner import inline_pace
-    from tests.catalog.keyed.conftest import state, user, users_descriptor
+    from tests.catalog.keyed.conftest import at, state, user, users_descriptor
 
     props = {"index.buckets": "8", "services.deleted.fraction": "1", "services.small.files": "1000"}  # buckets alone
-    ds = mem_repo.create("k", users_descriptor(**props, **{"services.inline": "false", "index.compaction.deltas": "8"}))
-    for r in range(4):
-        ds.upsert([user("nz", i, r) for i in range(64)])
-    assert all(sum(not f.base for f in ds.snapshot.index_files(b)) == 4 for b in range(8))
-    mem_repo.update("k", users_descriptor(**props, **{"index.compaction.deltas": "3"}))
-    ds.refresh()
-    pace = inline_pace(ds.descriptor)
-    assert pace == 4
-    expected = state(ds)
+
+    def due(name: str):
+        """A dataset whose 8 buckets hold 4 deltas each, due at 3."""
+        ds = mem_repo.create(name, users_descriptor(**props, **{"services.inline": "false", "index.compaction.deltas": "8"}))
+        for r in range(4):
+            ds.upsert([user("nz", i, r) for i in range(64)])
+        assert all(sum(not f.base for f in ds.snapshot.index_files(b)) == 4 for b in range(8))
+        mem_repo.update(name, users_descriptor(**props, **{"index.compaction.deltas": "3"}))
+        ds.refresh()
+        return ds
+
+    ds = due("k")
+    assert inline_pace(ds.descriptor) == 4
+    expected = {("nz", i): (None, None, at(3)) for i in range(64)}
     merged = []
     for r in range(4, 7):
         result = ds.upsert([user("nz", i, r) for i in range(0, 64, 2)])  # every bucket again
         merged.append(result.services.merged_buckets)
-        for i in range(0, 64, 2):
-            expected[("nz", i)] = state(ds)[("nz", i)]
+        expected.update({("nz", i): (None, None, at(r)) for i in range(0, 64, 2)})
         assert state(ds) == expected
     assert merged[:2] == [4, 4], merged
     assert not [m for m in ds.services_plan().buckets if m.deltas > 3]
-    # a detached pass is not paced
-    copy = mem_repo.create("c", users_descriptor(**props, **{"services.inline": "false", "index.compaction.deltas": "8"}))
-    for r in range(4):
-        copy.upsert([user("nz", i, r) for i in range(64)])
-    mem_repo.update("c", users_descriptor(**props, **{"index.compaction.deltas": "3"}))
-    copy.refresh()
-    assert copy.maintain().merged_buckets == 8
+    assert due("c").maintain().merged_buckets == 8  # a detached pass is not paced
