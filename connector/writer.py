@@ -265,24 +265,19 @@ class CdkdsWriter(DataSourceArrowWriter):
         once (rows of one key may be in several tasks)."""
         import uuid
 
-        import numpy as np
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         if self.clustered:
             from cdkds.catalog.keyed import operations
-            from cdkds.catalog.keyed.keys import RecordKey
 
             batches = list(iterator)
             if not batches:
                 return CdkdsCommitMessage([])
             table = pa.Table.from_batches(batches)
             dataset = self.planned_on()
-            key = RecordKey.of(dataset.descriptor, dataset.name)
-            keys = key.conform(table.select([n for n in key.names if n in table.schema.names]))
-            buckets = frozenset(np.unique(key.buckets(key.hashes(keys), dataset.descriptor.keyed.buckets)).tolist())
             change = operations.prepare(dataset, self.operation, operation_rows(dataset, self.operation, table),
-                                        buckets=buckets, sort_by=self.sort_by, target_file_size=self.target_file_size)
+                                        whole_buckets=True, sort_by=self.sort_by, target_file_size=self.target_file_size)
             try:  # this task's buckets are its own: their index files are written here, not on the driver
                 change = operations.write_index(dataset, change)
             except BaseException:

@@ -39,26 +39,32 @@ def _encode_varint(value: int) -> bytes:
             return bytes(out)
 
 
+def _varint_end(data: bytes, at: int) -> int:
+    """Where the varint starting at ``at`` ends (its value unread)."""
+    while data[at] & 0x80:
+        at += 1
+    return at + 1
+
+
 def _skip(data: bytes, at: int, kind: int, in_container: bool = False) -> int:
     """Where the value of Thrift compact ``kind`` starting at ``at`` ends."""
+    if kind == _STRUCT:
+        return _skip_struct(data, at)
+    if kind in (_I16, _I32, _I64):
+        return _varint_end(data, at)
+    if kind == _BINARY:
+        length, at = _varint(data, at)
+        return at + length
     if kind in (_TRUE, _FALSE):
         return at + 1 if in_container else at  # a struct field's bool is in its header
     if kind == _BYTE:
         return at + 1
-    if kind in (_I16, _I32, _I64):
-        return _varint(data, at)[1]
     if kind == _DOUBLE:
         return at + 8
     if kind == _UUID:
         return at + 16
-    if kind == _BINARY:
-        length, at = _varint(data, at)
-        return at + length
     if kind in (_LIST, _SET):
-        size, element, at = _list_header(data, at)
-        for _ in range(size):
-            at = _skip(data, at, element, True)
-        return at
+        return _skip_list(data, at)
     if kind == _MAP:
         size, at = _varint(data, at)
         _check_count(data, at, size)
@@ -68,9 +74,55 @@ def _skip(data: bytes, at: int, kind: int, in_container: bool = False) -> int:
             for _ in range(size):
                 at = _skip(data, _skip(data, at, kinds >> 4, True), kinds & 0x0F, True)
         return at
-    if kind == _STRUCT:
-        return _walk(data, at)[1]
     raise ValueError(f"not a Parquet footer: Thrift type {kind}")
+
+
+def _skip_struct(data: bytes, at: int) -> int:
+    """Where the struct starting at ``at`` ends: :func:`_walk` without collecting its fields,
+    the common field types inlined (a footer holds thousands of them: a row group's
+    column chunks each have a dozen)."""
+    while True:
+        header = data[at]
+        at += 1
+        if header == _STOP:
+            return at
+        if not header >> 4:  # the field id follows as a varint
+            at = _varint_end(data, at)
+        kind = header & 0x0F
+        if kind == _I32 or kind == _I64 or kind == _I16:
+            while data[at] & 0x80:
+                at += 1
+            at += 1
+        elif kind == _BINARY:
+            length, at = _varint(data, at)
+            at += length
+        elif kind == _STRUCT:
+            at = _skip_struct(data, at)
+        elif kind == _LIST:
+            at = _skip_list(data, at)
+        elif kind != _TRUE and kind != _FALSE:
+            at = _skip(data, at, kind)
+
+
+def _skip_list(data: bytes, at: int) -> int:
+    """Where the list or set starting at ``at`` ends, its common element types inlined."""
+    size, element, at = _list_header(data, at)
+    if element == _STRUCT:
+        for _ in range(size):
+            at = _skip_struct(data, at)
+    elif element == _I32 or element == _I64 or element == _I16:
+        for _ in range(size):
+            while data[at] & 0x80:
+                at += 1
+            at += 1
+    elif element == _BINARY:
+        for _ in range(size):
+            length, at = _varint(data, at)
+            at += length
+    else:
+        for _ in range(size):
+            at = _skip(data, at, element, True)
+    return at
 
 
 def _list_header(data: bytes, at: int) -> tuple[int, int, int]:

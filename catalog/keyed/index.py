@@ -166,7 +166,7 @@ class RecordIndex:
         for i, start in enumerate(starts):
             bucket = int(sorted_buckets[start])
             rows = order[start:bounds[i + 1]]
-            rows = rows[np.argsort(hashes[rows], kind="stable")]
+            rows = rows[np.argsort(hashes[rows])]  # unstable: equal hashes are joined by key values below
             wanted = hashes[rows]
             carried &= not (wanted[1:] == wanted[:-1]).any()  # else keys of equal hash: joined by values below
             tasks.extend((entry, _file_rank(bucket, seq), wanted, rows)

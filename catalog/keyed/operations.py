@@ -119,12 +119,14 @@ def write_index(dataset: "Dataset", change: KeyedChange, now_ms: int | None = No
 # ---------------------------------------------------------------- planning
 
 def prepare(dataset: "Dataset", operation: str, rows: Any, buckets: frozenset[int] | None = None,
-            now_ms: int | None = None, snapshot: "Snapshot | None" = None,
+            whole_buckets: bool = False, now_ms: int | None = None, snapshot: "Snapshot | None" = None,
             sort_by: "str | Sequence[str] | None" = None, target_file_size: int = DEFAULT_TARGET_FILE_SIZE,
             max_open_files: int = DEFAULT_MAX_OPEN_FILES) -> KeyedChange:
     """Plan a keyed write of ``rows`` against ``snapshot`` (default: the dataset's) and
     write its data files and index files (a delete's tombstones are written by
     :func:`commit`). ``buckets``: the rows must all hash to those index buckets.
+    ``whole_buckets`` (without ``buckets``): the rows are all of the commit's rows in each
+    bucket they hash to (a task of a clustered Spark job), so the change owns those buckets.
     ``sort_by``: the fields the data files are sorted by, instead of the descriptor's
     (property ``sort.by``, by default the record key); the index records each row's
     position in its file after sorting. ``target_file_size`` and ``max_open_files`` as
@@ -152,6 +154,9 @@ def prepare(dataset: "Dataset", operation: str, rows: Any, buckets: frozenset[in
         return change
     bare = np.zeros(table.num_rows, dtype=bool)
     hashes = key.hashes(table)
+    if whole_buckets and buckets is None:
+        counts = np.bincount(key.buckets(hashes, descriptor.keyed.buckets), minlength=descriptor.keyed.buckets)
+        change.buckets = frozenset(np.flatnonzero(counts).tolist())
     if operation == "delete":
         keep, bare = reduce_delete(table, key)
     elif operation == "update" and ordering is not None and ordering not in table.schema.names:
