@@ -331,6 +331,28 @@ def test_changes_of_several_tasks_commit_once(users):
         operations.prepare(users, "upsert", [user("nz", 0, 3)], buckets=frozenset({other}))
 
 
+def test_a_change_of_whole_buckets_owns_the_buckets_its_rows_hash_to(users):
+    """prepare(whole_buckets=True), as a clustered Spark task plans: the change owns exactly
+    its rows' buckets; disjoint ones commit together, two holding one bucket are refused."""
+    users.upsert([user("nz", i, 1) for i in range(8)])
+    key = operations.RecordKey.of(users.descriptor, "users")
+    bucket_of = {i: int(key.buckets(key.hashes(key.keys([("nz", i)])), 4)[0]) for i in range(8)}
+    split = sorted(set(bucket_of.values()))[:1]
+    parts = [[user("nz", i, 2, "new") for i in range(8) if (bucket_of[i] in split) == side] for side in (True, False)]
+    changes = [operations.prepare(users, "upsert", rows, whole_buckets=True) for rows in parts]
+    assert [c.buckets for c in changes] == [frozenset(split), frozenset(bucket_of.values()) - frozenset(split)]
+    assert operations.prepare(users, "upsert", [], whole_buckets=True).buckets is None  # no rows: owns none
+    assert operations.commit(users, changes).updated == 8
+    one = [i for i in range(8) if bucket_of[i] == split[0]]
+    clash = [operations.prepare(users, "upsert", [user("nz", one[0], 3)], whole_buckets=True),
+             operations.prepare(users, "upsert", [user("nz", one[-1], 3), user("nz", 100, 3)], whole_buckets=True)]
+    with pytest.raises(CdkdsError, match=rf"both planned on index bucket {split[0]}"):
+        operations.commit(users, clash)
+    for change in clash:
+        change.discard(users)
+    assert {v[0] for v in state(users).values()} == {"new"}
+
+
 def test_changes_planned_apart_on_one_bucket_are_refused_and_commit_nothing(users):
     """F2: two changes that both hold a bucket each looked their keys up without the other's,
     so one key in both would become two live rows; the commit refuses before writing."""
