@@ -182,21 +182,21 @@ def test_the_clustered_helper_plans_in_one_task_per_core_not_per_bucket(spark, t
     assert sorted(buckets) == sorted(set(buckets))  # each bucket's entries written by one task, in one file
 
 
-def test_spark_hash_partitioning_sends_each_task_as_many_whole_buckets(spark, tmp_path):
-    """The helper routes a bucket's rows by a value Spark's hash partitioning sends to task
-    ``bucket mod tasks``: the hash it computes is Spark's own."""
-    from pyspark.sql import functions as F
+def test_the_helper_routes_rows_of_many_partitions_to_whole_buckets_and_leaves_no_staged_rows(spark, tmp_path):
+    """Map tasks route their rows to the planning task of each row's bucket through the
+    job's staging folder: every bucket is planned by one task (its entries in one index
+    file), columns named like the routing's own are rows like any other, and nothing staged
+    is left after the commit."""
+    from cdkds.catalog.write.writer import STAGING_FOLDER
 
-    from cdkds.connector.keyed import spark_hash_int, task_values
-
-    values = [-(2 ** 31), -7, -1, 0, 1, 42, 2 ** 31 - 1, *range(2, 40)]
-    hashed = spark.createDataFrame([(v,) for v in values], "v int").select(F.hash("v").alias("h")).collect()
-    assert [r.h for r in hashed] == [spark_hash_int(v) for v in values]
-    odd = spark.range(0, 50).selectExpr("id AS userId", "id * 2 AS _CDKDS_task")  # named as the helper's column
+    odd = spark.range(0, 400, numPartitions=5).selectExpr("id AS userId", "id * 2 AS task", "'p' AS path")
     url = f"file://{tmp_path}/lake/odd"
-    assert upsert(odd, url, recordKey="userId", **{"property.index.buckets": "4"}).inserted == 50
-    assert DatasetRepository(f"file://{tmp_path}/lake").load("odd").get(7)["_CDKDS_task"] == 14
-    for tasks in (2, 3, 16):
-        routed = spark.createDataFrame([(v,) for v in task_values(tasks)], "v int").repartition(tasks, "v") \
-            .select("v", F.spark_partition_id().alias("task")).collect()
-        assert sorted((r.task, r.v) for r in routed) == list(enumerate(task_values(tasks)))
+    assert upsert(odd, url, recordKey="userId", **{"property.index.buckets": "8"}).inserted == 400
+    ds = DatasetRepository(f"file://{tmp_path}/lake").load("odd")
+    assert sorted(f.bucket for f in ds.snapshot.index.values()) == list(range(8))  # a file per bucket
+    again = upsert(odd.selectExpr("userId", "task + 1 AS task", "path").repartition(3), url)
+    assert (again.inserted, again.updated) == (0, 400)
+    ds.refresh()
+    assert ds.get(7)["task"] == 15 and ds.get_many(list(range(400))).num_rows == 400
+    assert not list(ds.store.walk_files(f"{STAGING_FOLDER}/"))
+    assert ds.check(read_data=True).ok
