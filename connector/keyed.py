@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from cdkds.catalog.keyed.operations import UpsertResult
     from cdkds.connector.options import Location
 
-_IPC = pa.ipc.IpcWriteOptions(compression="lz4")  # staged rows: a third of the bytes, decoded at GB/s
+_IPC = pa.ipc.IpcWriteOptions(compression="lz4")  # staged rows: 2M of 5 columns 108 -> 49 MB, +0.08 s to write
 
 
 def upsert(df: "DataFrame", url: str, operation: str = "upsert", storage_options: dict | None = None,
@@ -40,6 +40,7 @@ def upsert(df: "DataFrame", url: str, operation: str = "upsert", storage_options
     from cdkds.catalog.keyed.keys import RecordKey
     from cdkds.catalog.repository import split_dataset_url
     from cdkds.catalog.storage import ObjectStore
+    from cdkds.catalog.write.writer import STAGING_FOLDER
     from cdkds.connector.options import InvalidOptionError, KEYED_OPERATIONS, Location, check_known_options, write_options
     from cdkds.connector.writer import new_descriptor, plan_write, take_result
 
@@ -78,19 +79,24 @@ def upsert(df: "DataFrame", url: str, operation: str = "upsert", storage_options
     staged: list[str] = []
     try:
         # the rows go to Python once: a map task routes each batch's rows to the task of their
-        # bucket in Arrow files (a scalar UDF for the bucket and Spark's shuffle cost the JVM
-        # twice the CPU: 2M rows 9 s against 4), then a task per bucket group plans on them
+        # bucket in Arrow files, then a task per group of buckets plans on them (a scalar UDF
+        # for the bucket and Spark's shuffle cost the JVM 9 CPU-seconds for 2M rows, this 4)
         routed = df.mapInArrow(functools.partial(_route, where, job, key, buckets, tasks), "task int, path string")
         by_task: dict[int, list[str]] = {}
         for row in routed.collect():
             by_task.setdefault(row.task, []).append(row.path)
             staged.append(row.path)
-        spark = df.sparkSession
-        planned = spark.range(tasks, numPartitions=tasks) \
+        planned = df.sparkSession.range(tasks, numPartitions=tasks) \
             .mapInArrow(functools.partial(_plan, writer, where, job, by_task), "path string")
-        message_paths = [row.path for row in planned.collect()]
+        try:
+            message_paths = [row.path for row in planned.collect()]
+        except BaseException:  # the files of the tasks that finished are deleted, not left for vacuum
+            with contextlib.suppress(Exception):
+                writer.abort(_messages(store, [k for k, _ in store.walk_files(f"{STAGING_FOLDER}/{job}/")
+                                               if k.rsplit("/", 1)[-1].startswith("message-")]))
+            raise
         staged.extend(message_paths)
-        messages = [pickle.loads(store.read(p)) for p in message_paths]
+        messages = _messages(store, message_paths)
         try:
             writer.commit(messages)
         except BaseException:
@@ -160,6 +166,11 @@ def _plan(writer: Any, where: "Location", job: str, by_task: dict[int, list[str]
                 writer.abort([message])
                 raise
             yield pa.RecordBatch.from_arrays([pa.array([path], pa.string())], names=["path"])
+
+
+def _messages(store: Any, paths: list[str]) -> list:
+    """The commit messages the planning tasks left at ``paths`` (pickled, as Spark sends them)."""
+    return [pickle.loads(store.read(p)) for p in paths]
 
 
 def _staged_rows(store: Any, paths: list[str]) -> Iterator[pa.RecordBatch]:

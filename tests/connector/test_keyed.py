@@ -132,8 +132,8 @@ def test_a_failed_first_write_creates_nothing(spark, tmp_path):
             write(url)  # duplicate keys and no ordering field: the driver's plan fails
         left = [key for key, _ in repo.store.child(name).walk_files("")]
         assert not repo.exists(name)
-        if name == "upsert":  # clustered: a task that succeeds after Spark aborted the job (its message never
-            assert all(k.startswith("data/part-") for k in left)  # reaches abort) leaves unreferenced data files
+        if name == "upsert":  # the helper aborts the messages of its planning tasks that finished; one
+            assert all(k.startswith("data/part-") for k in left)  # Spark cancelled mid-write leaves data files
         else:
             assert not left
         twice.dropDuplicates(["userId"]).write.format("cdkds").mode("append").option("recordKey", "userId") \
