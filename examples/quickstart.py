@@ -201,7 +201,7 @@ def with_spark(root: str) -> None:
     changes = spark.range(5_000, 7_000).selectExpr(
         "'nz' AS tenant", "id AS userId", "concat('spark', id, '@nz.example') AS email",
         "timestamp_millis(1772330400000) AS updatedAt")  # 2026-03-01T02:00Z: newer than the rows above
-    r = upsert(changes, f"file://{root}/shop/users")  # clustered by index bucket, one commit
+    r = upsert(changes, f"file://{root}/shop/users")  # routed by index bucket to its tasks, one commit
     print(f"Spark upsert into shop/users: {r.inserted} inserted, {r.updated} updated (revision {r.revision})")
     spark.stop()
 
