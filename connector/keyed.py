@@ -115,7 +115,7 @@ def _route(where: "Location", job: str, key: "RecordKey", buckets: int, tasks: i
     """A map task of :func:`upsert`: its rows in an Arrow file per planning task (the task of
     bucket ``b`` is ``b mod tasks``) in the job's staging folder; yields each file's task and path."""
     from cdkds.catalog.storage import ObjectStore, store_failures
-    from cdkds.catalog.write.writer import STAGING_FOLDER
+    from cdkds.catalog.write.writer import STAGING_FOLDER, delete_files
 
     store = ObjectStore.open(where.url, dict(where.storage_options))
     files: dict[int, tuple[str, Any, Any]] = {}
@@ -138,11 +138,10 @@ def _route(where: "Location", job: str, key: "RecordKey", buckets: int, tasks: i
                 stream.close()
                 f.close()
     except BaseException:
-        for path, f, _ in files.values():
+        for _, f, _ in files.values():
             with contextlib.suppress(Exception):
                 f.close()
-            with contextlib.suppress(Exception):
-                store.delete(path)
+        delete_files(store, [path for path, _, _ in files.values()])
         raise
     yield pa.RecordBatch.from_arrays([pa.array(list(files), pa.int32()),
                                       pa.array([p for p, _, _ in files.values()], pa.string())], names=["task", "path"])
@@ -184,16 +183,14 @@ def _staged_rows(store: Any, paths: list[str]) -> Iterator[pa.RecordBatch]:
 def _delete_staged(store: Any, job: str, staged: list[str]) -> None:
     """Delete the job's staged rows and messages, and any a failed task attempt left (its
     result, which the commit records there, is kept for :func:`take_result`)."""
-    from cdkds.catalog.write.writer import STAGING_FOLDER
+    from cdkds.catalog.write.writer import STAGING_FOLDER, delete_files
     from cdkds.connector.writer import result_path
 
     keep = result_path(job)
     with contextlib.suppress(Exception):
         left = [k for k, _ in store.walk_files(f"{STAGING_FOLDER}/{job}/") if k != keep]
         staged = sorted(set(staged) | set(left))
-    for path in staged:
-        with contextlib.suppress(Exception):
-            store.delete(path)
+    delete_files(store, staged)
 
 
 def _tasks(df: "DataFrame", buckets: int) -> int:
